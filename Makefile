@@ -1,0 +1,29 @@
+# One-command setup + run / test. Creates .venv, installs the CPU torch wheel first (never an unpinned torch).
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+STAMP  := $(VENV)/.crabrec-installed
+
+.PHONY: setup run test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[dev]"
+	touch $(STAMP)
+
+run: setup
+	$(VENV)/bin/crabrec run $(ARGS)
+
+test: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(PY) -m pytest -q $(ARGS)
+
+bench: setup
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache

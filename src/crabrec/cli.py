@@ -1,0 +1,136 @@
+"""Command-line interface: one sub-command per stage, ``run`` for all of them. Try ``crabrec --help``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+
+from crabrec.config import RunConfig, deep_merge, load_config, parse_overrides
+from crabrec.errors import CrabError
+
+app = typer.Typer(
+    help="crabrec: generative recommendation with semantic IDs and CRAB codebook rebalancing.\n\n"
+    "Stages: data -> embed -> tokenize -> train -> evaluate -> rebalance -> finetune -> report. "
+    "`crabrec run` runs every available stage on the embedded Office dataset (or --config).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+data_app = typer.Typer(help="Inspect datasets.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+log = logging.getLogger("crabrec")
+
+ConfigOpt = Annotated[str | None, typer.Option("--config", "-c", help="YAML config file (merged over the preset).")]
+PresetOpt = Annotated[str | None, typer.Option("--preset", help="quick (CPU, default) or paper (GPU).")]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", "-s", help="Override any key, e.g. --set data.kcore=3 (repeatable).")
+]
+DataPathOpt = Annotated[str | None, typer.Option("--data", help="Dataset path (default: embedded Office).")]
+FormatOpt = Annotated[str | None, typer.Option("--format", help="auto|lcrec|minionerec|recbole|table.")]
+NameOpt = Annotated[str | None, typer.Option("--name", help="Run name: artifacts go to <runs_dir>/<name>/.")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for every random choice.")]
+
+
+def build_config(config: str | None, preset: str | None, sets: list[str] | None, **flags: Any) -> RunConfig:
+    """Preset <- --config <- named flags <- --set overrides."""
+    named: dict[str, Any] = {}
+    mapping = {"data_path": ("data", "path"), "data_format": ("data", "format"), "name": ("name",), "seed": ("seed",)}
+    for flag, value in flags.items():
+        if value is None:
+            continue
+        keys = mapping.get(flag, (flag,))
+        node = named
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = value
+    overrides = deep_merge(named, parse_overrides(sets or []))
+    return load_config(config, overrides, preset)
+
+
+def _setup_logging(verbose: bool = False) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter())
+    log.handlers[:] = [handler]
+    log.setLevel(logging.DEBUG if verbose else logging.INFO)
+    log.propagate = False
+
+
+class _Formatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        msg = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            return f"crabrec: {record.levelname.lower()}: {msg}"
+        return msg
+
+
+@app.command()
+def run(
+    config: ConfigOpt = None,
+    preset: PresetOpt = None,
+    sets: SetOpt = None,
+    data: DataPathOpt = None,
+    data_format: FormatOpt = None,
+    name: NameOpt = None,
+    seed: SeedOpt = None,
+    force: Annotated[list[str] | None, typer.Option("--force", help="Re-run this stage even if cached.")] = None,
+) -> None:
+    """Run every available stage (cached stages are skipped) and print what is not available yet."""
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import missing, registry
+
+    cfg = build_config(config, preset, sets, data_path=data, data_format=data_format, name=name, seed=seed)
+    stages = registry()
+    ctx = RunContext(cfg=cfg, stages=stages, force=set(force or []))
+    start = time.perf_counter()
+    log.info("run %s -> %s", cfg.name, cfg.run_dir)
+    for stage_name in stages:
+        ctx.ensure(stage_name)
+    absent = missing()
+    if absent:
+        log.info("not available yet: %s", ", ".join(absent))
+    log.info("finished in %.1fs; artifacts in %s", time.perf_counter() - start, cfg.run_dir)
+
+
+@data_app.command("stats")
+def data_stats(
+    config: ConfigOpt = None,
+    preset: PresetOpt = None,
+    sets: SetOpt = None,
+    data: DataPathOpt = None,
+    data_format: FormatOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Users, items, interactions, sequence lengths, samples per split and popularity concentration."""
+    import json
+
+    from crabrec.data import compute_popularity, load_dataset, make_splits
+    from crabrec.data.stats import dataset_stats, format_stats
+
+    cfg = build_config(config, preset, sets, data_path=data, data_format=data_format)
+    ds = load_dataset(cfg.data)
+    splits = make_splits(ds, cfg.data.split, cfg.data.max_history)
+    pop = compute_popularity(splits.train, ds.n_items, cfg.data.n_groups, cfg.data.popular_share)
+    stats = dataset_stats(ds, splits, pop)
+    typer.echo(json.dumps(stats, indent=2) if as_json else format_stats(stats))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user errors become one line on stderr and exit code 2."""
+    _setup_logging()
+    try:
+        app(args=argv, prog_name="crabrec", standalone_mode=True)
+    except CrabError as exc:
+        typer.echo(f"crabrec: error: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        typer.echo("crabrec: interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

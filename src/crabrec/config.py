@@ -1,0 +1,175 @@
+"""Typed, validated configuration for every stage (pydantic), YAML presets and ``key=value`` overrides."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from crabrec.errors import CrabError
+
+PRESETS = ("quick", "paper")
+
+
+class Strict(BaseModel):
+    """Base model: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DataConfig(Strict):
+    """Where the data comes from and how it is split into (history -> next item) samples."""
+
+    format: Literal["auto", "lcrec", "minionerec", "recbole", "table"] = "auto"
+    path: str | None = Field(None, description="dataset directory or file; None = the embedded Office dataset")
+    name: str | None = Field(None, description="file stem inside `path` (e.g. 'Office'); inferred when unique")
+    item_table: str | None = Field(None, description="table format: the item table (CSV/parquet)")
+    user_col: str = "user"
+    item_col: str = "item"
+    time_col: str | None = "timestamp"
+    kcore: int = Field(5, ge=0, description="iterative k-core for users and items (0 = off)")
+    split: Literal["auto", "leave_one_out", "global_time", "given"] = "auto"
+    max_history: int = Field(10, ge=1)
+    train_on_available: bool = Field(
+        False, description="minionerec layout without a train split: train on the valid rows instead of failing"
+    )
+    n_groups: int = Field(5, ge=2, description="number of equal-size item popularity groups (MGU/DGU)")
+    popular_share: float = Field(0.2, gt=0, lt=1, description="share of items flagged popular (Fig. 1)")
+
+
+class EmbedConfig(Strict):
+    """Item text -> vector with a frozen sentence-transformers encoder."""
+
+    encoder: str = Field("all-MiniLM-L6-v2", description="'all-MiniLM-L6-v2' (bundled) or a local model directory")
+    fields: list[str] = Field(default_factory=lambda: ["title", "description"])
+    template: str | None = Field(None, description="e.g. '{title}. {brand}'; overrides `fields`")
+    max_chars: int = Field(2000, ge=16, description="texts are cut to this many characters")
+    batch_size: int = Field(64, ge=1)
+    normalize: bool = True
+    device: str = "cpu"
+
+
+class TokenizeConfig(Strict):
+    """Semantic-ID construction."""
+
+    quantizer: Literal["rqkmeans", "rqvae", "balanced", "import"] = "rqkmeans"
+    levels: int = Field(3, ge=1, le=8)
+    codebook_size: int = Field(256, ge=2)
+    kmeans_iters: int = Field(25, ge=1)
+    kmeans_init: Literal["kmeans++", "random"] = "kmeans++"
+    dedup: Literal["extra_level", "none"] = "extra_level"
+    import_path: str | None = Field(None, description="quantizer=import: a MiniOneRec index.json")
+    rqvae_latent_dim: int = Field(32, ge=2)
+    rqvae_hidden: list[int] = Field(default_factory=lambda: [512, 256, 128, 64])
+    rqvae_epochs: int = Field(300, ge=1)
+    rqvae_lr: float = Field(1e-3, gt=0)
+    rqvae_batch_size: int = Field(1024, ge=1)
+    rqvae_beta: float = Field(0.25, ge=0)
+
+
+class RunConfig(Strict):
+    """One experiment: every stage's config plus the run's name and seed."""
+
+    name: str = "office-quick"
+    runs_dir: str = "runs"
+    seed: int = 2024
+    preset: Literal["quick", "paper", "custom"] = "quick"
+    data: DataConfig = Field(default_factory=DataConfig)
+    embed: EmbedConfig = Field(default_factory=EmbedConfig)
+    tokenize: TokenizeConfig = Field(default_factory=TokenizeConfig)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.runs_dir) / self.name
+
+
+def preset_dict(name: str) -> dict[str, Any]:
+    """The YAML preset shipped with the package."""
+    if name not in PRESETS:
+        raise CrabError(f"unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
+    text = resources.files("crabrec.presets").joinpath(f"{name}.yaml").read_text()
+    return yaml.safe_load(text) or {}
+
+
+def _read_yaml(path: str) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise CrabError(f"config {path}: file not found")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise CrabError(f"config {path}:{where} invalid YAML ({getattr(exc, 'problem', exc)})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise CrabError(f"config {path}: expected a mapping of sections at the top level, got {type(data).__name__}")
+    return data
+
+
+def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["data.kcore=3", "seed=7"]`` -> nested dict; values are parsed as YAML scalars."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise CrabError(f"override {item!r}: expected KEY=VALUE, e.g. data.kcore=3")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def load_config(
+    path: str | None = None, overrides: dict[str, Any] | None = None, preset: str | None = None
+) -> RunConfig:
+    """Preset (default quick) <- YAML file <- overrides, validated into a :class:`RunConfig`."""
+    user = _read_yaml(path) if path else {}
+    chosen = preset or user.get("preset") or "quick"
+    if chosen == "custom":
+        base: dict[str, Any] = {}
+    else:
+        base = preset_dict(chosen)
+    merged = deep_merge(deep_merge(base, user), overrides or {})
+    if preset:
+        merged["preset"] = preset
+    return validate_config(merged, source=path or "config")
+
+
+def validate_config(data: dict[str, Any], source: str = "config") -> RunConfig:
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise CrabError(f"{source}: {format_validation_error(exc)}") from None
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """All problems of a pydantic error on one line: ``key: what was expected (got value)``."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "<root>"
+        if err["type"] == "extra_forbidden":
+            parts.append(f"{loc}: unknown key")
+        else:
+            parts.append(f"{loc}: {err['msg']} (got {err.get('input')!r})")
+    return "; ".join(parts)

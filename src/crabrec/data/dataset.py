@@ -1,0 +1,108 @@
+"""In-memory containers: a catalogue with chronological user sequences, and (history -> target) samples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from crabrec.io import load_npz, write_npz
+
+PAD = -1
+
+
+@dataclass
+class Samples:
+    """(history -> target) rows; ``history`` is ``[N, H]`` item indices, oldest first, ``PAD``-padded at the end."""
+
+    user: np.ndarray
+    history: np.ndarray
+    length: np.ndarray
+    target: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.target.shape[0])
+
+    @classmethod
+    def from_rows(cls, users: list[int], histories: list[list[int]], targets: list[int], max_history: int) -> Samples:
+        n = len(targets)
+        hist = np.full((n, max_history), PAD, dtype=np.int64)
+        length = np.zeros(n, dtype=np.int64)
+        for r, h in enumerate(histories):
+            h = h[-max_history:]
+            hist[r, : len(h)] = h
+            length[r] = len(h)
+        return cls(
+            user=np.asarray(users, dtype=np.int64).reshape(n),
+            history=hist,
+            length=length,
+            target=np.asarray(targets, dtype=np.int64).reshape(n),
+        )
+
+    def take(self, index: np.ndarray) -> Samples:
+        return Samples(self.user[index], self.history[index], self.length[index], self.target[index])
+
+    def history_items(self) -> np.ndarray:
+        """All history entries of all rows, flattened (repeats across rows count)."""
+        mask = np.arange(self.history.shape[1])[None, :] < self.length[:, None]
+        return self.history[mask]
+
+    def rows(self) -> list[list[int]]:
+        return [self.history[r, : self.length[r]].tolist() for r in range(len(self))]
+
+
+@dataclass
+class Splits:
+    train: Samples
+    valid: Samples
+    test: Samples
+    kind: str
+
+    def save(self, path: str | Path) -> None:
+        arrays: dict[str, np.ndarray] = {}
+        for name in ("train", "valid", "test"):
+            s: Samples = getattr(self, name)
+            for key in ("user", "history", "length", "target"):
+                arrays[f"{name}_{key}"] = getattr(s, key)
+        arrays["kind"] = np.array(self.kind)
+        write_npz(path, **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Splits:
+        a = load_npz(path)
+        parts = {
+            name: Samples(*(a[f"{name}_{k}"] for k in ("user", "history", "length", "target")))
+            for name in ("train", "valid", "test")
+        }
+        return cls(kind=str(a["kind"]), **parts)
+
+
+@dataclass
+class Dataset:
+    """A catalogue (item index -> raw id and text) and chronological user sequences of item indices."""
+
+    name: str
+    source: str
+    item_ids: list[str]
+    item_text: list[dict[str, str]]
+    users: list[str]
+    sequences: list[np.ndarray]
+    timestamps: list[np.ndarray] | None = None
+    given: dict[str, tuple[list[int], list[list[int]], list[int]]] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_items(self) -> int:
+        return len(self.item_ids)
+
+    @property
+    def n_users(self) -> int:
+        return len(self.users)
+
+    @property
+    def n_interactions(self) -> int:
+        return int(sum(len(s) for s in self.sequences))
+
+    def item_index(self) -> dict[str, int]:
+        return {raw: i for i, raw in enumerate(self.item_ids)}

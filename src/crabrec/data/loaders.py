@@ -1,0 +1,411 @@
+"""Loaders for the supported on-disk layouts; each returns a :class:`Dataset` or raises a one-line CrabError.
+
+Layouts: ``lcrec`` (LC-Rec/LETTER json), ``minionerec`` (train/valid/test CSVs + index + info), ``recbole``
+(atomic ``.inter``/``.item`` files) and ``table`` (a CSV/parquet of user,item,timestamp plus an item table).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from crabrec.config import DataConfig
+from crabrec.data.dataset import Dataset
+from crabrec.data.kcore import kcore
+from crabrec.errors import CrabError
+
+log = logging.getLogger("crabrec")
+
+SPLIT_NAMES = ("train", "valid", "test")
+MINIONEREC_COLUMNS = ("user_id", "history_item_id", "item_id")
+
+
+def embedded_path() -> Path:
+    """Directory of the embedded Amazon-2014 Office dataset shipped inside the package."""
+    return Path(str(resources.files("crabrec.datasets").joinpath("office")))
+
+
+def load_dataset(cfg: DataConfig) -> Dataset:
+    """Load, validate, k-core filter (raw layouts) and drop users with fewer than 2 interactions."""
+    path = Path(cfg.path) if cfg.path else embedded_path()
+    if not path.exists():
+        raise CrabError(f"{path}: dataset path not found")
+    fmt = cfg.format if cfg.format != "auto" else detect_format(path)
+    loader: dict[str, Callable[[Path, DataConfig], Dataset]] = {
+        "lcrec": _load_lcrec,
+        "minionerec": _load_minionerec,
+        "recbole": _load_recbole,
+        "table": _load_table,
+    }
+    ds = loader[fmt](path, cfg)
+    if ds.given is None:
+        ds = _filter(ds, cfg.kcore)
+    if ds.n_users == 0 or ds.n_items == 0:
+        raise CrabError(f"{ds.source}: no interactions left after {cfg.kcore}-core filtering; lower data.kcore")
+    return ds
+
+
+def detect_format(path: Path) -> str:
+    if path.is_file():
+        name = path.name
+        if name.endswith(".inter.json"):
+            return "lcrec"
+        if name.endswith(".inter"):
+            return "recbole"
+        if path.suffix in (".csv", ".tsv", ".parquet"):
+            return "table"
+        raise CrabError(f"{path}: cannot tell the layout from the file name; set data.format")
+    if any((path / s).is_dir() for s in SPLIT_NAMES):
+        return "minionerec"
+    if list(path.glob("*.inter.json")):
+        return "lcrec"
+    if list(path.glob("*.inter")):
+        return "recbole"
+    raise CrabError(
+        f"{path}: no known layout found (expected <name>.inter.json, <name>.inter, or train|valid|test/ folders); "
+        "set data.format"
+    )
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+
+def _stem(path: Path, suffix: str, name: str | None) -> tuple[Path, str]:
+    """Resolve ``(directory, name)`` for files ``<dir>/<name><suffix>``."""
+    if path.is_file():
+        return path.parent, path.name[: -len(suffix)] if path.name.endswith(suffix) else path.stem
+    if name:
+        return path, name
+    stems = sorted(p.name[: -len(suffix)] for p in path.glob(f"*{suffix}"))
+    if len(stems) != 1:
+        found = ", ".join(stems) or "none"
+        raise CrabError(f"{path}: expected exactly one *{suffix} file (found {found}); set data.name")
+    return path, stems[0]
+
+
+def _no_duplicates(source: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise CrabError(f"{source}: duplicate key {key!r}")
+            out[key] = value
+        return out
+
+    return hook
+
+
+def read_json_file(path: Path) -> Any:
+    if not path.is_file():
+        raise CrabError(f"{path}: file not found")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh, object_pairs_hook=_no_duplicates(path))
+    except json.JSONDecodeError as exc:
+        raise CrabError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from None
+    except UnicodeDecodeError:
+        raise CrabError(f"{path}: not UTF-8 text") from None
+
+
+def _read_csv(path: Path, **kwargs: Any) -> pd.DataFrame:
+    if not path.is_file():
+        raise CrabError(f"{path}: file not found")
+    try:
+        if path.suffix == ".parquet":
+            return pd.read_parquet(path)
+        return pd.read_csv(path, dtype=str, keep_default_na=False, **kwargs)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CrabError(f"{path}: cannot parse table ({msg})") from None
+
+
+def _require_columns(df: pd.DataFrame, path: Path, columns: tuple[str, ...] | list[str]) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise CrabError(
+            f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)} "
+            f"(found {', '.join(map(str, df.columns))})"
+        )
+
+
+def _catalogue_order(ids: list[str]) -> list[str]:
+    """Numeric ids sorted numerically, other ids kept in file order."""
+    if all(i.lstrip("-").isdigit() for i in ids):
+        return sorted(ids, key=int)
+    return list(ids)
+
+
+def _text_record(raw: Any, source: Path, key: str) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        raise CrabError(f"{source}: item {key!r}: expected an object of text fields, got {type(raw).__name__}")
+    return {str(k): "" if v is None else str(v) for k, v in raw.items()}
+
+
+def _timestamps(values: pd.Series, path: Path) -> np.ndarray:
+    ts = pd.to_numeric(values, errors="coerce")
+    bad = np.flatnonzero(ts.isna().to_numpy())
+    if len(bad):
+        row = int(bad[0])
+        raise CrabError(f"{path}: row {row + 2}: timestamp {values.iloc[row]!r} is not a number")
+    return ts.to_numpy(dtype=np.float64)
+
+
+def _build(
+    name: str,
+    source: Path,
+    items: dict[str, dict[str, str]],
+    user_rows: dict[str, list[str]],
+    user_times: dict[str, list[float]] | None,
+    where: str,
+) -> Dataset:
+    """Map raw ids to indices (catalogue order), checking every sequence item exists in the item table."""
+    item_ids = _catalogue_order(list(items))
+    index = {raw: i for i, raw in enumerate(item_ids)}
+    users, seqs, times = [], [], []
+    for user, raw_seq in user_rows.items():
+        try:
+            seq = np.fromiter((index[str(x)] for x in raw_seq), dtype=np.int64, count=len(raw_seq))
+        except KeyError as exc:
+            raise CrabError(f"{where}: user {user!r}: item {exc.args[0]!r} is not in the item table") from None
+        users.append(user)
+        seqs.append(seq)
+        if user_times is not None:
+            times.append(np.asarray(user_times[user], dtype=np.float64))
+    return Dataset(
+        name=name,
+        source=str(source),
+        item_ids=item_ids,
+        item_text=[items[i] for i in item_ids],
+        users=users,
+        sequences=seqs,
+        timestamps=times if user_times is not None else None,
+    )
+
+
+def _filter(ds: Dataset, k: int) -> Dataset:
+    """k-core, then drop users with < 2 interactions (warned), then drop items that no longer occur."""
+    keep, seqs, times = kcore(ds.sequences, ds.n_items, k, ds.timestamps)
+    short = [j for j, s in enumerate(seqs) if len(s) < 2]
+    if short:
+        log.warning("%s: dropped %d user(s) with fewer than 2 interactions", ds.source, len(short))
+        ok = [j for j, s in enumerate(seqs) if len(s) >= 2]
+        keep = [keep[j] for j in ok]
+        seqs = [seqs[j] for j in ok]
+        times = [times[j] for j in ok] if times is not None else None
+    used = np.unique(np.concatenate(seqs)) if seqs else np.zeros(0, np.int64)
+    dropped_items = ds.n_items - len(used)
+    if dropped_items:
+        log.debug("%s: %d item(s) without interactions left the catalogue", ds.source, dropped_items)
+    remap = np.full(ds.n_items, -1, dtype=np.int64)
+    remap[used] = np.arange(len(used))
+    return Dataset(
+        name=ds.name,
+        source=ds.source,
+        item_ids=[ds.item_ids[i] for i in used],
+        item_text=[ds.item_text[i] for i in used],
+        users=[ds.users[u] for u in keep],
+        sequences=[remap[s] for s in seqs],
+        timestamps=times,
+        notes=ds.notes,
+    )
+
+
+# ----------------------------------------------------------------------------------------------- layouts
+
+
+def _load_lcrec(path: Path, cfg: DataConfig) -> Dataset:
+    folder, name = _stem(path, ".inter.json", cfg.name)
+    inter_path, item_path = folder / f"{name}.inter.json", folder / f"{name}.item.json"
+    inter = read_json_file(inter_path)
+    items_raw = read_json_file(item_path)
+    if not isinstance(inter, dict):
+        raise CrabError(f"{inter_path}: expected an object {{user: [item, ...]}}, got {type(inter).__name__}")
+    if not isinstance(items_raw, dict):
+        raise CrabError(f"{item_path}: expected an object {{item: {{title, ...}}}}, got {type(items_raw).__name__}")
+    rows: dict[str, list[str]] = {}
+    for user, seq in inter.items():
+        if not isinstance(seq, list):
+            raise CrabError(f"{inter_path}: user {user!r}: expected a list of item ids, got {type(seq).__name__}")
+        rows[user] = [str(x) for x in seq]
+    items = {str(k): _text_record(v, item_path, k) for k, v in items_raw.items()}
+    return _build(name, folder, items, rows, None, str(inter_path))
+
+
+def _load_recbole(path: Path, cfg: DataConfig) -> Dataset:
+    folder, name = _stem(path, ".inter", cfg.name)
+    inter_path, item_path = folder / f"{name}.inter", folder / f"{name}.item"
+    inter = _read_csv(inter_path, sep="\t")
+    inter.columns = [str(c).split(":")[0] for c in inter.columns]
+    _require_columns(inter, inter_path, ("user_id", "item_id"))
+    items_df = _read_csv(item_path, sep="\t")
+    items_df.columns = [str(c).split(":")[0] for c in items_df.columns]
+    _require_columns(items_df, item_path, ("item_id",))
+    items = _items_from_frame(items_df, "item_id", item_path)
+    has_time = "timestamp" in inter.columns
+    ts = _timestamps(inter["timestamp"], inter_path) if has_time else None
+    return _group_interactions(name, folder, inter, "user_id", "item_id", ts, items, str(inter_path))
+
+
+def _load_table(path: Path, cfg: DataConfig) -> Dataset:
+    if not path.is_file():
+        raise CrabError(f"{path}: the table layout expects an interaction file (CSV or parquet)")
+    inter = _read_csv(path)
+    _require_columns(inter, path, (cfg.user_col, cfg.item_col))
+    if not cfg.item_table:
+        raise CrabError(f"{path}: the table layout needs data.item_table (an item table with text columns)")
+    item_path = Path(cfg.item_table)
+    items_df = _read_csv(item_path)
+    _require_columns(items_df, item_path, (cfg.item_col,))
+    items = _items_from_frame(items_df, cfg.item_col, item_path)
+    ts = _timestamps(inter[cfg.time_col], path) if cfg.time_col and cfg.time_col in inter.columns else None
+    return _group_interactions(path.stem, path, inter, cfg.user_col, cfg.item_col, ts, items, str(path))
+
+
+def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, dict[str, str]]:
+    ids = df[id_col].astype(str)
+    dup = ids[ids.duplicated()]
+    if len(dup):
+        row = int(dup.index[0])
+        raise CrabError(f"{path}: row {row + 2}: duplicate item id {dup.iloc[0]!r}")
+    text_cols = [c for c in df.columns if c != id_col]
+    title_col = "title" if "title" in text_cols else next((c for c in text_cols if "title" in str(c).lower()), None)
+    items: dict[str, dict[str, str]] = {}
+    records = df[text_cols].astype(str).to_dict("records")
+    for raw_id, rec in zip(ids, records):
+        rec = {str(k): v for k, v in rec.items()}
+        if title_col and "title" not in rec:
+            rec["title"] = rec[title_col]
+        items[raw_id] = rec
+    return items
+
+
+def _group_interactions(
+    name: str,
+    source: Path,
+    inter: pd.DataFrame,
+    user_col: str,
+    item_col: str,
+    ts: np.ndarray | None,
+    items: dict[str, dict[str, str]],
+    where: str,
+) -> Dataset:
+    """Group rows per user; with timestamps, sort each user's rows by time (file order breaks ties)."""
+    frame = pd.DataFrame({"u": inter[user_col].astype(str), "i": inter[item_col].astype(str)})
+    if ts is not None:
+        frame["t"] = ts
+    frame["order"] = np.arange(len(frame))
+    sort_cols = ["u", "t", "order"] if ts is not None else ["u", "order"]
+    frame = frame.sort_values(sort_cols, kind="stable")
+    rows: dict[str, list[str]] = {}
+    times: dict[str, list[float]] | None = {} if ts is not None else None
+    for user, grp in frame.groupby("u", sort=False):
+        rows[str(user)] = grp["i"].tolist()
+        if times is not None:
+            times[str(user)] = grp["t"].tolist()
+    return _build(name, source, items, rows, times, where)
+
+
+def _load_minionerec(path: Path, cfg: DataConfig) -> Dataset:
+    """MiniOneRec release: the files' own split is used as given."""
+    item_files = sorted((path / "index").glob("*.item.json"))
+    info_files = sorted((path / "info").glob("*.txt"))
+    if item_files:
+        raw = read_json_file(item_files[0])
+        if not isinstance(raw, dict):
+            raise CrabError(f"{item_files[0]}: expected an object {{item: {{title, ...}}}}")
+        items = {str(k): _text_record(v, item_files[0], k) for k, v in raw.items()}
+    elif info_files:
+        items = _items_from_info(info_files[0])
+    else:
+        raise CrabError(f"{path}: no item table (expected index/*.item.json or info/*.txt)")
+    item_ids = _catalogue_order(list(items))
+    index = {raw: i for i, raw in enumerate(item_ids)}
+    user_index: dict[str, int] = {}
+    given: dict[str, tuple[list[int], list[list[int]], list[int]]] = {}
+    order: list[tuple[int, list[int], int]] = []
+    for split in SPLIT_NAMES:
+        files = sorted((path / split).glob("*.csv")) if (path / split).is_dir() else []
+        if not files:
+            continue
+        given[split] = _read_minionerec_csv(files[0], index, user_index)
+        if split != "train":
+            order.extend(zip(*given[split]))
+    notes = []
+    for split in ("valid", "test"):
+        if split not in given:
+            raise CrabError(f"{path}: missing the {split} split ({split}/*.csv)")
+    if "train" not in given:
+        if not cfg.train_on_available:
+            raise CrabError(
+                f"{path}: no train split (train/*.csv); set data.train_on_available=true to train on the valid rows"
+            )
+        given["train"] = given["valid"]
+        notes.append("no train split: the valid rows are used for training, so validation is not held out")
+        log.warning("%s: %s", path, notes[-1])
+    # rebuild each user's (suffix of) sequence from the rows, as PROVENANCE describes
+    users = sorted(user_index, key=user_index.get)
+    seqs: list[list[int]] = [[] for _ in users]
+    for u, hist, tgt in sorted(order, key=lambda r: r[0]):
+        if not seqs[u]:
+            seqs[u] = list(hist)
+        seqs[u].append(tgt)
+    return Dataset(
+        name=item_files[0].name.split(".")[0] if item_files else path.name,
+        source=str(path),
+        item_ids=item_ids,
+        item_text=[items[i] for i in item_ids],
+        users=users,
+        sequences=[np.asarray(s, dtype=np.int64) for s in seqs],
+        given=given,
+        notes=notes,
+    )
+
+
+def _items_from_info(path: Path) -> dict[str, dict[str, str]]:
+    items: dict[str, dict[str, str]] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        parts = line.split("\t")
+        if len(parts) != 3:
+            raise CrabError(f"{path}: line {n}: expected 3 tab-separated columns (semantic_id, title, item_id)")
+        if parts[2] in items:
+            raise CrabError(f"{path}: line {n}: duplicate item id {parts[2]!r}")
+        items[parts[2]] = {"title": parts[1]}
+    return items
+
+
+def _parse_list(text: str) -> list[Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = ast.literal_eval(text)
+    if not isinstance(value, list):
+        raise ValueError("not a list")
+    return value
+
+
+def _read_minionerec_csv(
+    path: Path, index: dict[str, int], user_index: dict[str, int]
+) -> tuple[list[int], list[list[int]], list[int]]:
+    df = _read_csv(path)
+    _require_columns(df, path, MINIONEREC_COLUMNS)
+    users, hists, targets = [], [], []
+    for row, (user, hist_text, target) in enumerate(zip(df["user_id"], df["history_item_id"], df["item_id"]), start=2):
+        try:
+            hist = [index[str(x)] for x in _parse_list(hist_text)]
+            tgt = index[str(target).strip()]
+        except KeyError as exc:
+            raise CrabError(f"{path}: row {row}: item {exc.args[0]!r} is not in the item table") from None
+        except (ValueError, SyntaxError):
+            raise CrabError(f"{path}: row {row}: history_item_id {hist_text!r} is not a list of item ids") from None
+        users.append(user_index.setdefault(str(user), len(user_index)))
+        hists.append(hist)
+        targets.append(tgt)
+    return users, hists, targets

@@ -1,0 +1,13 @@
+"""User-facing errors: one line, exit code 2, no traceback."""
+
+
+class CrabError(Exception):
+    """A problem with the user's input (data, config, arguments) rather than a bug.
+
+    The CLI prints ``crabrec: error: <message>`` and exits with code 2.
+    """
+
+
+def fail(message: str) -> None:
+    """Raise a :class:`CrabError` with ``message``."""
+    raise CrabError(message)

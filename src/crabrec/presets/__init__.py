@@ -1,0 +1,1 @@
+"""YAML presets shipped with crabrec (``quick`` for the CPU, ``paper`` for a GPU)."""

@@ -1,0 +1,19 @@
+"""The stages of ``crabrec run``, in order; later capabilities register theirs here."""
+
+from __future__ import annotations
+
+from crabrec.pipeline import Stage
+from crabrec.stages.data_stage import DATA_STAGE
+
+# Planned stages that are not implemented yet: `crabrec run` names them so users know what is missing.
+PLANNED = ("embed", "tokenize", "train", "evaluate", "baselines", "rebalance", "finetune", "report")
+
+
+def registry() -> dict[str, Stage]:
+    stages = [DATA_STAGE]
+    return {s.name: s for s in stages}
+
+
+def missing() -> list[str]:
+    have = registry()
+    return [name for name in PLANNED if name not in have]

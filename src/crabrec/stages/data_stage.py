@@ -1,0 +1,40 @@
+"""Stage ``data``: load, filter, split and count popularity; artifacts under ``<run>/data/``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crabrec.data import compute_popularity, load_dataset, make_splits
+from crabrec.data.stats import dataset_stats
+from crabrec.io import write_json, write_npz
+from crabrec.pipeline import RunContext, Stage
+
+
+def run_data(ctx: RunContext) -> dict[str, Any]:
+    cfg = ctx.cfg.data
+    ds = load_dataset(cfg)
+    splits = make_splits(ds, cfg.split, cfg.max_history)
+    pop = compute_popularity(splits.train, ds.n_items, cfg.n_groups, cfg.popular_share)
+    stats = dataset_stats(ds, splits, pop)
+    splits.save(ctx.path("data", "splits.npz"))
+    write_npz(ctx.path("data", "popularity.npz"), freq=pop.freq, group=pop.group, popular=pop.popular)
+    write_json(ctx.path("data", "items.json"), {"name": ds.name, "item_ids": ds.item_ids, "text": ds.item_text})
+    write_json(ctx.path("data", "stats.json"), stats)
+    return {
+        "users": stats["users"],
+        "items": stats["items"],
+        "interactions": stats["interactions"],
+        "split": splits.kind,
+        "train": len(splits.train),
+        "valid": len(splits.valid),
+        "test": len(splits.test),
+    }
+
+
+DATA_STAGE = Stage(
+    name="data",
+    fn=run_data,
+    sections=("data",),
+    artifacts=("data/splits.npz", "data/popularity.npz", "data/items.json", "data/stats.json"),
+    describe="load, k-core, split into samples, item popularity and groups",
+)

@@ -1,0 +1,46 @@
+"""Shared fixtures: paths to the shared datasets and small hand-written datasets on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("CRABREC_SHARED", ROOT.parent / "shared"))
+
+
+def shared_path(*parts: str) -> Path:
+    path = SHARED.joinpath("datasets", *parts)
+    if not path.exists():
+        pytest.skip(f"shared dataset not available: {path}")
+    return path
+
+
+@pytest.fixture
+def shared():
+    return shared_path
+
+
+def write_lcrec(folder: Path, inter: dict, items: dict, name: str = "Toy") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.inter.json").write_text(json.dumps(inter))
+    (folder / f"{name}.item.json").write_text(json.dumps(items))
+    return folder
+
+
+@pytest.fixture
+def toy_lcrec(tmp_path: Path) -> Path:
+    """6 users over 4 items; every item has >= 2 interactions."""
+    inter = {
+        "u1": [0, 1, 2, 3],
+        "u2": [1, 2, 3],
+        "u3": [0, 2],
+        "u4": [3, 1, 0],
+        "u5": [2, 3, 1],
+        "u6": [0, 1],
+    }
+    items = {str(i): {"title": f"item {i}", "description": f"desc {i}"} for i in range(4)}
+    return write_lcrec(tmp_path / "toy", inter, items)

@@ -1,0 +1,162 @@
+"""Bad input: a one-line error naming the file and the row or key, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from crabrec.cli import main
+from tests.conftest import write_lcrec
+
+ITEMS = {str(i): {"title": f"t{i}"} for i in range(3)}
+INTER = {"u1": [0, 1, 2], "u2": [2, 1, 0], "u3": [1, 0, 2]}
+
+
+def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+def _lcrec(tmp_path: Path, inter=None, items=None) -> Path:
+    return write_lcrec(tmp_path / "d", inter if inter is not None else INTER, items if items is not None else ITEMS)
+
+
+def case_missing_path(tmp: Path) -> tuple[list[str], str]:
+    return ["--data", str(tmp / "nope")], "dataset path not found"
+
+
+def case_truncated_json(tmp: Path) -> tuple[list[str], str]:
+    d = _lcrec(tmp)
+    (d / "Toy.inter.json").write_text('{"u1": [0, 1')
+    return ["--data", str(d)], "Toy.inter.json: invalid JSON at line 1"
+
+
+def case_unknown_item(tmp: Path) -> tuple[list[str], str]:
+    d = _lcrec(tmp, inter={**INTER, "u9": [0, 7]})
+    return ["--data", str(d)], "user 'u9': item '7' is not in the item table"
+
+
+def case_duplicate_item_json(tmp: Path) -> tuple[list[str], str]:
+    d = _lcrec(tmp)
+    (d / "Toy.item.json").write_text('{"0": {"title": "a"}, "1": {"title": "b"}, "0": {"title": "c"}, "2": {}}')
+    return ["--data", str(d)], "Toy.item.json: duplicate key '0'"
+
+
+def case_missing_item_file(tmp: Path) -> tuple[list[str], str]:
+    d = _lcrec(tmp)
+    (d / "Toy.item.json").unlink()
+    return ["--data", str(d)], "Toy.item.json: file not found"
+
+
+def case_wrong_json_shape(tmp: Path) -> tuple[list[str], str]:
+    d = _lcrec(tmp)
+    (d / "Toy.inter.json").write_text(json.dumps({"u1": 5}))
+    return ["--data", str(d)], "user 'u1': expected a list of item ids"
+
+
+def case_empty_after_kcore(tmp: Path) -> tuple[list[str], str]:
+    return ["--data", str(_lcrec(tmp)), "--set", "data.kcore=10"], "no interactions left after 10-core"
+
+
+def _table(tmp: Path, inter: str, items: str = "item,title\nx,X\ny,Y\n") -> tuple[Path, Path]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "inter.csv").write_text(inter)
+    (tmp / "items.csv").write_text(items)
+    return tmp / "inter.csv", tmp / "items.csv"
+
+
+def case_non_numeric_timestamp(tmp: Path) -> tuple[list[str], str]:
+    i, t = _table(tmp, "user,item,timestamp\na,x,1\na,y,yesterday\nb,x,3\nb,y,4\n")
+    return ["--data", str(i), "--set", f"data.item_table={t}", "--set", "data.kcore=0"], (
+        "inter.csv: row 3: timestamp 'yesterday' is not a number"
+    )
+
+
+def case_wrong_columns(tmp: Path) -> tuple[list[str], str]:
+    i, t = _table(tmp, "uid,iid\na,x\n")
+    return ["--data", str(i), "--set", f"data.item_table={t}"], "inter.csv: missing column(s) user, item"
+
+
+def case_duplicate_item_csv(tmp: Path) -> tuple[list[str], str]:
+    i, t = _table(tmp, "user,item\na,x\na,y\n", "item,title\nx,X\ny,Y\nx,Z\n")
+    return ["--data", str(i), "--set", f"data.item_table={t}", "--set", "data.kcore=0"], (
+        "items.csv: row 4: duplicate item id 'x'"
+    )
+
+
+def case_minionerec_missing_train(tmp: Path) -> tuple[list[str], str]:
+    d = tmp / "mor"
+    for split in ("valid", "test"):
+        (d / split).mkdir(parents=True)
+        (d / split / "x.csv").write_text('user_id,history_item_id,item_id\nA1,"[0, 1]",2\n')
+    (d / "index").mkdir()
+    (d / "index" / "x.item.json").write_text(json.dumps(ITEMS))
+    return ["--data", str(d)], "no train split (train/*.csv)"
+
+
+def case_minionerec_bad_history(tmp: Path) -> tuple[list[str], str]:
+    d = tmp / "mor"
+    for split in ("train", "valid", "test"):
+        (d / split).mkdir(parents=True)
+        (d / split / "x.csv").write_text('user_id,history_item_id,item_id\nA1,"[0, 1]",2\nA2,"[0,",1\n')
+    (d / "index").mkdir()
+    (d / "index" / "x.item.json").write_text(json.dumps(ITEMS))
+    return ["--data", str(d)], "train/x.csv: row 3: history_item_id '[0,' is not a list of item ids"
+
+
+def case_config_unknown_key(tmp: Path) -> tuple[list[str], str]:
+    (tmp / "c.yaml").write_text("data:\n  kcoer: 3\n")
+    return ["--config", str(tmp / "c.yaml")], "c.yaml: data.kcoer: unknown key"
+
+
+def case_config_ill_typed(tmp: Path) -> tuple[list[str], str]:
+    return ["--set", "data.kcore=many"], "data.kcore: Input should be a valid integer"
+
+
+def case_config_negative(tmp: Path) -> tuple[list[str], str]:
+    return ["--set", "data.max_history=0"], "data.max_history: Input should be greater than or equal to 1"
+
+
+def case_config_invalid_yaml(tmp: Path) -> tuple[list[str], str]:
+    (tmp / "c.yaml").write_text("data: [unclosed\n")
+    return ["--config", str(tmp / "c.yaml")], "c.yaml: line"
+
+
+def case_config_missing(tmp: Path) -> tuple[list[str], str]:
+    return ["--config", str(tmp / "missing.yaml")], "missing.yaml: file not found"
+
+
+def case_bad_override(tmp: Path) -> tuple[list[str], str]:
+    return ["--set", "justakey"], "expected KEY=VALUE"
+
+
+CASES = [v for k, v in sorted(globals().items()) if k.startswith("case_")]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.__name__[5:] for c in CASES])
+def test_bad_input_one_line_error(case, tmp_path, capsys):
+    args, expected = case(tmp_path)
+    code, out, err = run_cli(["data", "stats", *args], capsys)
+    assert code == 2
+    assert err.startswith("crabrec: error: ")
+    assert expected in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_short_users_are_dropped_with_a_warning(tmp_path, capsys):
+    d = _lcrec(tmp_path, inter={**INTER, "solo": [1]})
+    code, out, err = run_cli(["data", "stats", "--data", str(d), "--set", "data.kcore=0"], capsys)
+    assert code == 0
+    assert "dropped 1 user(s) with fewer than 2 interactions" in err
+    assert "users              3" in out
+
+
+def test_data_stats_minionerec(shared, capsys):
+    path = shared("minionerec_amazon18")
+    code, out, _ = run_cli(["data", "stats", "--data", str(path), "--set", "data.train_on_available=true"], capsys)
+    assert code == 0
+    assert "valid 4,866  test 4,866" in out
