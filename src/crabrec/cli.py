@@ -22,6 +22,8 @@ app = typer.Typer(
 )
 data_app = typer.Typer(help="Inspect datasets.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
+sid_app = typer.Typer(help="Inspect semantic IDs.", no_args_is_help=True)
+app.add_typer(sid_app, name="sid")
 
 log = logging.getLogger("crabrec")
 
@@ -42,6 +44,9 @@ def build_config(config: str | None, preset: str | None, sets: list[str] | None,
     mapping = {"data_path": ("data", "path"), "data_format": ("data", "format"), "name": ("name",), "seed": ("seed",)}
     for flag, value in flags.items():
         if value is None:
+            continue
+        if isinstance(value, dict):
+            named[flag] = value
             continue
         keys = mapping.get(flag, (flag,))
         node = named
@@ -117,6 +122,90 @@ def data_stats(
     pop = compute_popularity(splits.train, ds.n_items, cfg.data.n_groups, cfg.data.popular_share)
     stats = dataset_stats(ds, splits, pop)
     typer.echo(json.dumps(stats, indent=2) if as_json else format_stats(stats))
+
+
+def run_stage(cfg: RunConfig, stage_name: str, force: bool = False) -> dict[str, Any]:
+    """Run one stage (and whatever it needs) in the run directory of ``cfg``."""
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+
+    ctx = RunContext(cfg=cfg, stages=registry(), force={stage_name} if force else set())
+    return ctx.ensure(stage_name)
+
+
+ForceOpt = Annotated[bool, typer.Option("--force", help="Re-run even if a cached result exists.")]
+
+
+@app.command()
+def embed(
+    config: ConfigOpt = None,
+    preset: PresetOpt = None,
+    sets: SetOpt = None,
+    data: DataPathOpt = None,
+    name: NameOpt = None,
+    encoder: Annotated[
+        str | None, typer.Option(help="all-MiniLM-L6-v2 (bundled), hashing-bow, or a model dir.")
+    ] = None,
+    force: ForceOpt = False,
+) -> None:
+    """Encode item text with a frozen encoder -> <run>/embeddings.npy (+ item order)."""
+    cfg = build_config(config, preset, sets, data_path=data, name=name, embed={"encoder": encoder} if encoder else None)
+    run_stage(cfg, "embed", force)
+
+
+@app.command()
+def tokenize(
+    config: ConfigOpt = None,
+    preset: PresetOpt = None,
+    sets: SetOpt = None,
+    data: DataPathOpt = None,
+    name: NameOpt = None,
+    quantizer: Annotated[str | None, typer.Option(help="rqkmeans | rqvae | balanced | import.")] = None,
+    levels: Annotated[int | None, typer.Option(help="Quantization levels.")] = None,
+    codebook_size: Annotated[int | None, typer.Option(help="Codes per level.")] = None,
+    import_path: Annotated[str | None, typer.Option(help="MiniOneRec index.json for --quantizer import.")] = None,
+    force: ForceOpt = False,
+) -> None:
+    """Build semantic IDs -> <run>/sid/codebook.json, and print the per-level table."""
+    from crabrec.io import read_json
+    from crabrec.sid.build import format_level_table
+
+    options = {"quantizer": quantizer, "levels": levels, "codebook_size": codebook_size, "import_path": import_path}
+    tok = {k: v for k, v in options.items() if v is not None}
+    cfg = build_config(config, preset, sets, data_path=data, name=name, tokenize=tok or None)
+    run_stage(cfg, "tokenize", force)
+    typer.echo(format_level_table(read_json(cfg.run_dir / "sid" / "stats.json")))
+
+
+@sid_app.command("stats")
+def sid_stats(
+    config: ConfigOpt = None,
+    preset: PresetOpt = None,
+    sets: SetOpt = None,
+    name: NameOpt = None,
+    codebook: Annotated[
+        str | None, typer.Option(help="A codebook.json (default: the run's sid/codebook.json).")
+    ] = None,
+) -> None:
+    """Per-level table: used codes, collisions, parents per token, max/mean P, Gini, top-5% share."""
+    import numpy as np
+
+    from crabrec.io import load_npz
+    from crabrec.sid.build import format_level_table
+    from crabrec.sid.codebook import Codebook
+
+    cfg = build_config(config, preset, sets, name=name)
+    path = codebook or str(cfg.run_dir / "sid" / "codebook.json")
+    cb = Codebook.load(path)
+    pop_path = cfg.run_dir / "data" / "popularity.npz"
+    freq = load_npz(pop_path)["freq"] if pop_path.is_file() else None
+    if freq is not None and len(freq) != cb.n_items:
+        raise CrabError(f"{path}: codebook has {cb.n_items} items but the run's data has {len(freq)}")
+    typer.echo(
+        f"codebook {path}: {cb.n_items:,} items, {cb.n_levels} levels, {cb.collisions()} colliding items"
+        + ("" if freq is not None else " (no popularity: run the data stage for P columns)")
+    )
+    typer.echo(format_level_table(cb.level_stats(np.asarray(freq) if freq is not None else None)))
 
 
 def main(argv: list[str] | None = None) -> None:

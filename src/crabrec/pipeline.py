@@ -39,6 +39,7 @@ class RunContext:
     stages: dict[str, Stage]
     force: set[str] = field(default_factory=set)
     _keys: dict[str, str] = field(default_factory=dict)
+    _checked: set[str] = field(default_factory=set)
 
     @property
     def run_dir(self) -> Path:
@@ -85,7 +86,9 @@ class RunContext:
             self.ensure(dep)
         if name not in self.force and self.is_done(name):
             summary = self.summary(name)
-            log.info("[%s] cached (%s)", name, _one_line(summary))
+            if name not in self._checked:
+                log.info("[%s] cached (%s)", name, _one_line(summary))
+            self._checked.add(name)
             return summary
         write_config(self.cfg)
         start = time.perf_counter()
@@ -93,6 +96,8 @@ class RunContext:
         seconds = time.perf_counter() - start
         write_json(self.state_path(name), {"key": self.key(name), "seconds": round(seconds, 3), "summary": summary})
         log.info("[%s] done in %.1fs (%s)", name, seconds, _one_line(summary))
+        self.force.discard(name)
+        self._checked.add(name)
         return summary
 
 

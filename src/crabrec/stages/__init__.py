@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from crabrec.pipeline import Stage
 from crabrec.stages.data_stage import DATA_STAGE
+from crabrec.stages.sid_stages import EMBED_STAGE, TOKENIZE_STAGE
 
 # Planned stages that are not implemented yet: `crabrec run` names them so users know what is missing.
 PLANNED = ("embed", "tokenize", "train", "evaluate", "baselines", "rebalance", "finetune", "report")
 
 
 def registry() -> dict[str, Stage]:
-    stages = [DATA_STAGE]
+    stages = [DATA_STAGE, EMBED_STAGE, TOKENIZE_STAGE]
     return {s.name: s for s in stages}
 
 

