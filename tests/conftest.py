@@ -44,3 +44,21 @@ def toy_lcrec(tmp_path: Path) -> Path:
     }
     items = {str(i): {"title": f"item {i}", "description": f"desc {i}"} for i in range(4)}
     return write_lcrec(tmp_path / "toy", inter, items)
+
+
+@pytest.fixture(scope="session")
+def office_slice(tmp_path_factory) -> Path:
+    """The first 400 users of the embedded Office data (and their items) as an LC-Rec folder."""
+    from crabrec.data.loaders import embedded_path
+
+    src = embedded_path()
+    inter = json.loads((src / "Office.inter.json").read_text())
+    items = json.loads((src / "Office.item.json").read_text())
+    users = dict(list(inter.items())[:400])
+    used = {str(i) for seq in users.values() for i in seq}
+    return write_lcrec(
+        tmp_path_factory.mktemp("office_slice"),
+        users,
+        {k: v for k, v in items.items() if k in used},
+        name="OfficeSlice",
+    )

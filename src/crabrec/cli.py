@@ -182,6 +182,7 @@ def sid_stats(
     config: ConfigOpt = None,
     preset: PresetOpt = None,
     sets: SetOpt = None,
+    data: DataPathOpt = None,
     name: NameOpt = None,
     codebook: Annotated[
         str | None, typer.Option(help="A codebook.json (default: the run's sid/codebook.json).")
@@ -194,7 +195,7 @@ def sid_stats(
     from crabrec.sid.build import format_level_table
     from crabrec.sid.codebook import Codebook
 
-    cfg = build_config(config, preset, sets, name=name)
+    cfg = build_config(config, preset, sets, data_path=data, name=name)
     path = codebook or str(cfg.run_dir / "sid" / "codebook.json")
     cb = Codebook.load(path)
     pop_path = cfg.run_dir / "data" / "popularity.npz"

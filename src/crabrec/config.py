@@ -59,7 +59,7 @@ class TokenizeConfig(Strict):
     levels: int = Field(3, ge=1, le=8)
     codebook_size: int = Field(256, ge=2)
     kmeans_iters: int = Field(25, ge=1)
-    kmeans_init: Literal["kmeans++", "random"] = "kmeans++"
+    kmeans_init: Literal["kmeans++", "random"] = "random"
     dedup: Literal["extra_level", "none"] = "extra_level"
     import_path: str | None = Field(None, description="quantizer=import: a MiniOneRec index.json")
     rqvae_latent_dim: int = Field(32, ge=2)

@@ -1,0 +1,76 @@
+"""Codebook structure on hand-made examples, popularity, persistence, and the MiniOneRec import."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crabrec.errors import CrabError
+from crabrec.sid.codebook import Codebook, gini, parse_index
+
+
+@pytest.fixture
+def cb() -> Codebook:
+    # level-1 token 1 sits under two level-0 parents (0 and 1): not a tree
+    codes = np.array([[0, 0, 0], [0, 1, 0], [1, 1, 1], [1, 2, 0], [2, 2, 1]])
+    return Codebook(codes=codes, sizes=[3, 3, 2], item_ids=["i0", "i1", "i2", "i3", "i4"])
+
+
+def test_names_and_vocab(cb):
+    assert cb.prefixes == ["a", "b", "c"]
+    assert cb.sid_string(2) == "<a_1><b_1><c_1>"
+    assert cb.vocab_size == 8 and cb.offsets.tolist() == [0, 3, 6]
+    assert cb.token_ids()[2].tolist() == [1, 4, 7]
+    assert cb.token_names()[3] == "<b_0>"
+
+
+def test_parents_children_multi_parent(cb):
+    assert cb.children(0) == {0: [0, 1], 1: [1, 2], 2: [2]}
+    assert cb.parents(1) == {0: [0], 1: [0, 1], 2: [1, 2]}
+    assert cb.intersection(0, 1, 1).tolist() == [2]  # I(a_1) ∩ I(b_1)
+    assert cb.intersection(0, 0, 1).tolist() == [1]
+    assert cb.items_of(1, 1).tolist() == [1, 2]
+    assert {k: v.tolist() for k, v in cb.token_items(1).items()} == {0: [0], 1: [1, 2], 2: [3, 4]}
+
+
+def test_popularity_sums_and_groups(cb):
+    freq = np.array([5, 1, 0, 2, 7])
+    for level in range(3):
+        assert cb.popularity(freq, level).sum() == freq.sum()
+    assert cb.popularity(freq, 0).tolist() == [6, 2, 7]
+    groups = cb.token_groups(freq, 0, share=0.34)  # ceil(0.34 * 3) = 2 tokens at each end
+    assert groups["pop"].tolist() == [2, 0] and groups["unp"].tolist() == [0, 1]
+    assert cb.collisions() == 0
+
+
+def test_gini_known_values():
+    assert gini(np.array([1, 1, 1, 1])) == pytest.approx(0.0)
+    assert gini(np.array([0, 0, 0, 4])) == pytest.approx(0.75)
+
+
+def test_save_load_roundtrip(cb, tmp_path):
+    cb.codewords = [np.random.default_rng(0).normal(size=(s, 4)).astype(np.float32) for s in cb.sizes]
+    cb.residuals = [np.ones((5, 4), np.float32) * i for i in range(3)]
+    cb.save(tmp_path / "codebook.json")
+    again = Codebook.load(tmp_path / "codebook.json")
+    assert np.array_equal(again.codes, cb.codes) and again.sizes == cb.sizes and again.item_ids == cb.item_ids
+    assert all(np.array_equal(a, b) for a, b in zip(again.codewords, cb.codewords))
+    assert all(np.array_equal(a, b) for a, b in zip(again.residuals, cb.residuals))
+
+
+def test_index_export_import_roundtrip(cb, tmp_path):
+    import json
+
+    (tmp_path / "index.json").write_text(json.dumps(cb.to_index()))
+    again = parse_index(tmp_path / "index.json", cb.item_ids)
+    assert np.array_equal(again.codes, cb.codes)
+    with pytest.raises(CrabError, match="item 'zz' of the dataset has no SID"):
+        parse_index(tmp_path / "index.json", [*cb.item_ids, "zz"])
+
+
+def test_import_minionerec_index(shared):
+    path = shared("minionerec_amazon18", "index", "Office_Products.index.json")
+    cb = parse_index(path, [str(i) for i in range(3459)])
+    assert cb.collisions() == 15
+    assert [r["used"] for r in cb.level_stats()] == [88, 256, 256]
+    assert cb.level_stats()[1]["parents_per_token"] == pytest.approx(9.7, abs=0.05)
