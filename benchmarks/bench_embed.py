@@ -1,6 +1,6 @@
 """Item-embedding throughput (items/s) of the bundled all-MiniLM-L6-v2 on real Office item text.
 
-    python benchmarks/bench_embed.py [--n 400]
+python benchmarks/bench_embed.py [--n 400]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def main() -> None:
     ds = load_dataset(DataConfig())
     records = ds.item_text[: args.n]
     encode(["warm up"], EmbedConfig(), progress=False)
-    print(f"| text | items | mean chars | seconds | items/s |")
+    print("| text | items | mean chars | seconds | items/s |")
     print("|---|---|---|---|---|")
     for label, cfg in [
         ("title + description (default)", EmbedConfig()),

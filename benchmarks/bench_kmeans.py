@@ -60,7 +60,7 @@ def main() -> None:
     rows.append(("sklearn KMeans (reference)", time.perf_counter() - t, mse, collision_count(codes)))
     ref = rows[-1][1]
     print(f"data: {source}  shape={x.shape}  levels={args.levels}  k={args.k}")
-    print(f"| method | seconds | time / sklearn | final residual MSE | colliding items |")
+    print("| method | seconds | time / sklearn | final residual MSE | colliding items |")
     print("|---|---|---|---|---|")
     for name, sec, mse, coll in rows:
         print(f"| {name} | {sec:.2f} | {sec / ref:.2f} | {mse:.4f} | {coll} |")

@@ -177,6 +177,42 @@ def tokenize(
     typer.echo(format_level_table(read_json(cfg.run_dir / "sid" / "stats.json")))
 
 
+@app.command()
+def rebalance(
+    config: ConfigOpt = None,
+    preset: PresetOpt = None,
+    sets: SetOpt = None,
+    data: DataPathOpt = None,
+    name: NameOpt = None,
+    ratio: Annotated[
+        str | None, typer.Option(help="Split ratio: one value (0.1) or one per level (0.05,0.1,0.1).")
+    ] = None,
+    levels: Annotated[str | None, typer.Option(help="Levels to rebalance, 0-based, e.g. 1 or 0,1.")] = None,
+    lam: Annotated[float | None, typer.Option("--lambda", help="Balance weight of the split objective.")] = None,
+    force: ForceOpt = False,
+) -> None:
+    """CRAB stage 1: split over-popular tokens -> <run>/crab/codebook.json, and print before/after per level."""
+    crab: dict[str, Any] = {}
+    if ratio is not None:
+        crab["ratio"] = _floats(ratio, "--ratio")
+        if len(crab["ratio"]) == 1:
+            crab["ratio"] = crab["ratio"][0]
+    if levels is not None:
+        crab["levels"] = [int(v) for v in _floats(levels, "--levels")]
+    if lam is not None:
+        crab["lam"] = lam
+    cfg = build_config(config, preset, sets, data_path=data, name=name, crab=crab or None)
+    run_stage(cfg, "rebalance", force)
+    typer.echo((cfg.run_dir / "crab" / "report.txt").read_text().rstrip())
+
+
+def _floats(text: str, flag: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise CrabError(f"{flag} {text!r}: expected comma-separated numbers") from None
+
+
 @sid_app.command("stats")
 def sid_stats(
     config: ConfigOpt = None,

@@ -70,6 +70,18 @@ class TokenizeConfig(Strict):
     rqvae_beta: float = Field(0.25, ge=0)
 
 
+class CrabConfig(Strict):
+    """CRAB stage 1 (rebalance) settings; stage 2 settings join here with fine-tuning."""
+
+    ratio: float | list[float] = Field(0.10, description="share of used tokens split per level (or one per level)")
+    levels: list[int] | None = Field(None, description="semantic levels to rebalance (0-based); None = all")
+    max_split: int = Field(3, ge=2, description="at most this many tokens per split token (M)")
+    lam: float = Field(1.0, ge=0, description="balance weight λ of the scale-free objective")
+    n_init: int = Field(10, ge=1)
+    max_iter: int = Field(100, ge=1)
+    exact_limit: float = Field(1e6, ge=0, description="enumerate exactly when M^J is at most this")
+
+
 class RunConfig(Strict):
     """One experiment: every stage's config plus the run's name and seed."""
 
@@ -80,6 +92,7 @@ class RunConfig(Strict):
     data: DataConfig = Field(default_factory=DataConfig)
     embed: EmbedConfig = Field(default_factory=EmbedConfig)
     tokenize: TokenizeConfig = Field(default_factory=TokenizeConfig)
+    crab: CrabConfig = Field(default_factory=CrabConfig)
 
     @property
     def run_dir(self) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from crabrec.pipeline import Stage
+from crabrec.stages.crab_stages import REBALANCE_STAGE
 from crabrec.stages.data_stage import DATA_STAGE
 from crabrec.stages.sid_stages import EMBED_STAGE, TOKENIZE_STAGE
 
@@ -11,7 +12,7 @@ PLANNED = ("embed", "tokenize", "train", "evaluate", "baselines", "rebalance", "
 
 
 def registry() -> dict[str, Stage]:
-    stages = [DATA_STAGE, EMBED_STAGE, TOKENIZE_STAGE]
+    stages = [DATA_STAGE, EMBED_STAGE, TOKENIZE_STAGE, REBALANCE_STAGE]
     return {s.name: s for s in stages}
 
 

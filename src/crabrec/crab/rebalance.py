@@ -1,0 +1,191 @@
+"""CRAB stage 1: split over-popular tokens, level by level, top-down (METHOD_SPEC §6.2–6.4).
+
+At each semantic level the top ``ratio`` of used tokens by popularity ``P(c)`` are split into
+``M = clamp(round(P(c)/mean P), 2, max_split)`` tokens. The units moved together are the child tokens restricted to
+the parent (``I(c) ∩ I(b)``, multi-parent aware) or, at the last semantic level, the items themselves. The largest
+cluster (by popularity) keeps the old id; new ids continue the level's index (``<b_256>``, ...).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from crabrec.crab.reg_kmeans import Units, reg_kmeans
+from crabrec.errors import CrabError
+from crabrec.sid.codebook import Codebook, gini
+
+
+@dataclass
+class RebalanceConfig:
+    ratio: float | list[float] = 0.10
+    levels: list[int] | None = None
+    max_split: int = 3
+    lam: float = 1.0
+    n_init: int = 10
+    max_iter: int = 100
+    exact_limit: float = 1e6
+    seed: int = 0
+
+
+@dataclass
+class Rebalanced:
+    codebook: Codebook
+    token_map: dict[str, list[str]]
+    parent: dict[str, str]
+    report: list[dict[str, Any]] = field(default_factory=list)
+
+
+def level_popularity_stats(cb: Codebook, freq: np.ndarray, level: int) -> dict[str, float]:
+    used = cb.used(level)
+    p = cb.popularity(freq, level)[used]
+    k = math.ceil(0.05 * len(used))
+    return {
+        "tokens": len(used),
+        "max_p": float(p.max()),
+        "mean_p": round(float(p.mean()), 3),
+        "max_over_mean": round(float(p.max() / p.mean()), 3) if p.mean() > 0 else 0.0,
+        "gini": round(gini(p), 4),
+        "top5_share": round(float(np.sort(p)[::-1][:k].sum() / p.sum()), 4) if p.sum() > 0 else 0.0,
+    }
+
+
+def _ratio(cfg: RebalanceConfig, level: int) -> float:
+    if isinstance(cfg.ratio, list):
+        if level >= len(cfg.ratio):
+            raise CrabError(f"rebalance ratio: {len(cfg.ratio)} values given, none for level {level}")
+        return cfg.ratio[level]
+    return cfg.ratio
+
+
+def rebalance(cb: Codebook, freq: np.ndarray, cfg: RebalanceConfig, progress: bool = True) -> Rebalanced:
+    """Return a new codebook whose over-popular tokens are split; the input codebook is not modified."""
+    if cb.residuals is None:
+        raise CrabError("rebalance: the codebook has no per-item residuals (re-run tokenize)")
+    freq = np.asarray(freq, np.float64)
+    if len(freq) != cb.n_items:
+        raise CrabError(f"rebalance: {len(freq)} item frequencies for a codebook of {cb.n_items} items")
+    levels = cfg.levels if cfg.levels is not None else list(range(cb.semantic_levels))
+    bad = [lv for lv in levels if not 0 <= lv < cb.semantic_levels]
+    if bad:
+        raise CrabError(f"rebalance levels {bad}: expected semantic levels 0..{cb.semantic_levels - 1}")
+    codes = cb.codes.copy()
+    sizes = list(cb.sizes)
+    residuals = [r.astype(np.float32).copy() for r in cb.residuals]
+    codewords = [c.astype(np.float32).copy() for c in cb.codewords] if cb.codewords is not None else None
+    token_map: dict[str, list[str]] = {}
+    parent: dict[str, str] = {}
+    report = []
+    work = Codebook(codes=codes, sizes=sizes, item_ids=cb.item_ids, prefixes=cb.prefixes, dedup_levels=cb.dedup_levels)
+    for level in sorted(levels):
+        before = level_popularity_stats(work, freq, level)
+        used = work.used(level)
+        pop = work.popularity(freq, level)
+        mean_p = float(pop[used].mean())
+        n_split = max(1, round(_ratio(cfg, level) * len(used)))
+        order = used[np.lexsort((used, -pop[used]))]
+        selected = [int(c) for c in order[:n_split] if pop[c] > 0]
+        split_count, created = 0, 0
+        last = level == cb.semantic_levels - 1
+        for c in tqdm(selected, desc=f"rebalance level {cb.prefixes[level]}", disable=not progress, leave=False):
+            items = np.flatnonzero(codes[:, level] == c)
+            if last:
+                unit_of = np.arange(len(items))
+            else:
+                _, unit_of = np.unique(codes[items, level + 1], return_inverse=True)
+                unit_of = unit_of.reshape(-1)
+            j = int(unit_of.max()) + 1
+            m = min(max(2, round(pop[c] / mean_p)), cfg.max_split, j) if mean_p > 0 else 0
+            if m < 2:
+                continue
+            n = np.bincount(unit_of, minlength=j).astype(np.float64)
+            p = np.bincount(unit_of, weights=freq[items], minlength=j)
+            rsum = np.zeros((j, residuals[level].shape[1]))
+            np.add.at(rsum, unit_of, residuals[level][items])
+            units = Units(r=rsum / n[:, None], n=n, p=p)
+            z = reg_kmeans(units, m, cfg.lam, cfg.seed + 7919 * level + c, cfg.n_init, cfg.max_iter, cfg.exact_limit)
+            cluster_p = np.bincount(z, weights=p, minlength=m)
+            keep = int(np.lexsort((np.arange(m), -cluster_p))[0])
+            new_ids = {}
+            for cluster in range(m):
+                if cluster == keep:
+                    new_ids[cluster] = c
+                else:
+                    new_ids[cluster] = sizes[level]
+                    sizes[level] += 1
+                    created += 1
+            item_cluster = z[unit_of]
+            old_cw = codewords[level][c].copy() if codewords is not None else None
+            if codewords is not None:
+                extra = sizes[level] - len(codewords[level])
+                if extra > 0:
+                    codewords[level] = np.concatenate(
+                        [codewords[level], np.zeros((extra, codewords[level].shape[1]), np.float32)]
+                    )
+            for cluster, token in new_ids.items():
+                members = items[item_cluster == cluster]
+                codes[members, level] = token
+                if token != c and codewords is not None and old_cw is not None:
+                    centroid = residuals[level][members].mean(0)
+                    codewords[level][token] = centroid
+                    shift = (old_cw - centroid).astype(np.float32)
+                    for deeper in range(level + 1, len(residuals)):
+                        residuals[deeper][members] += shift
+            old_name = cb.token_name(level, c)
+            token_map[old_name] = [cb.token_name(level, t) for t in sorted(new_ids.values())]
+            for token in new_ids.values():
+                if token != c:
+                    parent[cb.token_name(level, token)] = old_name
+            split_count += 1
+        work = Codebook(
+            codes=codes, sizes=sizes, item_ids=cb.item_ids, prefixes=cb.prefixes, dedup_levels=cb.dedup_levels
+        )
+        after = level_popularity_stats(work, freq, level)
+        report.append(
+            {
+                "level": cb.prefixes[level],
+                "selected": len(selected),
+                "split": split_count,
+                "created": created,
+                "before": before,
+                "after": after,
+            }
+        )
+    meta = {
+        **cb.meta,
+        "rebalanced": True,
+        "rebalance": {
+            "ratio": cfg.ratio,
+            "levels": levels,
+            "lam": cfg.lam,
+            "max_split": cfg.max_split,
+            "seed": cfg.seed,
+        },
+    }
+    out = Codebook(
+        codes=codes,
+        sizes=sizes,
+        item_ids=list(cb.item_ids),
+        prefixes=list(cb.prefixes),
+        dedup_levels=cb.dedup_levels,
+        codewords=codewords,
+        residuals=residuals,
+        meta=meta,
+    )
+    return Rebalanced(codebook=out, token_map=token_map, parent=parent, report=report)
+
+
+def format_report(report: list[dict[str, Any]]) -> str:
+    lines = ["level  split  created  tokens      max P          max/mean        Gini            top-5% share"]
+    for r in report:
+        b, a = r["before"], r["after"]
+        lines.append(
+            f"{r['level']:>5}  {r['split']:>5}  {r['created']:>7}  {b['tokens']:>4}->{a['tokens']:<4}  "
+            f"{b['max_p']:>6g}->{a['max_p']:<6g}  {b['max_over_mean']:>6g}->{a['max_over_mean']:<6g}  "
+            f"{b['gini']:.3f}->{a['gini']:.3f}     {b['top5_share']:.3f}->{a['top5_share']:.3f}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,187 @@
+"""Balance-regularized K-means over weighted units (CRAB Eq. kmeans; METHOD_SPEC §6.3).
+
+Scale-free objective over assignments ``z`` (centres are the exact n-weighted means):
+
+    F(z) = SSE(z) / SSE_0  +  λ · Σ_m (P_m / P − 1/M)²
+
+with ``SSE(z) = Σ_j n_j ‖r̄_j − μ_{z_j}‖²``, ``SSE_0`` the one-cluster scatter, ``P_m`` the popularity of cluster m.
+Solved exactly by enumeration when ``M^J`` is small, else by Lloyd-style alternation (centre step, then exact
+coordinate-descent assignment) from several seeded starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Units:
+    """``J`` units to cluster: mean residual ``r [J, d]``, size ``n [J]``, popularity ``p [J]``."""
+
+    r: np.ndarray
+    n: np.ndarray
+    p: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.r = np.asarray(self.r, np.float64)
+        self.n = np.asarray(self.n, np.float64)
+        self.p = np.asarray(self.p, np.float64)
+        mean = (self.n[:, None] * self.r).sum(0) / self.n.sum()
+        self.sse0 = float((self.n * ((self.r - mean) ** 2).sum(1)).sum())
+        self.total_p = float(self.p.sum())
+
+
+def objective(units: Units, z: np.ndarray, m: int, lam: float) -> float:
+    """``F(z)`` for one assignment (empty clusters are not allowed by the callers)."""
+    sse = 0.0
+    balance = 0.0
+    for c in range(m):
+        idx = z == c
+        w = units.n[idx]
+        if w.sum() > 0:
+            mu = (w[:, None] * units.r[idx]).sum(0) / w.sum()
+            sse += float((w * ((units.r[idx] - mu) ** 2).sum(1)).sum())
+        if units.total_p > 0:
+            balance += (units.p[idx].sum() / units.total_p - 1.0 / m) ** 2
+    first = sse / units.sse0 if units.sse0 > 1e-12 else 0.0
+    return first + lam * balance
+
+
+def enumerate_best(units: Units, m: int, lam: float, chunk: int = 50_000) -> np.ndarray:
+    """Exact minimiser over all assignments with no empty cluster (first of the ties in lexicographic order).
+
+    Uses ``SSE = Σ n‖r‖² − Σ_m ‖S_m‖²/N_m`` with ``‖S_m‖² = x_mᵀ G x_m`` (``G`` the n-weighted Gram matrix).
+    """
+    j = len(units.n)
+    wr = units.n[:, None] * units.r
+    gram = wr @ wr.T
+    const = float((units.n * (units.r**2).sum(1)).sum())
+    best_val, best = np.inf, None
+    total = m**j
+    powers = m ** np.arange(j - 1, -1, -1, dtype=np.int64)
+    for start in range(0, total, chunk):
+        codes = np.arange(start, min(start + chunk, total), dtype=np.int64)
+        block = (codes[:, None] // powers[None, :]) % m  # lexicographic order, like itertools.product
+        onehot = (block[:, :, None] == np.arange(m)[None, None, :]).astype(np.float64)  # [A, J, M]
+        sizes = onehot.sum(1)
+        ok = (sizes > 0).all(1)
+        counts = np.einsum("ajm,j->am", onehot, units.n)
+        quad = (onehot * np.einsum("jk,akm->ajm", gram, onehot)).sum(1)
+        sse = const - (quad / np.maximum(counts, 1e-300)).sum(1)
+        first = sse / units.sse0 if units.sse0 > 1e-12 else np.zeros(len(block))
+        if units.total_p > 0:
+            share = np.einsum("ajm,j->am", onehot, units.p) / units.total_p
+            bal = ((share - 1.0 / m) ** 2).sum(1)
+        else:
+            bal = np.zeros(len(block))
+        val = np.where(ok, first + lam * bal, np.inf)
+        i = int(np.argmin(val))
+        if val[i] < best_val - 1e-12:
+            best_val, best = float(val[i]), block[i].copy()
+    assert best is not None
+    return best
+
+
+def lpt_init(units: Units, m: int) -> np.ndarray:
+    """Longest-processing-time greedy on p: biggest unit first into the currently lightest cluster."""
+    z = np.empty(len(units.p), dtype=np.int64)
+    load = np.zeros(m)
+    for j in np.lexsort((np.arange(len(units.p)), -units.p)):
+        c = int(np.argmin(load))
+        z[j] = c
+        load[c] += units.p[j]
+    return _fill_empty(z, m)
+
+
+def kmeanspp_init(units: Units, m: int, rng: np.random.Generator) -> np.ndarray:
+    """n-weighted k-means++ seeding on r̄, then nearest-centre assignment."""
+    j = len(units.n)
+    centres = [int(rng.choice(j, p=units.n / units.n.sum()))]
+    for _ in range(1, m):
+        d = ((units.r[:, None, :] - units.r[centres][None]) ** 2).sum(-1).min(1) * units.n
+        if d.sum() <= 0:
+            rest = [k for k in range(j) if k not in centres]
+            centres.append(int(rng.choice(rest)))
+        else:
+            centres.append(int(rng.choice(j, p=d / d.sum())))
+    d = ((units.r[:, None, :] - units.r[centres][None]) ** 2).sum(-1)
+    z = d.argmin(1)
+    z[centres] = np.arange(m)
+    return _fill_empty(z, m)
+
+
+def _fill_empty(z: np.ndarray, m: int) -> np.ndarray:
+    z = z.copy()
+    for c in range(m):
+        if not (z == c).any():
+            sizes = np.bincount(z, minlength=m)
+            donor = int(np.argmax(sizes))
+            z[np.flatnonzero(z == donor)[-1]] = c
+    return z
+
+
+def lloyd(units: Units, z: np.ndarray, m: int, lam: float, rng: np.random.Generator, max_iter: int = 100) -> np.ndarray:
+    """Alternate exact centre means and coordinate-descent reassignment; F never increases."""
+    z = z.copy()
+    scale = 1.0 / units.sse0 if units.sse0 > 1e-12 else 0.0
+    pbar = units.total_p / m
+    norm = lam / units.total_p**2 if units.total_p > 0 else 0.0
+    weighted = units.n[:, None] * units.r
+    p = units.p.tolist()
+    for _ in range(max_iter):
+        onehot = np.zeros((len(z), m))
+        onehot[np.arange(len(z)), z] = 1.0
+        counts = onehot.T @ units.n
+        mu = (onehot.T @ weighted) / np.maximum(counts, 1e-300)[:, None]
+        # centres stay fixed during the sweep, so the distance part of every move is known up front
+        dist = (units.n[:, None] * ((units.r[:, None, :] - mu[None]) ** 2).sum(-1) * scale).tolist()
+        load = (onehot.T @ units.p).tolist()
+        sizes = np.bincount(z, minlength=m).tolist()
+        changed = False
+        for j in rng.permutation(len(z)).tolist():
+            cur = int(z[j])
+            if sizes[cur] == 1:
+                continue
+            pj = p[j]
+            without = [load[c] - (pj if c == cur else 0.0) for c in range(m)]
+            delta = [dist[j][c] + norm * ((without[c] + pj - pbar) ** 2 - (without[c] - pbar) ** 2) for c in range(m)]
+            best = min(range(m), key=delta.__getitem__)
+            if delta[best] < delta[cur] - 1e-12:
+                z[j] = best
+                load = without
+                load[best] += pj
+                sizes[cur] -= 1
+                sizes[best] += 1
+                changed = True
+        if not changed:
+            break
+    return z
+
+
+def reg_kmeans(
+    units: Units,
+    m: int,
+    lam: float = 1.0,
+    seed: int = 0,
+    n_init: int = 10,
+    max_iter: int = 100,
+    exact_limit: float = 1e6,
+) -> np.ndarray:
+    """Best assignment ``z ∈ {0..M-1}^J`` of the regularized objective (exact when ``M^J ≤ exact_limit``)."""
+    j = len(units.n)
+    if m >= j:
+        return np.arange(j) % m
+    if m**j <= exact_limit:
+        return enumerate_best(units, m, lam)
+    rng = np.random.default_rng(seed)
+    best, best_val = None, np.inf
+    for restart in range(n_init):
+        z0 = lpt_init(units, m) if restart == 0 else kmeanspp_init(units, m, rng)
+        z = lloyd(units, z0, m, lam, rng, max_iter)
+        val = objective(units, z, m, lam)
+        if val < best_val - 1e-12:
+            best, best_val = z, val
+    assert best is not None
+    return best

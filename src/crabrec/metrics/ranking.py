@@ -1,0 +1,25 @@
+"""HR@K and NDCG@K with a single relevant item (IDCG = 1), as MiniOneRec's calc.py."""
+
+from __future__ import annotations
+
+import numpy as np
+
+DEFAULT_KS = (1, 3, 5, 10, 20)
+
+
+def hit_positions(rankings: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """0-based position of the first slot equal to the target, or -1 (``rankings`` is ``[N, K]``, -1 = empty)."""
+    hits = rankings == targets[:, None]
+    return np.where(hits.any(1), hits.argmax(1), -1)
+
+
+def ranking_metrics(rankings: np.ndarray, targets: np.ndarray, ks: tuple[int, ...] = DEFAULT_KS) -> dict[str, float]:
+    """``HR@K = mean[pos < K]``, ``NDCG@K = mean[1[pos < K] / log2(pos + 2)]``."""
+    pos = hit_positions(rankings, targets)
+    out: dict[str, float] = {}
+    for k in ks:
+        hit = (pos >= 0) & (pos < k)
+        out[f"HR@{k}"] = float(hit.mean()) if len(pos) else 0.0
+        gain = np.where(hit, 1.0 / np.log2(np.maximum(pos, 0) + 2.0), 0.0)
+        out[f"NDCG@{k}"] = float(gain.mean()) if len(pos) else 0.0
+    return out

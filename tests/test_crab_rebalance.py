@@ -1,0 +1,95 @@
+"""CRAB stage 1: the regularized K-means and the invariants of rebalancing (METHOD_SPEC §6.2–6.3)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crabrec.config import TokenizeConfig
+from crabrec.crab.rebalance import RebalanceConfig, rebalance
+from crabrec.crab.reg_kmeans import Units, enumerate_best, kmeanspp_init, lloyd, lpt_init, objective, reg_kmeans
+from crabrec.sid.build import build_codebook
+
+
+def test_spec_unit_example_6_3_4():
+    units = Units(r=np.zeros((4, 3)), n=np.ones(4), p=np.array([6.0, 3.0, 2.0, 1.0]))
+    z = reg_kmeans(units, 2, lam=1.0)
+    assert set(np.flatnonzero(z == z[0])) == {0}
+    assert set(np.flatnonzero(z != z[0])) == {1, 2, 3}
+    # the same answer from the iterative path (exact enumeration switched off)
+    z2 = reg_kmeans(units, 2, lam=1.0, exact_limit=0)
+    assert set(np.flatnonzero(z2 == z2[0])) == {0}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lloyd_never_worse_than_init_and_matches_exhaustive(seed):
+    rng = np.random.default_rng(seed)
+    j, m = int(rng.integers(4, 9)), int(rng.integers(2, 4))
+    units = Units(r=rng.normal(size=(j, 3)), n=rng.integers(1, 5, j), p=rng.integers(0, 20, j).astype(float))
+    lam = float(rng.choice([0.1, 1.0, 10.0]))
+    for z0 in (lpt_init(units, m), kmeanspp_init(units, m, rng)):
+        z = lloyd(units, z0, m, lam, rng)
+        assert objective(units, z, m, lam) <= objective(units, z0, m, lam) + 1e-9
+        assert all((z == c).any() for c in range(m))
+    exact = enumerate_best(units, m, lam)
+    brute = min((objective(units, np.array(a), m, lam), a) for a in np.ndindex(*([m] * j)) if len(set(a)) == m)
+    assert objective(units, exact, m, lam) == pytest.approx(brute[0], abs=1e-9)
+    iterative = reg_kmeans(units, m, lam, seed=seed, n_init=20, exact_limit=0)
+    assert objective(units, iterative, m, lam) <= brute[0] + 0.05  # heuristic: close to the optimum
+
+
+@pytest.fixture(scope="module")
+def office_codebook():
+    from crabrec.config import DataConfig, EmbedConfig
+    from crabrec.data import compute_popularity, load_dataset, make_splits
+    from crabrec.embed import encode, item_texts
+
+    ds = load_dataset(DataConfig())
+    splits = make_splits(ds, "auto", 10)
+    freq = compute_popularity(splits.train, ds.n_items).freq
+    x = encode(item_texts(ds.item_text, EmbedConfig()), EmbedConfig(encoder="hashing-bow"))
+    cb = build_codebook(TokenizeConfig(levels=3, codebook_size=64), x, ds.item_ids, seed=0)
+    return cb, freq
+
+
+def test_rebalance_invariants_on_office(office_codebook):
+    cb, freq = office_codebook
+    out = rebalance(cb, freq, RebalanceConfig(ratio=0.1, seed=0), progress=False)
+    new = out.codebook
+    assert new.codes.shape == cb.codes.shape  # every item keeps L tokens
+    assert new.collisions() <= cb.collisions()  # splitting only refines
+    assert len(np.unique(new.codes, axis=0)) >= len(np.unique(cb.codes, axis=0))
+    for level in range(cb.semantic_levels):
+        p_old, p_new = cb.popularity(freq, level), new.popularity(freq, level)
+        split_ids = {int(t.split("_")[1][:-1]) for t in out.token_map if t.startswith(f"<{cb.prefixes[level]}_")}
+        for old_name, new_names in out.token_map.items():
+            if not old_name.startswith(f"<{cb.prefixes[level]}_"):
+                continue
+            ids = [int(n.split("_")[1][:-1]) for n in new_names]
+            old_id = int(old_name.split("_")[1][:-1])
+            assert p_new[ids].sum() == pytest.approx(p_old[old_id])  # P conserved
+            assert all(len(new.items_of(level, t)) >= 1 for t in ids)  # no empty token
+            assert 2 <= len(ids) <= 3
+        untouched = [c for c in cb.used(level) if int(c) not in split_ids]
+        assert np.allclose(p_new[untouched], p_old[untouched])  # unsplit tokens keep P
+        assert new.sizes[level] == cb.sizes[level] + sum(
+            len(v) - 1 for k, v in out.token_map.items() if k.startswith(f"<{cb.prefixes[level]}_")
+        )
+        # items keep their codes at other levels unless moved at this level only
+    assert np.array_equal(new.codes[:, cb.semantic_levels :], cb.codes[:, cb.semantic_levels :])
+    for row in out.report:
+        assert row["after"]["max_over_mean"] <= row["before"]["max_over_mean"] + 1e-9
+    # residual consistency survives the split: r^{l+1} = r^l - codeword_l[s^l]
+    for level in range(cb.semantic_levels - 1):
+        expected = new.residuals[level] - new.codewords[level][new.codes[:, level]]
+        np.testing.assert_allclose(new.residuals[level + 1], expected, atol=1e-4)
+
+
+def test_rebalance_is_deterministic_and_respects_levels(office_codebook):
+    cb, freq = office_codebook
+    a = rebalance(cb, freq, RebalanceConfig(levels=[1], seed=3), progress=False)
+    b = rebalance(cb, freq, RebalanceConfig(levels=[1], seed=3), progress=False)
+    assert np.array_equal(a.codebook.codes, b.codebook.codes)
+    assert np.array_equal(a.codebook.codes[:, [0, 2]], cb.codes[:, [0, 2]])
+    assert all(k.startswith("<b_") for k in a.token_map)
+    assert len(a.token_map) == max(1, round(0.1 * len(cb.used(1))))
