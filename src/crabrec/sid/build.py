@@ -106,8 +106,8 @@ def build_codebook(
         "collisions_before_dedup": before,
         "collision_rate_before_dedup": round(before / len(item_ids), 6),
         "collisions": collision_count(codes),
-        "seconds": round(time.perf_counter() - start, 2),
     }
+    log.debug("tokenize: %s in %.1fs", cfg.quantizer, time.perf_counter() - start)
     return Codebook(
         codes=codes,
         sizes=sizes,
