@@ -70,6 +70,33 @@ class TokenizeConfig(Strict):
     rqvae_beta: float = Field(0.25, ge=0)
 
 
+class TrainConfig(Strict):
+    """The MOR-style decoder and its training loop (shared by every method)."""
+
+    hidden: int = Field(128, ge=8)
+    layers: int = Field(2, ge=1)
+    heads: int = Field(4, ge=1)
+    ff: int = Field(512, ge=8)
+    epochs: int = Field(3, ge=1)
+    batch_size: int = Field(128, ge=1)
+    grad_accum: int = Field(1, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.01, ge=0)
+    warmup_steps: int = Field(20, ge=0)
+    patience: int = Field(2, ge=1, description="early stopping on validation NDCG@10 after this many bad epochs")
+    valid_samples: int = Field(1000, ge=1, description="validation rows used for NDCG@10 each epoch")
+    valid_beam: int = Field(20, ge=1)
+    threads: int = Field(0, ge=0, description="torch threads (0 = leave as is)")
+
+
+class EvalConfig(Strict):
+    beam: int = Field(20, ge=1, description="beam width = length of the ranked list")
+    batch_size: int = Field(64, ge=1)
+    ks: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 20])
+    fairness_ks: list[int] = Field(default_factory=lambda: [1, 5, 10, 20])
+    max_samples: int | None = Field(None, ge=1, description="evaluate only the first N test rows")
+
+
 class CrabConfig(Strict):
     """CRAB stage 1 (rebalance) settings; stage 2 settings join here with fine-tuning."""
 
@@ -80,6 +107,16 @@ class CrabConfig(Strict):
     n_init: int = Field(10, ge=1)
     max_iter: int = Field(100, ge=1)
     exact_limit: float = Field(1e6, ge=0, description="enumerate exactly when M^J is at most this")
+    gamma: float = Field(0.2, ge=0, description="weight of the hierarchical alignment loss L_T")
+    normalize_lt: bool = Field(False, description="divide L_T by the number of parents")
+    params: Literal["lora", "full"] = Field("lora", description="lora: LoRA on attention + SID embedding rows")
+    lora_r: int = Field(8, ge=1)
+    lora_alpha: int = Field(16, ge=1)
+    lora_dropout: float = Field(0.05, ge=0, lt=1)
+    epochs: int = Field(2, ge=1)
+    lr: float = Field(5e-4, gt=0)
+    weight_decay: float = Field(0.01, ge=0)
+    init_noise: float = Field(1e-3, ge=0, description="new rows = parent row + N(0, (init_noise·σ)²)")
 
 
 class RunConfig(Strict):
@@ -92,6 +129,8 @@ class RunConfig(Strict):
     data: DataConfig = Field(default_factory=DataConfig)
     embed: EmbedConfig = Field(default_factory=EmbedConfig)
     tokenize: TokenizeConfig = Field(default_factory=TokenizeConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    evaluate: EvalConfig = Field(default_factory=EvalConfig)
     crab: CrabConfig = Field(default_factory=CrabConfig)
 
     @property

@@ -46,3 +46,58 @@ REBALANCE_STAGE = Stage(
     artifacts=("crab/codebook.json", "crab/token_map.json", "crab/report.json"),
     describe="CRAB stage 1: split over-popular tokens with balance-regularized K-means",
 )
+
+
+def run_finetune(ctx: RunContext) -> dict[str, Any]:
+    """CRAB stage 2 on the trained MOR model, then the test evaluation on the rebalanced codebook."""
+    import time
+
+    from transformers import AutoModelForCausalLM
+
+    from crabrec.crab.alignment import expand_embeddings, hierarchy
+    from crabrec.crab.finetune import crab_loss, export_merged, prepare_trainable
+    from crabrec.io import read_json
+    from crabrec.sid.codebook import Codebook
+    from crabrec.stages.model_stages import evaluate_model, train_decoder
+
+    c = ctx.cfg.crab
+    old = Codebook.load(ctx.path("sid", "codebook.json"))
+    new = Codebook.load(ctx.path("crab", "codebook.json"))
+    parent = read_json(ctx.path("crab", "token_map.json"))["parent"]
+    start = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(ctx.path("models", "mor", "model"))
+    expand_embeddings(model, old, new, parent, ctx.cfg.seed, c.init_noise)
+    model, groups = prepare_trainable(model, c)
+    cfg = ctx.cfg.train.model_copy(update={"epochs": c.epochs, "lr": c.lr, "weight_decay": c.weight_decay})
+    out_dir = ctx.path("models", "crab")
+    summary = train_decoder(
+        ctx,
+        new,
+        out_dir,
+        model=model,
+        loss_fn=crab_loss(hierarchy(new), c.gamma, c.normalize_lt),
+        param_groups=groups,
+        cfg=cfg,
+        export=export_merged,
+    )
+    stage2 = time.perf_counter() - start
+    stage1 = read_json(ctx.state_path("rebalance")).get("seconds", 0.0)
+    result = evaluate_model(ctx, out_dir, new)
+    metrics = read_json(out_dir / "metrics.json")
+    metrics["time"] = {
+        "rebalance_seconds": stage1,
+        "finetune_seconds": round(stage2, 1),
+        "total_seconds": round(stage1 + stage2, 1),
+    }
+    write_json(out_dir / "metrics.json", metrics)
+    return {**result, "epochs_run": summary["epochs_run"], "finetune_seconds": round(stage2, 1)}
+
+
+FINETUNE_STAGE = Stage(
+    name="finetune",
+    fn=run_finetune,
+    sections=("crab", "train", "evaluate"),
+    needs=("data", "tokenize", "train", "rebalance"),
+    artifacts=("models/crab/model/model.safetensors", "models/crab/metrics.json", "models/crab/rankings.parquet"),
+    describe="CRAB stage 2: fine-tune with L_Rec + γ·L_T on the rebalanced codebook, then evaluate",
+)

@@ -1,0 +1,1 @@
+"""Constrained decoding over semantic IDs."""

@@ -1,0 +1,51 @@
+"""A trie over the codebook's SIDs stored as dense child tables, for vectorized masking over batch × beam."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from crabrec.sid.codebook import Codebook
+
+
+@dataclass
+class SidTrie:
+    """``child[t][node, code]`` = node id at depth ``t+1`` (or -1); leaves map to unique SIDs and their items."""
+
+    child: list[torch.Tensor]
+    leaf_sid: torch.Tensor
+    sids: np.ndarray
+    members: list[np.ndarray]
+    offsets: np.ndarray
+    sizes: list[int]
+
+    @classmethod
+    def build(cls, codebook: Codebook) -> SidTrie:
+        codes = codebook.codes
+        sids, inverse = np.unique(codes, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        members = [np.flatnonzero(inverse == s) for s in range(len(sids))]
+        child = []
+        node_of = np.zeros(len(sids), dtype=np.int64)  # node id of each SID's prefix at the current depth
+        n_nodes = 1
+        for t in range(codes.shape[1]):
+            keys = node_of * codebook.sizes[t] + sids[:, t]
+            uniq, nxt = np.unique(keys, return_inverse=True)
+            table = np.full((n_nodes, codebook.sizes[t]), -1, dtype=np.int64)
+            table[uniq // codebook.sizes[t], uniq % codebook.sizes[t]] = np.arange(len(uniq))
+            child.append(torch.from_numpy(table))
+            node_of = nxt.reshape(-1)
+            n_nodes = len(uniq)
+        leaf_sid = np.empty(n_nodes, dtype=np.int64)
+        leaf_sid[node_of] = np.arange(len(sids))
+        return cls(child, torch.from_numpy(leaf_sid), sids, members, codebook.offsets, list(codebook.sizes))
+
+    @property
+    def depth(self) -> int:
+        return len(self.child)
+
+    def representative(self) -> np.ndarray:
+        """First item of each unique SID (rankings store it; ``members`` spreads exposure)."""
+        return np.array([m[0] for m in self.members], dtype=np.int64)

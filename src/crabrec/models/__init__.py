@@ -1,0 +1,1 @@
+"""Generative recommenders over semantic IDs."""

@@ -1,0 +1,100 @@
+"""MiniOneRec-style decoder: a Hugging Face causal LM whose vocabulary holds one token per SID token.
+
+Sequence = ``[BOS] + SID tokens of the history (oldest first) + SID tokens of the target``; the loss is token
+cross-entropy on the target tokens only. Vocabulary id = ``N_SPECIAL + codebook global id``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+PAD, BOS = 0, 1
+N_SPECIAL = 2
+IGNORE = -100
+
+
+@dataclass
+class DecoderSize:
+    hidden: int = 128
+    layers: int = 2
+    heads: int = 4
+    ff: int = 512
+    dropout: float = 0.0
+
+
+def build_decoder(vocab_size: int, size: DecoderSize, max_positions: int = 1024, seed: int = 0):
+    """A small ``Qwen2ForCausalLM`` from a config (tied input/output embeddings), seeded."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=size.hidden,
+        intermediate_size=size.ff,
+        num_hidden_layers=size.layers,
+        num_attention_heads=size.heads,
+        num_key_value_heads=size.heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        attention_dropout=size.dropout,
+        pad_token_id=PAD,
+        bos_token_id=BOS,
+        eos_token_id=None,
+        use_cache=True,
+    )
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.pad_token_id = PAD
+    return model
+
+
+def item_tokens(token_ids: np.ndarray) -> np.ndarray:
+    """``[n_items, L]`` codebook global ids -> model vocabulary ids."""
+    return token_ids + N_SPECIAL
+
+
+def encode_rows(
+    history: np.ndarray, length: np.ndarray, target: np.ndarray | None, tokens: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Left-padded ``[BOS] + history SIDs (+ target SID)`` -> ``(input_ids, attention_mask, labels)``."""
+    n, _ = history.shape
+    width = tokens.shape[1]
+    seqs = []
+    for r in range(n):
+        h = history[r, : length[r]]
+        body = tokens[h].reshape(-1).tolist()
+        if target is not None:
+            body += tokens[target[r]].tolist()
+        seqs.append([BOS, *body])
+    max_len = max(len(s) for s in seqs)
+    ids = torch.full((n, max_len), PAD, dtype=torch.long)
+    mask = torch.zeros((n, max_len), dtype=torch.long)
+    labels = torch.full((n, max_len), IGNORE, dtype=torch.long) if target is not None else None
+    for r, s in enumerate(seqs):
+        ids[r, max_len - len(s) :] = torch.tensor(s)
+        mask[r, max_len - len(s) :] = 1
+        if labels is not None:
+            labels[r, max_len - width :] = ids[r, max_len - width :]
+    return ids, mask, labels
+
+
+def positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids that start at 0 on the first real token of each left-padded row."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def target_loss(model, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor, reduction: str = "mean"):
+    """Token cross-entropy on the target SID tokens (``reduction='none'`` gives ``[B, L]``)."""
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask))
+    logits = out.logits[:, :-1].float()
+    gold = labels[:, 1:]
+    ce = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), gold.reshape(-1), ignore_index=IGNORE, reduction="none"
+    ).view(gold.shape)
+    if reduction == "none":
+        width = int((labels[0] != IGNORE).sum())
+        return ce[:, -width:]
+    valid = (gold != IGNORE).sum()
+    return ce.sum() / valid.clamp(min=1)

@@ -1,0 +1,170 @@
+"""Stages ``train`` (MOR-style decoder on the base codebook) and ``evaluate`` (test rankings + metrics)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from crabrec.data.dataset import Samples
+from crabrec.io import atomic_path, load_npz, write_json
+from crabrec.pipeline import RunContext, Stage
+from crabrec.stages.sid_stages import load_splits
+
+METRIC_DEFINITIONS = {
+    "HR@K": "mean over test rows of 1[target's SID is among the top-K generated SIDs]",
+    "NDCG@K": "mean of 1[pos < K] / log2(pos + 2), pos = 0-based rank of the target's SID",
+    "GP@K(G)": "share of all top-K slots whose item is in popularity group G (a SID of m items gives each 1/m)",
+    "GH(G)": "share of all history entries of the test rows whose item is in G",
+    "MGU@K": "mean over groups of |GP@K(G) - GH(G)|",
+    "DGU@K": "max over groups of GU@K(G) - min over groups of GU@K(G)",
+    "groups": "5 equal-size item groups by training frequency f_i (targets of training rows), group 0 least popular",
+    "popular_share@10": "share of top-10 slots going to the top-20% most frequent items",
+}
+
+
+def decoder_loss(model, batch: dict[str, Any]):
+    from crabrec.models.decoder import target_loss
+
+    return target_loss(model, batch["ids"], batch["mask"], batch["labels"])
+
+
+def make_batcher(samples: Samples, tokens: np.ndarray):
+    from crabrec.models.decoder import encode_rows
+
+    def make(rows: np.ndarray) -> dict[str, Any]:
+        ids, mask, labels = encode_rows(samples.history[rows], samples.length[rows], samples.target[rows], tokens)
+        return {"ids": ids, "mask": mask, "labels": labels, "rows": rows, "target": samples.target[rows]}
+
+    return make
+
+
+def make_validator(ctx: RunContext, trie, tokens: np.ndarray, samples: Samples):
+    from crabrec.decode.rank import rank_samples, sid_members
+    from crabrec.metrics import ranking_metrics
+
+    cfg = ctx.cfg.train
+    subset = samples.take(np.arange(min(len(samples), cfg.valid_samples)))
+    rep_of, _ = sid_members(trie, len(tokens))
+
+    def validate(model) -> float:
+        items, _ = rank_samples(model, trie, subset, tokens, cfg.valid_beam, progress=False)
+        return ranking_metrics(items, rep_of[subset.target], (10,))["NDCG@10"]
+
+    return validate
+
+
+def train_decoder(
+    ctx: RunContext, codebook, out_dir: Path, model=None, loss_fn=None, param_groups=None, cfg=None, export=None
+):
+    """Train (or fine-tune) a decoder on ``codebook`` into ``out_dir``; returns the training summary."""
+    from crabrec.decode.trie import SidTrie
+    from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder, item_tokens
+    from crabrec.train.loop import train
+
+    cfg = cfg or ctx.cfg.train
+    splits = load_splits(ctx)
+    tokens = item_tokens(codebook.token_ids())
+    if model is None:
+        size = DecoderSize(cfg.hidden, cfg.layers, cfg.heads, cfg.ff)
+        model = build_decoder(N_SPECIAL + codebook.vocab_size, size, seed=ctx.cfg.seed)
+    trie = SidTrie.build(codebook)
+    result = train(
+        model,
+        len(splits.train),
+        make_batcher(splits.train, tokens),
+        loss_fn or decoder_loss,
+        make_validator(ctx, trie, tokens, splits.valid),
+        cfg,
+        out_dir,
+        ctx.cfg.seed,
+        param_groups,
+        export,
+    )
+    summary = {
+        "epochs_run": result.epochs_run,
+        "best_epoch": result.best_epoch,
+        "best_valid_ndcg@10": round(result.best_score, 4),
+        "train_seconds": round(result.seconds, 1),
+        "seconds_per_epoch": round(float(np.mean([h["epoch_seconds"] for h in result.history])), 1)
+        if result.history
+        else 0.0,
+    }
+    write_json(out_dir / "train_summary.json", summary)
+    return summary
+
+
+def run_train(ctx: RunContext) -> dict[str, Any]:
+    from crabrec.sid.codebook import Codebook
+
+    return train_decoder(ctx, Codebook.load(ctx.path("sid", "codebook.json")), ctx.path("models", "mor"))
+
+
+def evaluate_model(ctx: RunContext, model_dir: Path, codebook) -> dict[str, Any]:
+    """Rank the test rows, write ``metrics.json`` and ``rankings.parquet`` into ``model_dir``."""
+    from transformers import AutoModelForCausalLM
+
+    from crabrec.decode.rank import rank_samples, score_rankings
+    from crabrec.decode.trie import SidTrie
+    from crabrec.models.decoder import item_tokens
+
+    cfg = ctx.cfg.evaluate
+    splits = load_splits(ctx)
+    test = (
+        splits.test if cfg.max_samples is None else splits.test.take(np.arange(min(cfg.max_samples, len(splits.test))))
+    )
+    pop = load_npz(ctx.path("data", "popularity.npz"))
+    model = AutoModelForCausalLM.from_pretrained(model_dir / "model")
+    tokens = item_tokens(codebook.token_ids())
+    trie = SidTrie.build(codebook)
+    start = time.perf_counter()
+    items, scores = rank_samples(model, trie, test, tokens, cfg.beam, cfg.batch_size, desc=f"evaluate {model_dir.name}")
+    seconds = time.perf_counter() - start
+    metrics = score_rankings(
+        items, test, pop["group"], pop["popular"], ctx.cfg.data.n_groups, trie, cfg.ks, cfg.fairness_ks
+    )
+    metrics["inference_seconds"] = round(seconds, 2)
+    metrics["users_per_s"] = round(len(test) / seconds, 1)
+    metrics["test_rows"] = len(test)
+    metrics["definitions"] = METRIC_DEFINITIONS
+    metrics["ks"] = cfg.ks
+    write_json(model_dir / "metrics.json", metrics)
+    frame = pd.DataFrame(
+        {
+            "row": np.arange(len(test)),
+            "user": test.user,
+            "target": test.target,
+            "items": list(items),
+            "scores": list(scores),
+        }
+    )
+    with atomic_path(model_dir / "rankings.parquet") as tmp:
+        frame.to_parquet(tmp)
+    return {k: round(metrics[k], 4) for k in ("HR@10", "NDCG@10", "MGU@10", "DGU@10")}
+
+
+def run_evaluate(ctx: RunContext) -> dict[str, Any]:
+    from crabrec.sid.codebook import Codebook
+
+    return evaluate_model(ctx, ctx.path("models", "mor"), Codebook.load(ctx.path("sid", "codebook.json")))
+
+
+TRAIN_STAGE = Stage(
+    name="train",
+    fn=run_train,
+    sections=("train",),
+    needs=("data", "tokenize"),
+    artifacts=("models/mor/model/model.safetensors", "models/mor/train_summary.json"),
+    describe="MOR-style decoder trained from scratch on the base codebook",
+)
+EVALUATE_STAGE = Stage(
+    name="evaluate",
+    fn=run_evaluate,
+    sections=("evaluate",),
+    needs=("data", "tokenize", "train"),
+    artifacts=("models/mor/metrics.json", "models/mor/rankings.parquet"),
+    describe="constrained beam search on the test rows -> metrics.json, rankings.parquet",
+)

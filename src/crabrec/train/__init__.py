@@ -1,0 +1,1 @@
+"""One training loop (HF accelerate) with pluggable losses."""

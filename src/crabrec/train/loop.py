@@ -1,0 +1,163 @@
+"""The training loop every method shares: AdamW, warm-up + linear decay, gradient accumulation, validation NDCG@10
+each epoch with early stopping, a checkpoint every epoch (resumable), and a JSON log. Losses are plug-ins.
+
+A checkpoint is a folder written to ``<dir>.tmp`` and renamed, holding ``save_pretrained`` weights (safetensors),
+the optimizer/scheduler state (plain tensors, loaded with ``weights_only=True``) and ``state.json`` last.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from crabrec.config import TrainConfig
+from crabrec.io import write_json
+
+log = logging.getLogger("crabrec")
+
+Batch = dict[str, Any]
+LossFn = Callable[[Any, Batch], torch.Tensor]
+
+
+@dataclass
+class TrainResult:
+    epochs_run: int
+    best_epoch: int
+    best_score: float
+    seconds: float
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def batches(n: int, batch_size: int, seed: int, epoch: int) -> Iterator[np.ndarray]:
+    order = np.random.default_rng([seed, epoch]).permutation(n)
+    for start in range(0, n, batch_size):
+        yield order[start : start + batch_size]
+
+
+def save_checkpoint(folder: Path, model, optimizer, scheduler, state: dict[str, Any]) -> None:
+    from safetensors.torch import save_model
+
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_model(model, str(tmp / "weights.safetensors"))
+    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp / "optim.pt")
+    (tmp / "state.json").write_text(json.dumps(state))
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+
+
+def load_checkpoint(folder: Path, model, optimizer, scheduler) -> dict[str, Any] | None:
+    if not (folder / "state.json").is_file() or not (folder / "weights.safetensors").is_file():
+        return None
+    from safetensors.torch import load_model
+
+    load_model(model, str(folder / "weights.safetensors"))
+    opt = torch.load(folder / "optim.pt", weights_only=True)
+    optimizer.load_state_dict(opt["optimizer"])
+    scheduler.load_state_dict(opt["scheduler"])
+    return json.loads((folder / "state.json").read_text())
+
+
+def train(
+    model,
+    n_rows: int,
+    make_batch: Callable[[np.ndarray], Batch],
+    loss_fn: LossFn,
+    validate: Callable[[Any], float],
+    cfg: TrainConfig,
+    out_dir: Path,
+    seed: int,
+    param_groups: list[dict[str, Any]] | None = None,
+    export: Callable[[Any, Path], None] | None = None,
+) -> TrainResult:
+    """Train ``model`` on ``n_rows`` rows; keep the best epoch by ``validate`` in ``out_dir/model``."""
+    from accelerate import Accelerator
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(seed)
+    accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=not torch.cuda.is_available())
+    groups = param_groups or [{"params": [p for p in model.parameters() if p.requires_grad]}]
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    steps_per_epoch = math.ceil(math.ceil(n_rows / cfg.batch_size) / cfg.grad_accum)
+    total = max(1, steps_per_epoch * cfg.epochs)
+
+    def schedule(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return (step + 1) / (cfg.warmup_steps + 1)
+        return max(0.0, (total - step) / max(1, total - cfg.warmup_steps))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    ckpt = out_dir / "checkpoint"
+    state = load_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler) or {
+        "epoch": 0,
+        "best_score": -1.0,
+        "best_epoch": 0,
+        "bad_epochs": 0,
+        "history": [],
+        "seconds": 0.0,
+    }
+    if state["epoch"]:
+        log.info("resuming from %s after epoch %d", ckpt, state["epoch"])
+    start_time = time.perf_counter() - state["seconds"]
+    for epoch in range(state["epoch"] + 1, cfg.epochs + 1):
+        if state["bad_epochs"] >= cfg.patience:
+            break
+        model.train()
+        total_loss, count = 0.0, 0
+        epoch_start = time.perf_counter()
+        bar = tqdm(list(batches(n_rows, cfg.batch_size, seed, epoch)), desc=f"epoch {epoch}", leave=False)
+        for rows in bar:
+            with accelerator.accumulate(model):
+                loss = loss_fn(model, make_batch(rows))
+                accelerator.backward(loss)
+                optimizer.step()
+                if accelerator.sync_gradients:
+                    scheduler.step()
+                optimizer.zero_grad()
+            total_loss += float(loss.detach()) * len(rows)
+            count += len(rows)
+            bar.set_postfix(loss=f"{total_loss / count:.4f}")
+        model.eval()
+        score = float(validate(accelerator.unwrap_model(model)))
+        entry = {
+            "epoch": epoch,
+            "loss": total_loss / max(count, 1),
+            "valid_ndcg@10": score,
+            "epoch_seconds": time.perf_counter() - epoch_start,
+        }
+        state["history"].append(entry)
+        log.info("epoch %d: loss %.4f, valid NDCG@10 %.4f (%.0fs)", epoch, entry["loss"], score, entry["epoch_seconds"])
+        if score > state["best_score"]:
+            state.update(best_score=score, best_epoch=epoch, bad_epochs=0)
+            best = out_dir / "model"
+            tmp = out_dir / "model.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            (export or _save_pretrained)(accelerator.unwrap_model(model), tmp)
+            shutil.rmtree(best, ignore_errors=True)
+            tmp.rename(best)
+        else:
+            state["bad_epochs"] += 1
+        state["epoch"] = epoch
+        state["seconds"] = time.perf_counter() - start_time
+        save_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler, state)
+        write_json(out_dir / "train_log.json", state["history"])
+    seconds = time.perf_counter() - start_time
+    return TrainResult(state["epoch"], state["best_epoch"], state["best_score"], seconds, state["history"])
+
+
+def _save_pretrained(model, path: Path) -> None:
+    model.save_pretrained(path)
