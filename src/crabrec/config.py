@@ -77,8 +77,11 @@ class TrainConfig(Strict):
     layers: int = Field(2, ge=1)
     heads: int = Field(4, ge=1)
     ff: int = Field(512, ge=8)
+    packing: Literal["rows", "packed"] = Field(
+        "rows", description="rows: one sequence per sample; packed: one per user with a window mask (faster)"
+    )
     epochs: int = Field(3, ge=1)
-    batch_size: int = Field(128, ge=1)
+    batch_size: int = Field(128, ge=1, description="rows per step (packed: users per step scaled to match)")
     grad_accum: int = Field(1, ge=1)
     lr: float = Field(1e-3, gt=0)
     weight_decay: float = Field(0.01, ge=0)
@@ -87,6 +90,20 @@ class TrainConfig(Strict):
     valid_samples: int = Field(1000, ge=1, description="validation rows used for NDCG@10 each epoch")
     valid_beam: int = Field(20, ge=1)
     threads: int = Field(0, ge=0, description="torch threads (0 = leave as is)")
+
+
+class SASRecSection(Strict):
+    """SASRec baseline (item ids, full ranking)."""
+
+    hidden: int = Field(64, ge=8)
+    blocks: int = Field(2, ge=1)
+    heads: int = Field(1, ge=1)
+    dropout: float = Field(0.2, ge=0, lt=1)
+    loss: Literal["ce", "bce"] = "ce"
+    epochs: int = Field(30, ge=1)
+    batch_size: int = Field(256, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    patience: int = Field(3, ge=1)
 
 
 class EvalConfig(Strict):
@@ -131,6 +148,7 @@ class RunConfig(Strict):
     tokenize: TokenizeConfig = Field(default_factory=TokenizeConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     evaluate: EvalConfig = Field(default_factory=EvalConfig)
+    sasrec: SASRecSection = Field(default_factory=SASRecSection)
     crab: CrabConfig = Field(default_factory=CrabConfig)
 
     @property

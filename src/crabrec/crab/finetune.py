@@ -25,7 +25,7 @@ def crab_loss(h: Hierarchy, gamma: float, normalize: bool):
     exactly ``γ·L_T`` in total."""
 
     def loss(model, batch: dict[str, Any]) -> torch.Tensor:
-        rec = target_loss(model, batch["ids"], batch["mask"], batch["labels"])
+        rec = target_loss(model, batch["ids"], batch["mask"], batch["labels"], position_ids=batch.get("positions"))
         if gamma == 0:
             return rec
         return rec + gamma * alignment_loss(model.get_input_embeddings().weight, h, normalize)

@@ -58,12 +58,17 @@ def score_rankings(
     group: np.ndarray,
     popular: np.ndarray,
     n_groups: int,
-    trie: SidTrie,
+    trie: SidTrie | None,
     ks: list[int],
     fairness_ks: list[int],
 ) -> dict[str, Any]:
-    """HR/NDCG (a colliding SID counts as a hit, as MiniOneRec matches by SID), MGU/DGU, popular-item share."""
-    rep_of, members = sid_members(trie, len(group))
+    """HR/NDCG (a colliding SID counts as a hit, as MiniOneRec matches by SID), MGU/DGU, popular-item share.
+
+    ``trie=None`` for item-level rankers (SASRec): every slot is one item."""
+    if trie is None:
+        rep_of, members = np.arange(len(group)), None
+    else:
+        rep_of, members = sid_members(trie, len(group))
     metrics: dict[str, Any] = ranking_metrics(items, rep_of[samples.target], tuple(ks))
     fair = group_unfairness(items, samples.history_items(), group, n_groups, tuple(fairness_ks), members)
     metrics.update({k: v for k, v in fair.items() if k.startswith(("MGU", "DGU"))})

@@ -1,7 +1,10 @@
 """MiniOneRec-style decoder: a Hugging Face causal LM whose vocabulary holds one token per SID token.
 
-Sequence = ``[BOS] + SID tokens of the history (oldest first) + SID tokens of the target``; the loss is token
-cross-entropy on the target tokens only. Vocabulary id = ``N_SPECIAL + codebook global id``.
+Row form: sequence = SID tokens of the history (oldest first) + SID tokens of the target (no BOS: every sample has
+a history, so the first target token is predicted from the last history token); the loss is token cross-entropy on
+the target tokens only. Vocabulary id = ``N_SPECIAL + codebook global id``.
+
+Packed form (:mod:`crabrec.models.packing`) computes the same per-row loss from one sequence per user.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def item_tokens(token_ids: np.ndarray) -> np.ndarray:
 def encode_rows(
     history: np.ndarray, length: np.ndarray, target: np.ndarray | None, tokens: np.ndarray
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Left-padded ``[BOS] + history SIDs (+ target SID)`` -> ``(input_ids, attention_mask, labels)``."""
+    """Left-padded ``history SIDs (+ target SID)`` -> ``(input_ids, attention_mask, labels)``."""
     n, _ = history.shape
     width = tokens.shape[1]
     seqs = []
@@ -67,7 +70,7 @@ def encode_rows(
         body = tokens[h].reshape(-1).tolist()
         if target is not None:
             body += tokens[target[r]].tolist()
-        seqs.append([BOS, *body])
+        seqs.append(body)
     max_len = max(len(s) for s in seqs)
     ids = torch.full((n, max_len), PAD, dtype=torch.long)
     mask = torch.zeros((n, max_len), dtype=torch.long)
@@ -85,9 +88,20 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
-def target_loss(model, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor, reduction: str = "mean"):
-    """Token cross-entropy on the target SID tokens (``reduction='none'`` gives ``[B, L]``)."""
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask))
+def target_loss(
+    model,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    labels: torch.Tensor,
+    reduction: str = "mean",
+    position_ids: torch.Tensor | None = None,
+):
+    """Token cross-entropy on the labelled tokens (``reduction='none'`` gives ``[B, L]`` in row form).
+
+    ``mask`` is a 2-D padding mask (row form) or a 4-D additive mask (packed form, with ``position_ids``).
+    """
+    pos = positions(mask) if position_ids is None else position_ids
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos)
     logits = out.logits[:, :-1].float()
     gold = labels[:, 1:]
     ce = torch.nn.functional.cross_entropy(

@@ -6,6 +6,7 @@ from crabrec.pipeline import Stage
 from crabrec.stages.crab_stages import FINETUNE_STAGE, REBALANCE_STAGE
 from crabrec.stages.data_stage import DATA_STAGE
 from crabrec.stages.model_stages import EVALUATE_STAGE, TRAIN_STAGE
+from crabrec.stages.sasrec_stage import SASREC_STAGE
 from crabrec.stages.sid_stages import EMBED_STAGE, TOKENIZE_STAGE
 
 # Planned stages that are not implemented yet: `crabrec run` names them so users know what is missing.
@@ -13,7 +14,16 @@ PLANNED = ("embed", "tokenize", "train", "evaluate", "baselines", "rebalance", "
 
 
 def registry() -> dict[str, Stage]:
-    stages = [DATA_STAGE, EMBED_STAGE, TOKENIZE_STAGE, TRAIN_STAGE, EVALUATE_STAGE, REBALANCE_STAGE, FINETUNE_STAGE]
+    stages = [
+        DATA_STAGE,
+        EMBED_STAGE,
+        TOKENIZE_STAGE,
+        TRAIN_STAGE,
+        EVALUATE_STAGE,
+        SASREC_STAGE,
+        REBALANCE_STAGE,
+        FINETUNE_STAGE,
+    ]
     return {s.name: s for s in stages}
 
 

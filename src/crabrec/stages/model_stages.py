@@ -29,7 +29,7 @@ METRIC_DEFINITIONS = {
 def decoder_loss(model, batch: dict[str, Any]):
     from crabrec.models.decoder import target_loss
 
-    return target_loss(model, batch["ids"], batch["mask"], batch["labels"])
+    return target_loss(model, batch["ids"], batch["mask"], batch["labels"], position_ids=batch.get("positions"))
 
 
 def make_batcher(samples: Samples, tokens: np.ndarray):
@@ -40,6 +40,22 @@ def make_batcher(samples: Samples, tokens: np.ndarray):
         return {"ids": ids, "mask": mask, "labels": labels, "rows": rows, "target": samples.target[rows]}
 
     return make
+
+
+def packed_batcher(samples: Samples, tokens: np.ndarray, max_history: int, cfg):
+    """Chains of users instead of rows; the users per step are scaled so a step covers about ``batch_size`` rows."""
+    from crabrec.errors import CrabError
+    from crabrec.models.packing import build_chains, pack_batch
+
+    chains = build_chains(samples, max_history)
+    if len(chains.leftover):
+        raise CrabError(f"train.packing=packed: {len(chains.leftover)} training rows have an empty history")
+    per_step = max(1, round(cfg.batch_size * len(chains.items) / max(1, len(samples))))
+
+    def make(index: np.ndarray) -> dict[str, Any]:
+        return pack_batch(chains, index, tokens, max_history)
+
+    return len(chains.items), make, cfg.model_copy(update={"batch_size": per_step})
 
 
 def make_validator(ctx: RunContext, trie, tokens: np.ndarray, samples: Samples):
@@ -72,10 +88,13 @@ def train_decoder(
         size = DecoderSize(cfg.hidden, cfg.layers, cfg.heads, cfg.ff)
         model = build_decoder(N_SPECIAL + codebook.vocab_size, size, seed=ctx.cfg.seed)
     trie = SidTrie.build(codebook)
+    n_rows, batcher = len(splits.train), make_batcher(splits.train, tokens)
+    if cfg.packing == "packed":
+        n_rows, batcher, cfg = packed_batcher(splits.train, tokens, ctx.cfg.data.max_history, cfg)
     result = train(
         model,
-        len(splits.train),
-        make_batcher(splits.train, tokens),
+        n_rows,
+        batcher,
         loss_fn or decoder_loss,
         make_validator(ctx, trie, tokens, splits.valid),
         cfg,
@@ -103,34 +122,30 @@ def run_train(ctx: RunContext) -> dict[str, Any]:
     return train_decoder(ctx, Codebook.load(ctx.path("sid", "codebook.json")), ctx.path("models", "mor"))
 
 
-def evaluate_model(ctx: RunContext, model_dir: Path, codebook) -> dict[str, Any]:
-    """Rank the test rows, write ``metrics.json`` and ``rankings.parquet`` into ``model_dir``."""
-    from transformers import AutoModelForCausalLM
+def test_rows(ctx: RunContext) -> Samples:
+    cfg = ctx.cfg.evaluate
+    test = load_splits(ctx).test
+    return test if cfg.max_samples is None else test.take(np.arange(min(cfg.max_samples, len(test))))
 
-    from crabrec.decode.rank import rank_samples, score_rankings
-    from crabrec.decode.trie import SidTrie
-    from crabrec.models.decoder import item_tokens
+
+def write_evaluation(
+    ctx: RunContext, model_dir: Path, items: np.ndarray, scores: np.ndarray, test: Samples, seconds: float, trie
+) -> dict[str, Any]:
+    """Score ``items`` (``[N, K]`` rankings of the test rows) and write ``metrics.json`` + ``rankings.parquet``."""
+    from crabrec.decode.rank import score_rankings
 
     cfg = ctx.cfg.evaluate
-    splits = load_splits(ctx)
-    test = (
-        splits.test if cfg.max_samples is None else splits.test.take(np.arange(min(cfg.max_samples, len(splits.test))))
-    )
     pop = load_npz(ctx.path("data", "popularity.npz"))
-    model = AutoModelForCausalLM.from_pretrained(model_dir / "model")
-    tokens = item_tokens(codebook.token_ids())
-    trie = SidTrie.build(codebook)
-    start = time.perf_counter()
-    items, scores = rank_samples(model, trie, test, tokens, cfg.beam, cfg.batch_size, desc=f"evaluate {model_dir.name}")
-    seconds = time.perf_counter() - start
     metrics = score_rankings(
         items, test, pop["group"], pop["popular"], ctx.cfg.data.n_groups, trie, cfg.ks, cfg.fairness_ks
     )
-    metrics["inference_seconds"] = round(seconds, 2)
-    metrics["users_per_s"] = round(len(test) / seconds, 1)
-    metrics["test_rows"] = len(test)
-    metrics["definitions"] = METRIC_DEFINITIONS
-    metrics["ks"] = cfg.ks
+    metrics.update(
+        inference_seconds=round(seconds, 2),
+        users_per_s=round(len(test) / max(seconds, 1e-9), 1),
+        test_rows=len(test),
+        definitions=METRIC_DEFINITIONS,
+        ks=cfg.ks,
+    )
     write_json(model_dir / "metrics.json", metrics)
     frame = pd.DataFrame(
         {
@@ -144,6 +159,24 @@ def evaluate_model(ctx: RunContext, model_dir: Path, codebook) -> dict[str, Any]
     with atomic_path(model_dir / "rankings.parquet") as tmp:
         frame.to_parquet(tmp)
     return {k: round(metrics[k], 4) for k in ("HR@10", "NDCG@10", "MGU@10", "DGU@10")}
+
+
+def evaluate_model(ctx: RunContext, model_dir: Path, codebook) -> dict[str, Any]:
+    """Rank the test rows with constrained beam search; write ``metrics.json`` and ``rankings.parquet``."""
+    from transformers import AutoModelForCausalLM
+
+    from crabrec.decode.rank import rank_samples
+    from crabrec.decode.trie import SidTrie
+    from crabrec.models.decoder import item_tokens
+
+    cfg = ctx.cfg.evaluate
+    test = test_rows(ctx)
+    model = AutoModelForCausalLM.from_pretrained(model_dir / "model")
+    tokens = item_tokens(codebook.token_ids())
+    trie = SidTrie.build(codebook)
+    start = time.perf_counter()
+    items, scores = rank_samples(model, trie, test, tokens, cfg.beam, cfg.batch_size, desc=f"evaluate {model_dir.name}")
+    return write_evaluation(ctx, model_dir, items, scores, test, time.perf_counter() - start, trie)
 
 
 def run_evaluate(ctx: RunContext) -> dict[str, Any]:

@@ -1,0 +1,99 @@
+"""SASRec (METHOD_SPEC §3): causal self-attention over item-id histories, full-softmax cross-entropy over all
+items (the BCE variant with one sampled negative as an option), full ranking at evaluation.
+
+A ``transformers.PreTrainedModel`` so it saves and loads with ``save_pretrained`` / ``from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import PretrainedConfig, PreTrainedModel
+
+
+class SASRecConfig(PretrainedConfig):
+    model_type = "crabrec-sasrec"
+
+    def __init__(
+        self,
+        n_items: int = 1,
+        max_len: int = 10,
+        hidden: int = 64,
+        blocks: int = 2,
+        heads: int = 1,
+        dropout: float = 0.2,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.n_items, self.max_len, self.hidden = n_items, max_len, hidden
+        self.blocks, self.heads, self.dropout = blocks, heads, dropout
+
+
+class SASRec(PreTrainedModel):
+    config_class = SASRecConfig
+    base_model_prefix = "sasrec"
+
+    def __init__(self, config: SASRecConfig):
+        super().__init__(config)
+        h = config.hidden
+        self.items = nn.Embedding(config.n_items + 1, h, padding_idx=config.n_items)  # last row = padding
+        self.pos = nn.Embedding(config.max_len, h)
+        self.drop = nn.Dropout(config.dropout)
+        layer = nn.TransformerEncoderLayer(
+            h, config.heads, 4 * h, config.dropout, activation="gelu", batch_first=True, norm_first=True
+        )
+        self.blocks = nn.TransformerEncoder(layer, config.blocks, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(h)
+        nn.init.normal_(self.items.weight, std=0.02)
+        nn.init.normal_(self.pos.weight, std=0.02)
+        self.post_init()
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """Weights are initialised in ``__init__``; nothing to do for ``from_pretrained``."""
+
+    def user_state(self, history: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
+        """Hidden state at the last real position of right-padded ``history`` (pad = ``n_items``)."""
+        t = history.shape[1]
+        x = self.items(history) * (self.config.hidden**0.5) + self.pos(torch.arange(t))[None]
+        x = self.drop(x)
+        causal = torch.triu(torch.full((t, t), float("-inf")), 1)
+        pad = history == self.config.n_items
+        x = self.blocks(x, mask=causal, src_key_padding_mask=pad)
+        x = self.norm(x)
+        return x[torch.arange(len(history)), (length - 1).clamp(min=0)]
+
+    def scores(self, history: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
+        """``[B, n_items]`` logits: dot products with the shared item embeddings."""
+        return self.user_state(history, length) @ self.items.weight[:-1].T
+
+    def forward(
+        self, history: torch.Tensor, length: torch.Tensor, target: torch.Tensor | None = None, loss_type: str = "ce"
+    ) -> torch.Tensor:
+        logits = self.scores(history, length)
+        if target is None:
+            return logits
+        if loss_type == "ce":
+            return nn.functional.cross_entropy(logits, target)
+        neg = torch.randint(0, self.config.n_items - 1, target.shape)
+        neg = neg + (neg >= target).long()  # a uniform negative different from the target
+        pos_s = logits.gather(1, target[:, None])
+        neg_s = logits.gather(1, neg[:, None])
+        return nn.functional.softplus(-pos_s).mean() + nn.functional.softplus(neg_s).mean()
+
+
+def to_tensors(history: np.ndarray, length: np.ndarray, n_items: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Our ``PAD=-1`` end-padded histories -> SASRec's padding id."""
+    h = torch.from_numpy(np.where(history < 0, n_items, history))
+    return h, torch.from_numpy(length)
+
+
+@torch.no_grad()
+def rank_full(model: SASRec, history: np.ndarray, length: np.ndarray, k: int, batch_size: int = 512) -> np.ndarray:
+    """Top-``k`` items per row by full ranking over the catalogue."""
+    model.eval()
+    out = []
+    for s in range(0, len(history), batch_size):
+        h, n = to_tensors(history[s : s + batch_size], length[s : s + batch_size], model.config.n_items)
+        out.append(model.scores(h, n).topk(k, dim=1).indices.numpy())
+    return np.concatenate(out) if out else np.zeros((0, k), np.int64)
