@@ -62,3 +62,42 @@ def test_beam_search_matches_hf_generate(seed, beam):
     torch.testing.assert_close(out.sequences_scores.view(len(hist), beam), score, rtol=1e-5, atol=1e-5)
     # every beam is a catalogue SID and they are distinct
     assert all(len(set(r.tolist())) == beam for r in sid)
+
+
+@pytest.mark.parametrize("seed,beam", [(3, 10), (4, 20)])
+def test_seq2seq_beam_search_matches_hf_generate(seed, beam):
+    from crabrec.decode.beam import seq2seq_beam_search
+    from crabrec.models.tiger import TigerSize, build_tiger, encode_inputs
+
+    rng = np.random.default_rng(seed)
+    codes = np.unique(rng.integers(0, 8, (60, 3)), axis=0)
+    cb = Codebook(codes=codes, sizes=[8] * 3, item_ids=[str(i) for i in range(len(codes))])
+    size = TigerSize(d_model=32, layers=2, heads=2, d_kv=16, ff=64, dropout=0.0, user_bins=10)
+    model = build_tiger(cb.vocab_size, size, seed=seed).eval()
+    trie = SidTrie.build(cb)
+    tokens = item_tokens(cb.token_ids())
+    hist = rng.integers(0, cb.n_items, (5, 5))
+    length = rng.integers(1, 6, 5)
+    ids, mask = encode_inputs(model.config, np.arange(5), hist, length, tokens)
+    sid, score = seq2seq_beam_search(model, trie, ids, mask, beam)
+
+    allowed: dict[tuple, set] = {}
+    for row in tokens:
+        for t in range(cb.n_levels):
+            allowed.setdefault(tuple(row[:t].tolist()), set()).add(int(row[t]))
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        num_beams=beam,
+        num_return_sequences=beam,
+        max_new_tokens=cb.n_levels,
+        length_penalty=0.0,
+        do_sample=False,
+        return_dict_in_generate=True,
+        output_scores=True,
+        prefix_allowed_tokens_fn=lambda b, x: sorted(allowed.get(tuple(x[1:].tolist()), [])),
+    )
+    theirs = out.sequences[:, 1:].view(len(hist), beam, cb.n_levels)
+    ours = torch.from_numpy(tokens[trie.representative()])[sid]
+    assert torch.equal(theirs, ours)
+    torch.testing.assert_close(out.sequences_scores.view(len(hist), beam), score, rtol=1e-5, atol=1e-5)

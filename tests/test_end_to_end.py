@@ -16,6 +16,9 @@ TINY = [
     "--set", "train.hidden=32", "--set", "train.layers=1", "--set", "train.heads=2", "--set", "train.ff=64",
     "--set", "train.epochs=2", "--set", "train.valid_samples=100", "--set", "train.lr=0.003",
     "--set", "crab.epochs=1", "--set", "crab.n_init=3", "--set", "evaluate.max_samples=150",
+    "--set", "tiger.d_model=32", "--set", "tiger.layers=1", "--set", "tiger.heads=2", "--set", "tiger.d_kv=16",
+    "--set", "tiger.ff=64", "--set", "tiger.epochs=1", "--set", "tiger.user_bins=50",
+    "--set", "sasrec.epochs=2", "--set", "sasrec.hidden=16", "--set", "baselines.rr_valid_samples=100",
 ]  # fmt: skip
 
 
@@ -31,6 +34,17 @@ def test_run_end_to_end_with_crab(office_slice, tmp_path, capsys):
         assert 0.0 <= m["HR@10"] <= 1.0 and m["test_rows"] == 150
         assert m["HR@10"] >= m["HR@5"] >= m["HR@1"]
     assert crab["time"]["finetune_seconds"] > 0
+    for model in ("tiger", "sasrec", "rw", "rr", "d2lr"):
+        m = json.loads((run / "models" / model / "metrics.json").read_text())
+        assert m["test_rows"] == 150 and 0.0 <= m["NDCG@10"] <= m["HR@10"] <= 1.0, model
+    # RR re-orders the base model's beams: same candidate sets per row
+    rr = pd.read_parquet(run / "models" / "rr" / "rankings.parquet")
+    mor = pd.read_parquet(run / "models" / "mor" / "rankings.parquet")
+    assert all(sorted(a) == sorted(b) for a, b in zip(rr["items"], mor["items"]))
+    report = (run / "report.html").read_text()
+    for label in ("MOR (base)", "TIGER", "SASRec", "RW", "RR", "D²LR", "CRAB vs MOR"):
+        assert label in report
+    assert report.count("<svg") == 3
     # MGU/DGU recomputed from rankings.parquet independently of the evaluate code path
     ranks = pd.read_parquet(run / "models" / "mor" / "rankings.parquet")
     items = np.stack(ranks["items"].to_numpy())

@@ -14,7 +14,8 @@ from crabrec.errors import CrabError
 
 app = typer.Typer(
     help="crabrec: generative recommendation with semantic IDs and CRAB codebook rebalancing.\n\n"
-    "Stages: data -> embed -> tokenize -> train -> evaluate -> rebalance -> finetune -> report. "
+    "Stages: data -> embed -> tokenize -> train -> evaluate -> tiger -> sasrec -> rw -> rr -> d2lr -> rebalance -> "
+    "finetune -> report. "
     "`crabrec run` runs every available stage on the embedded Office dataset (or --config).",
     no_args_is_help=True,
     add_completion=False,
@@ -204,6 +205,121 @@ def rebalance(
     cfg = build_config(config, preset, sets, data_path=data, name=name, crab=crab or None)
     run_stage(cfg, "rebalance", force)
     typer.echo((cfg.run_dir / "crab" / "report.txt").read_text().rstrip())
+
+
+RunDirArg = Annotated[
+    str | None, typer.Argument(help="An existing run directory (its config.yaml is used); default: from the config.")
+]
+METHODS = {"mor": "train", "tiger": "tiger", "sasrec": "sasrec", "rw": "rw", "d2lr": "d2lr"}
+
+
+def config_for(run_dir: str | None, config: str | None, preset: str | None, sets: list[str] | None, **flags: Any):
+    """The config of ``run_dir`` (its saved ``config.yaml``) or, without one, the usual preset/config/flags."""
+    from pathlib import Path
+
+    if run_dir is None:
+        return build_config(config, preset, sets, **flags)
+    path = Path(run_dir)
+    if not (path / "config.yaml").is_file():
+        raise CrabError(f"{run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
+    location = {"name": path.resolve().name, "runs_dir": str(path.resolve().parent)}
+    return load_config(str(path / "config.yaml"), deep_merge(parse_overrides(sets or []), location), preset)
+
+
+def _print_metrics(cfg: RunConfig, model: str) -> None:
+    from crabrec.io import read_json
+
+    m = read_json(cfg.run_dir / "models" / model / "metrics.json")
+    keys = ("HR@10", "NDCG@10", "MGU@10", "DGU@10", "popular_share@10")
+    typer.echo(f"{model}: " + ", ".join(f"{k} {m[k]:.4f}" for k in keys if k in m))
+
+
+@app.command()
+def train(
+    run_dir: RunDirArg = None,
+    config: ConfigOpt = None,
+    preset: PresetOpt = None,
+    sets: SetOpt = None,
+    method: Annotated[str, typer.Option(help="mor (base decoder) | tiger | sasrec | rw | d2lr.")] = "mor",
+    force: ForceOpt = False,
+) -> None:
+    """Train one model (and the stages it needs), evaluate it on the test rows, print its metrics."""
+    if method not in METHODS:
+        raise CrabError(f"--method {method!r}: expected one of {', '.join(METHODS)}")
+    cfg = config_for(run_dir, config, preset, sets)
+    run_stage(cfg, METHODS[method], force)
+    if method == "mor":
+        run_stage(cfg, "evaluate")
+    _print_metrics(cfg, method)
+
+
+@app.command()
+def evaluate(
+    run_dir: RunDirArg = None,
+    config: ConfigOpt = None,
+    preset: PresetOpt = None,
+    sets: SetOpt = None,
+    model: Annotated[str, typer.Option(help="mor | tiger | sasrec | rw | d2lr | crab.")] = "mor",
+    rerank: Annotated[str | None, typer.Option(help="rr: IFairLRS re-ranking of the base model's beams.")] = None,
+    force: ForceOpt = False,
+) -> None:
+    """Test metrics (metrics.json + rankings.parquet) of a trained model; --force re-runs the evaluation only."""
+    from crabrec.pipeline import RunContext
+    from crabrec.sid.codebook import Codebook
+    from crabrec.stages import registry
+    from crabrec.stages.model_stages import evaluate_model
+
+    if rerank not in (None, "rr"):
+        raise CrabError(f"--rerank {rerank!r}: expected rr")
+    if model not in (*METHODS, "crab"):
+        raise CrabError(f"--model {model!r}: expected one of {', '.join([*METHODS, 'crab'])}")
+    cfg = config_for(run_dir, config, preset, sets)
+    if rerank:
+        run_stage(cfg, "rr", force)
+        _print_metrics(cfg, "rr")
+        return
+    stage = {"mor": "evaluate", "crab": "finetune"}.get(model, METHODS.get(model))
+    ctx = RunContext(cfg=cfg, stages=registry())
+    ctx.ensure(stage)
+    if force and model == "mor":
+        ctx.force.add("evaluate")
+        ctx.ensure("evaluate")
+    elif force and model != "sasrec":
+        codebook = "crab" if model == "crab" else "sid"
+        evaluate_model(ctx, ctx.path("models", model), Codebook.load(ctx.path(codebook, "codebook.json")))
+    _print_metrics(cfg, model)
+
+
+@app.command()
+def finetune(
+    run_dir: RunDirArg = None,
+    config: ConfigOpt = None,
+    preset: PresetOpt = None,
+    sets: SetOpt = None,
+    method: Annotated[str, typer.Option(help="crab: rebalanced codebook + hierarchical alignment.")] = "crab",
+    force: ForceOpt = False,
+) -> None:
+    """CRAB stage 2 on the trained base model (runs rebalance first if needed), then evaluates it."""
+    if method != "crab":
+        raise CrabError(f"--method {method!r}: expected crab")
+    cfg = config_for(run_dir, config, preset, sets)
+    run_stage(cfg, "finetune", force)
+    _print_metrics(cfg, "crab")
+
+
+@app.command()
+def report(
+    run_dir: RunDirArg = None,
+    config: ConfigOpt = None,
+    preset: PresetOpt = None,
+    sets: SetOpt = None,
+) -> None:
+    """Regenerate report.md and report.html from the run's stored artifacts (nothing is recomputed)."""
+    from crabrec.report import write_report
+
+    cfg = config_for(run_dir, config, preset, sets)
+    paths = write_report(cfg.run_dir)
+    typer.echo("\n".join(str(p) for p in paths))
 
 
 def _floats(text: str, flag: str) -> list[float]:

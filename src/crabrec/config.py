@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from crabrec.errors import CrabError
 
@@ -106,6 +106,23 @@ class SASRecSection(Strict):
     patience: int = Field(3, ge=1)
 
 
+class TigerSection(Strict):
+    """TIGER baseline: T5 encoder-decoder from scratch (paper sizes: d_model 128, 4+4 layers, 6×64 heads, FFN 1024)."""
+
+    d_model: int = Field(128, ge=8)
+    layers: int = Field(4, ge=1, description="encoder layers = decoder layers")
+    heads: int = Field(6, ge=1)
+    d_kv: int = Field(64, ge=4)
+    ff: int = Field(1024, ge=8)
+    dropout: float = Field(0.1, ge=0, lt=1)
+    user_bins: int = Field(2000, ge=0, description="hashed user tokens prepended to the encoder input (0 = none)")
+    epochs: int = Field(3, ge=1)
+    batch_size: int = Field(256, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(1e-4, ge=0)
+    patience: int = Field(2, ge=1)
+
+
 class EvalConfig(Strict):
     beam: int = Field(20, ge=1, description="beam width = length of the ranked list")
     batch_size: int = Field(64, ge=1)
@@ -136,6 +153,27 @@ class CrabConfig(Strict):
     init_noise: float = Field(1e-3, ge=0, description="new rows = parent row + N(0, (init_noise·σ)²)")
 
 
+class BaselinesConfig(Strict):
+    """Debiasing baselines on the MOR backbone (METHOD_SPEC §5)."""
+
+    d2lr_alpha: float = Field(0.5, ge=0, lt=1, description="D²LR position decay α of the token propensities")
+    d2lr_clip: float = Field(50.0, gt=0, description="D²LR upper clip of the IPS weights")
+    rr_alphas: list[float] = Field(
+        default_factory=lambda: [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.2, 0.5, 1.0],
+        description="RR α grid tuned on validation",
+    )
+    rr_ks: list[int] = Field(default_factory=lambda: [1, 5, 10, 20], description="K set of RR's U_G")
+    rr_max_ndcg_drop: float = Field(0.05, ge=0, le=1, description="RR: keep validation NDCG@10 within this share")
+    rr_valid_samples: int | None = Field(None, ge=1, description="validation rows ranked for RR (None = all)")
+
+    @field_validator("rr_alphas")
+    @classmethod
+    def _has_zero(cls, v: list[float]) -> list[float]:
+        if 0.0 not in v or any(a < 0 for a in v):
+            raise ValueError("must be non-negative and contain 0 (the un-reranked reference)")
+        return sorted(set(v))
+
+
 class RunConfig(Strict):
     """One experiment: every stage's config plus the run's name and seed."""
 
@@ -148,7 +186,9 @@ class RunConfig(Strict):
     tokenize: TokenizeConfig = Field(default_factory=TokenizeConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     evaluate: EvalConfig = Field(default_factory=EvalConfig)
+    tiger: TigerSection = Field(default_factory=TigerSection)
     sasrec: SASRecSection = Field(default_factory=SASRecSection)
+    baselines: BaselinesConfig = Field(default_factory=BaselinesConfig)
     crab: CrabConfig = Field(default_factory=CrabConfig)
 
     @property

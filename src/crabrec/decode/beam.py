@@ -1,10 +1,13 @@
-"""Vectorized constrained beam search over SIDs for HF causal LMs (KV cache of the history reused).
+"""Vectorized constrained beam search over SIDs (KV cache of the history reused), for causal LMs and T5.
 
 Beam score = sum of log-probs (log-softmax over the full vocabulary, then the trie mask), no length penalty: the
-same search as HF ``generate(num_beams=B, prefix_allowed_tokens_fn=..., length_penalty=0)``.
+same search as HF ``generate(num_beams=B, prefix_allowed_tokens_fn=..., length_penalty=0)``. The search core is
+model-agnostic; a front-end supplies the first step's log-probs and a ``step`` that feeds the chosen tokens.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 
@@ -12,21 +15,65 @@ from crabrec.decode.trie import SidTrie
 from crabrec.models.decoder import N_SPECIAL, positions
 
 NEG = float("-inf")
+Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (surviving beam rows, tokens [B*k, 1]) -> log-probs
 
 
 @torch.no_grad()
 def beam_search(
     model, trie: SidTrie, ids: torch.Tensor, mask: torch.Tensor, beam: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-``beam`` distinct SIDs per row -> ``(sid index [B, beam] (-1 = none), score [B, beam])``, best first."""
-    b = ids.shape[0]
+    """Causal LM over left-padded histories: top-``beam`` distinct SIDs -> ``(sid [B, beam] (-1 = none), score)``."""
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True)
-    cache = out.past_key_values
-    logp = torch.log_softmax(out.logits[:, -1].float(), -1)  # [B, V]
+    state = {"cache": out.past_key_values, "attn": mask, "pos": positions(mask)[:, -1:]}
+
+    def step(origin: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+        state["cache"].reorder_cache(origin)
+        state["attn"] = torch.cat([state["attn"][origin], torch.ones(len(origin), 1, dtype=mask.dtype)], 1)
+        state["pos"] = state["pos"][origin] + 1
+        nxt = model(
+            input_ids=token,
+            attention_mask=state["attn"],
+            position_ids=state["pos"],
+            past_key_values=state["cache"],
+            use_cache=True,
+        )
+        state["cache"] = nxt.past_key_values
+        return torch.log_softmax(nxt.logits[:, -1].float(), -1)
+
+    return constrained_search(torch.log_softmax(out.logits[:, -1].float(), -1), step, trie, beam)
+
+
+@torch.no_grad()
+def seq2seq_beam_search(
+    model, trie: SidTrie, ids: torch.Tensor, mask: torch.Tensor, beam: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Encoder-decoder (T5/TIGER): the encoder runs once; the decoder's self- and cross-attention caches are reused."""
+    hidden = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+    start = torch.full((len(ids), 1), model.config.decoder_start_token_id, dtype=torch.long)
+    out = model(encoder_outputs=(hidden,), attention_mask=mask, decoder_input_ids=start, use_cache=True)
+    state = {"cache": out.past_key_values, "hidden": hidden, "attn": mask}
+
+    def step(origin: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+        state["cache"].reorder_cache(origin)
+        state["hidden"], state["attn"] = state["hidden"][origin], state["attn"][origin]
+        nxt = model(
+            encoder_outputs=(state["hidden"],),
+            attention_mask=state["attn"],
+            decoder_input_ids=token,
+            past_key_values=state["cache"],
+            use_cache=True,
+        )
+        state["cache"] = nxt.past_key_values
+        return torch.log_softmax(nxt.logits[:, -1].float(), -1)
+
+    return constrained_search(torch.log_softmax(out.logits[:, -1].float(), -1), step, trie, beam)
+
+
+def constrained_search(logp: torch.Tensor, step: Step, trie: SidTrie, beam: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Beam search over the trie's levels, vectorized over batch × beam; ``logp`` = first step's ``[B, V]``."""
+    b = logp.shape[0]
     node = torch.zeros(b, 1, dtype=torch.long)
     score = torch.zeros(b, 1)
-    pos = positions(mask)[:, -1:]
-    attn = mask
     for t in range(trie.depth):
         start = N_SPECIAL + int(trie.offsets[t])
         level = logp[:, start : start + trie.sizes[t]]  # [B*k, K_t]
@@ -35,22 +82,14 @@ def beam_search(
         cand = score.reshape(-1, 1) + level.masked_fill(nxt < 0, NEG)
         cand = cand.masked_fill(torch.isinf(score.reshape(-1, 1)), NEG)
         flat = cand.view(b, k_prev * trie.sizes[t])
-        width = min(beam, flat.shape[1])
-        score, idx = flat.topk(width, dim=1)
+        score, idx = flat.topk(min(beam, flat.shape[1]), dim=1)
         origin = idx // trie.sizes[t]
         code = idx % trie.sizes[t]
         node = _pick(nxt.view(b, k_prev, -1), origin, code)
         if t == trie.depth - 1:
             break
-        # reorder the cache to the surviving beams and feed the chosen tokens
         flat_origin = (origin + torch.arange(b).unsqueeze(1) * k_prev).reshape(-1)
-        cache.reorder_cache(flat_origin)
-        attn = torch.cat([attn[flat_origin], torch.ones(b * width, 1, dtype=attn.dtype)], 1)
-        pos = pos.reshape(-1, 1)[flat_origin] + 1
-        token = (code + start).reshape(-1, 1)
-        out = model(input_ids=token, attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True)
-        cache = out.past_key_values
-        logp = torch.log_softmax(out.logits[:, -1].float(), -1)
+        logp = step(flat_origin, (code + start).reshape(-1, 1))
     valid = ~torch.isinf(score)
     sid = torch.where(valid, trie.leaf_sid[node.clamp(min=0)], torch.full_like(node, -1))
     return sid, score

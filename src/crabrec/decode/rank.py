@@ -9,7 +9,7 @@ import torch
 from tqdm.auto import tqdm
 
 from crabrec.data.dataset import Samples
-from crabrec.decode.beam import beam_search
+from crabrec.decode.beam import beam_search, seq2seq_beam_search
 from crabrec.decode.trie import SidTrie
 from crabrec.metrics import group_unfairness, popular_share, ranking_metrics
 from crabrec.models.decoder import encode_rows
@@ -25,15 +25,26 @@ def rank_samples(
     progress: bool = True,
     desc: str = "ranking",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(items [N, beam], scores [N, beam])``: each slot is the first item of a generated SID (-1 = empty)."""
+    """``(items [N, beam], scores [N, beam])``: each slot is the first item of a generated SID (-1 = empty).
+
+    Works for the causal decoder and for TIGER (``config.is_encoder_decoder``)."""
+    seq2seq = bool(getattr(model.config, "is_encoder_decoder", False))
     rep = torch.from_numpy(trie.representative())
     items = np.full((len(samples), beam), -1, dtype=np.int64)
     scores = np.full((len(samples), beam), -np.inf, dtype=np.float32)
     model.eval()
     for start in tqdm(range(0, len(samples), batch_size), desc=desc, disable=not progress, leave=False):
         rows = slice(start, start + batch_size)
-        ids, mask, _ = encode_rows(samples.history[rows], samples.length[rows], None, tokens)
-        sid, score = beam_search(model, trie, ids, mask, beam)
+        if seq2seq:
+            from crabrec.models.tiger import encode_inputs
+
+            ids, mask = encode_inputs(
+                model.config, samples.user[rows], samples.history[rows], samples.length[rows], tokens
+            )
+            sid, score = seq2seq_beam_search(model, trie, ids, mask, beam)
+        else:
+            ids, mask, _ = encode_rows(samples.history[rows], samples.length[rows], None, tokens)
+            sid, score = beam_search(model, trie, ids, mask, beam)
         got = torch.where(sid >= 0, rep[sid.clamp(min=0)], torch.full_like(sid, -1)).numpy()
         items[rows, : got.shape[1]] = got
         scores[rows, : got.shape[1]] = score.numpy()

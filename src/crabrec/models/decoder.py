@@ -95,10 +95,12 @@ def target_loss(
     labels: torch.Tensor,
     reduction: str = "mean",
     position_ids: torch.Tensor | None = None,
+    token_weight: torch.Tensor | None = None,
 ):
     """Token cross-entropy on the labelled tokens (``reduction='none'`` gives ``[B, L]`` in row form).
 
     ``mask`` is a 2-D padding mask (row form) or a 4-D additive mask (packed form, with ``position_ids``).
+    ``token_weight`` (aligned with ``labels``) gives ``Σ w·CE / #labelled tokens`` (baselines' weighted losses).
     """
     pos = positions(mask) if position_ids is None else position_ids
     out = model(input_ids=ids, attention_mask=mask, position_ids=pos)
@@ -111,4 +113,17 @@ def target_loss(
         width = int((labels[0] != IGNORE).sum())
         return ce[:, -width:]
     valid = (gold != IGNORE).sum()
+    if token_weight is not None:
+        ce = ce * token_weight[:, 1:].to(ce.dtype)
     return ce.sum() / valid.clamp(min=1)
+
+
+def label_targets(labels: torch.Tensor, target: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row form: ``(item, level)`` of every labelled token (-1 elsewhere); the target SID is the row's tail."""
+    width = int((labels[0] != IGNORE).sum()) if len(labels) else 0
+    item = torch.full_like(labels, -1)
+    level = torch.full_like(labels, -1)
+    if width:
+        item[:, -width:] = torch.from_numpy(np.asarray(target, dtype=np.int64))[:, None]
+        level[:, -width:] = torch.arange(width)
+    return item, level

@@ -61,6 +61,7 @@ def pack_batch(chains: Chains, index: np.ndarray, tokens: np.ndarray, max_histor
     b = len(seqs)
     ids = torch.full((b, t_max), PAD, dtype=torch.long)
     labels = torch.full((b, t_max), IGNORE, dtype=torch.long)
+    label_item = torch.full((b, t_max), -1, dtype=torch.long)
     allowed = torch.zeros((b, t_max, t_max), dtype=torch.bool)
     pos = torch.arange(t_max)
     item_of = pos // width
@@ -74,6 +75,15 @@ def pack_batch(chains: Chains, index: np.ndarray, tokens: np.ndarray, max_histor
         is_t = np.repeat(chains.is_target[c], width)
         lab = torch.from_numpy(np.where(is_t, s, IGNORE))
         labels[r, :n] = lab
+        label_item[r, :n] = torch.from_numpy(np.where(is_t, np.repeat(chains.items[c], width), -1))
     mask = torch.zeros((b, 1, t_max, t_max))
     mask.masked_fill_(~allowed[:, None], float("-inf"))
-    return {"ids": ids, "mask": mask, "labels": labels, "positions": pos.expand(b, -1).clone()}
+    level = torch.where(label_item >= 0, pos % width, -1)
+    return {
+        "ids": ids,
+        "mask": mask,
+        "labels": labels,
+        "positions": pos.expand(b, -1).clone(),
+        "label_item": label_item,
+        "label_level": level,
+    }

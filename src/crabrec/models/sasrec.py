@@ -57,7 +57,7 @@ class SASRec(PreTrainedModel):
         t = history.shape[1]
         x = self.items(history) * (self.config.hidden**0.5) + self.pos(torch.arange(t))[None]
         x = self.drop(x)
-        causal = torch.triu(torch.full((t, t), float("-inf")), 1)
+        causal = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
         pad = history == self.config.n_items
         x = self.blocks(x, mask=causal, src_key_padding_mask=pad)
         x = self.norm(x)

@@ -3,14 +3,31 @@
 from __future__ import annotations
 
 from crabrec.pipeline import Stage
+from crabrec.stages.baseline_stages import D2LR_STAGE, RR_STAGE, RW_STAGE
 from crabrec.stages.crab_stages import FINETUNE_STAGE, REBALANCE_STAGE
 from crabrec.stages.data_stage import DATA_STAGE
 from crabrec.stages.model_stages import EVALUATE_STAGE, TRAIN_STAGE
+from crabrec.stages.report_stage import REPORT_STAGE
 from crabrec.stages.sasrec_stage import SASREC_STAGE
 from crabrec.stages.sid_stages import EMBED_STAGE, TOKENIZE_STAGE
+from crabrec.stages.tiger_stage import TIGER_STAGE
 
 # Planned stages that are not implemented yet: `crabrec run` names them so users know what is missing.
-PLANNED = ("embed", "tokenize", "train", "evaluate", "baselines", "rebalance", "finetune", "report")
+PLANNED = (
+    "data",
+    "embed",
+    "tokenize",
+    "train",
+    "evaluate",
+    "tiger",
+    "sasrec",
+    "rw",
+    "rr",
+    "d2lr",
+    "rebalance",
+    "finetune",
+    "report",
+)
 
 
 def registry() -> dict[str, Stage]:
@@ -20,9 +37,14 @@ def registry() -> dict[str, Stage]:
         TOKENIZE_STAGE,
         TRAIN_STAGE,
         EVALUATE_STAGE,
+        TIGER_STAGE,
         SASREC_STAGE,
+        RW_STAGE,
+        RR_STAGE,
+        D2LR_STAGE,
         REBALANCE_STAGE,
         FINETUNE_STAGE,
+        REPORT_STAGE,
     ]
     return {s.name: s for s in stages}
 

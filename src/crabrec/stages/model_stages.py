@@ -33,11 +33,12 @@ def decoder_loss(model, batch: dict[str, Any]):
 
 
 def make_batcher(samples: Samples, tokens: np.ndarray):
-    from crabrec.models.decoder import encode_rows
+    from crabrec.models.decoder import encode_rows, label_targets
 
     def make(rows: np.ndarray) -> dict[str, Any]:
         ids, mask, labels = encode_rows(samples.history[rows], samples.length[rows], samples.target[rows], tokens)
-        return {"ids": ids, "mask": mask, "labels": labels, "rows": rows, "target": samples.target[rows]}
+        item, level = label_targets(labels, samples.target[rows])
+        return {"ids": ids, "mask": mask, "labels": labels, "label_item": item, "label_level": level}
 
     return make
 
@@ -161,17 +162,35 @@ def write_evaluation(
     return {k: round(metrics[k], 4) for k in ("HR@10", "NDCG@10", "MGU@10", "DGU@10")}
 
 
+def load_generator(model_dir: Path, codebook):
+    """A saved decoder or TIGER model, checked against ``codebook`` (a model from another codebook is an error)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    from crabrec.errors import CrabError
+    from crabrec.models.decoder import N_SPECIAL
+
+    if not (model_dir / "config.json").is_file():
+        raise CrabError(f"{model_dir}: no trained model here (expected config.json + model.safetensors)")
+    config = AutoConfig.from_pretrained(model_dir)
+    seq2seq = bool(getattr(config, "is_encoder_decoder", False))
+    sid_vocab = (config.crabrec_user_offset if seq2seq else config.vocab_size) - N_SPECIAL
+    if sid_vocab != codebook.vocab_size:
+        raise CrabError(
+            f"{model_dir}: model has {sid_vocab} SID tokens but the codebook has {codebook.vocab_size}; "
+            "it was trained on another codebook"
+        )
+    return (AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM).from_pretrained(model_dir)
+
+
 def evaluate_model(ctx: RunContext, model_dir: Path, codebook) -> dict[str, Any]:
     """Rank the test rows with constrained beam search; write ``metrics.json`` and ``rankings.parquet``."""
-    from transformers import AutoModelForCausalLM
-
     from crabrec.decode.rank import rank_samples
     from crabrec.decode.trie import SidTrie
     from crabrec.models.decoder import item_tokens
 
     cfg = ctx.cfg.evaluate
     test = test_rows(ctx)
-    model = AutoModelForCausalLM.from_pretrained(model_dir / "model")
+    model = load_generator(model_dir / "model", codebook)
     tokens = item_tokens(codebook.token_ids())
     trie = SidTrie.build(codebook)
     start = time.perf_counter()

@@ -1,0 +1,33 @@
+"""D²LR, training-stage debiasing (METHOD_SPEC §5.3, a RECONSTRUCTION: no official code exists).
+
+Token-level inverse-propensity weights with position decay on the target's SID tokens:
+``p_y = max(f_y, 1) / max_j f_j``, ``ρ_{y,t} = max(p_y (1 − α t/T), 1e-6)`` for ``t = 1..T``,
+``w = min(1/ρ, clip)``, then normalised to mean 1 over the target tokens of each batch.
+The optional inference-time SASRec re-scoring of the third-party version is not implemented.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def token_weights(freq: np.ndarray, item: np.ndarray, level: np.ndarray, n_levels: int, alpha: float, clip: float):
+    """Un-normalised IPS weight of token ``level`` (0-based) of item ``item``."""
+    p = np.maximum(freq[item], 1) / max(int(freq.max()), 1)
+    rho = np.maximum(p * (1.0 - alpha * (level + 1) / n_levels), 1e-6)
+    return np.minimum(1.0 / rho, clip)
+
+
+def token_weight_fn(freq: np.ndarray, n_levels: int, alpha: float = 0.5, clip: float = 50.0):
+    """Weight function for :func:`crabrec.baselines.weighted.weighted_loss` (batch mean of weights = 1)."""
+    p = torch.from_numpy(np.maximum(freq, 1) / max(int(freq.max()), 1)).float()
+
+    def fn(item: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
+        on = item >= 0
+        rho = (p[item.clamp(min=0)] * (1.0 - alpha * (level + 1).float() / n_levels)).clamp(min=1e-6)
+        w = torch.where(on, (1.0 / rho).clamp(max=clip), torch.zeros(()))
+        mean = w[on].mean() if on.any() else torch.ones(())
+        return w / mean
+
+    return fn

@@ -1,0 +1,326 @@
+"""``report.md`` + ``report.html`` (self-contained, figures inlined as SVG) from a run's stored artifacts only.
+
+Table 1 of the paper on this data, Figure 1 (left: exposure by item-popularity group; right: GU of the items under
+popular / neutral / unpopular tokens per level, before and after CRAB), sorted token-popularity curves per level
+before/after rebalancing, the metric definitions and the config. Missing models are listed, not invented.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from crabrec.errors import CrabError
+from crabrec.io import load_npz, read_json, write_json, write_text
+
+# (row label, model folder, time source) in the paper's order
+ROWS = [
+    ("MOR (base)", "mor"),
+    ("TIGER", "tiger"),
+    ("SASRec", "sasrec"),
+    ("RW", "rw"),
+    ("RR", "rr"),
+    ("D²LR (reconstruction)", "d2lr"),
+    ("CRAB", "crab"),
+]
+COLUMNS = [("HR@10", "max"), ("NDCG@10", "max"), ("DGU@10", "min"), ("MGU@10", "min")]
+
+
+def model_times(run: Path, model: str) -> tuple[float | None, float | None]:
+    """(training-side seconds of the method, test inference seconds) from the stored summaries."""
+    metrics = _maybe_json(run / "models" / model / "metrics.json") or {}
+    infer = metrics.get("inference_seconds")
+    if model == "crab":
+        return (metrics.get("time") or {}).get("total_seconds"), infer
+    if model == "rr":
+        return (_maybe_json(run / "models" / "rr" / "rerank.json") or {}).get("tune_seconds"), infer
+    summary = _maybe_json(run / "models" / model / "train_summary.json") or {}
+    return summary.get("train_seconds"), infer
+
+
+def table_rows(run: Path) -> list[dict[str, Any]]:
+    rows = []
+    for label, model in ROWS:
+        metrics = _maybe_json(run / "models" / model / "metrics.json")
+        if metrics is None:
+            continue
+        train_s, infer_s = model_times(run, model)
+        rows.append(
+            {
+                "method": label,
+                "model": model,
+                **{c: metrics[c] for c, _ in COLUMNS},
+                "train_s": train_s,
+                "infer_s": infer_s,
+            }
+        )
+    return rows
+
+
+def relative_change(rows: list[dict[str, Any]]) -> dict[str, float] | None:
+    by = {r["model"]: r for r in rows}
+    if "mor" not in by or "crab" not in by:
+        return None
+    return {
+        c: (by["crab"][c] - by["mor"][c]) / by["mor"][c] * 100 if by["mor"][c] else float("nan") for c, _ in COLUMNS
+    }
+
+
+def _best(rows: list[dict[str, Any]]) -> dict[str, float]:
+    best = {c: (max if how == "max" else min)(r[c] for r in rows) for c, how in COLUMNS}
+    times = [r["train_s"] for r in rows if r["train_s"] is not None]
+    if times:
+        best["train_s"] = min(times)
+    return best
+
+
+def _fmt_s(v: float | None) -> str:
+    return "–" if v is None else f"{v:,.0f}"
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    best = _best(rows)
+    head = "| method | " + " | ".join(c for c, _ in COLUMNS) + " | train / method time (s) | test inference (s) |"
+    lines = [head, "|---" * (len(COLUMNS) + 3) + "|"]
+    for r in rows:
+        cells = [f"**{r[c]:.4f}**" if r[c] == best[c] else f"{r[c]:.4f}" for c, _ in COLUMNS]
+        t = _fmt_s(r["train_s"])
+        t = f"**{t}**" if r["train_s"] is not None and r["train_s"] == best.get("train_s") else t
+        lines.append(f"| {r['method']} | " + " | ".join(cells) + f" | {t} | {_fmt_s(r['infer_s'])} |")
+    rel = relative_change(rows)
+    if rel:
+        lines.append("| CRAB vs MOR | " + " | ".join(f"{rel[c]:+.1f}%" for c, _ in COLUMNS) + " | | |")
+    return "\n".join(lines)
+
+
+def exposure_by_group(run: Path) -> dict[str, list[float]]:
+    """GP@10 per popularity group (least → most popular) for SASRec, MOR and CRAB, plus GH (history share)."""
+    out: dict[str, list[float]] = {}
+    for label, model in (("SASRec", "sasrec"), ("MOR", "mor"), ("CRAB", "crab")):
+        m = _maybe_json(run / "models" / model / "metrics.json")
+        if m:
+            out.setdefault("history (GH)", m["groups"]["GH"])
+            out[label] = m["groups"]["GP@10"]
+    return out
+
+
+def token_group_analysis(run: Path, k: int = 10) -> dict[str, list[dict[str, Any]]]:
+    """GU of G_pop / G_neu / G_unp per level (token groups of the BASE codebook), for MOR and for CRAB."""
+    from crabrec.data.dataset import Splits
+    from crabrec.metrics.token_groups import token_group_gu
+    from crabrec.sid.codebook import Codebook
+
+    if not (run / "sid" / "codebook.json").is_file():
+        return {}
+    codebook = Codebook.load(run / "sid" / "codebook.json")
+    freq = load_npz(run / "data" / "popularity.npz")["freq"]
+    out = {}
+    for label, model in (("MOR", "mor"), ("CRAB", "crab")):
+        path = run / "models" / model / "rankings.parquet"
+        if not path.is_file():
+            continue
+        frame = pd.read_parquet(path)
+        test = Splits.load(run / "data" / "splits.npz").test.take(frame["row"].to_numpy())
+        out[label] = token_group_gu(codebook, freq, np.stack(frame["items"]), test.history_items(), k)
+    return out
+
+
+def token_popularity_curves(run: Path) -> dict[str, dict[str, list[float]]]:
+    """Sorted P(c) of the used tokens per semantic level, before and after rebalancing."""
+    from crabrec.sid.codebook import Codebook
+
+    out: dict[str, dict[str, list[float]]] = {}
+    pop = run / "data" / "popularity.npz"
+    if not pop.is_file():
+        return out
+    freq = load_npz(pop)["freq"]
+    for label, path in (("before", run / "sid" / "codebook.json"), ("after CRAB", run / "crab" / "codebook.json")):
+        if not path.is_file():
+            continue
+        cb = Codebook.load(path)
+        for level in range(cb.semantic_levels):
+            p = cb.popularity(freq, level)[cb.used(level)]
+            out.setdefault(cb.prefixes[level], {})[label] = sorted(p.tolist(), reverse=True)
+    return out
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    text = buf.getvalue()
+    return text[text.index("<svg") :]
+
+
+def figures(exposure, tokens, curves) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9})
+    out = {}
+    if exposure:
+        fig, ax = plt.subplots(figsize=(5.2, 3.2))
+        names = list(exposure)
+        n_groups = len(exposure[names[0]])
+        width = 0.8 / len(names)
+        for j, name in enumerate(names):
+            ax.bar(np.arange(n_groups) + j * width, exposure[name], width, label=name)
+        ax.set_xticks(np.arange(n_groups) + 0.4 - width / 2, [f"G{g + 1}" for g in range(n_groups)])
+        ax.set_xlabel("item popularity group (G1 least popular → G5 most)")
+        ax.set_ylabel("share of top-10 slots")
+        ax.legend(frameon=False)
+        ax.set_title("Recommendation frequency by item popularity")
+        out["exposure"] = _svg(fig)
+        plt.close(fig)
+    if tokens:
+        fig, ax = plt.subplots(figsize=(5.6, 3.2))
+        labels, series = [], {}
+        for model, rows in tokens.items():
+            for row in rows:
+                for g in ("pop", "neu", "unp"):
+                    series.setdefault(f"{model} T_{g}", []).append(row[g]["GU"])
+            labels = [f"level {row['level']}" for row in rows]
+        width = 0.8 / len(series)
+        for j, (name, vals) in enumerate(series.items()):
+            hatch = "//" if name.startswith("CRAB") else None
+            ax.bar(np.arange(len(labels)) + j * width, vals, width, label=name, hatch=hatch)
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels)
+        ax.set_ylabel("GU@10 of the items under the tokens")
+        ax.legend(frameon=False, fontsize=7, ncol=2)
+        ax.set_title("GU by token popularity group, before (MOR) and after CRAB")
+        out["tokens"] = _svg(fig)
+        plt.close(fig)
+    if curves:
+        fig, axes = plt.subplots(1, len(curves), figsize=(3.0 * len(curves), 2.8))
+        for ax, (level, data) in zip(np.atleast_1d(axes), curves.items()):
+            for name, vals in data.items():
+                ax.plot(np.arange(1, len(vals) + 1), vals, label=name)
+            ax.set_yscale("log")
+            ax.set_title(f"level {level}")
+            ax.set_xlabel("token rank")
+        np.atleast_1d(axes)[0].set_ylabel("P(c)")
+        np.atleast_1d(axes)[0].legend(frameon=False)
+        out["curves"] = _svg(fig)
+        plt.close(fig)
+    return out
+
+
+def write_report(run_dir: str | Path) -> list[Path]:
+    """Write ``report.md``, ``report.html`` and ``report_data.json`` into ``run_dir``; returns their paths."""
+    run = Path(run_dir)
+    if not (run / "config.yaml").is_file():
+        raise CrabError(f"{run}: not a run directory (no config.yaml)")
+    rows = table_rows(run)
+    if not rows:
+        raise CrabError(f"{run}: no evaluated model yet (no models/*/metrics.json); run `crabrec run` first")
+    exposure, tokens, curves = exposure_by_group(run), token_group_analysis(run), token_popularity_curves(run)
+    svgs = figures(exposure, tokens, curves)
+    rebalance = (run / "crab" / "report.txt").read_text() if (run / "crab" / "report.txt").is_file() else ""
+    definitions = (_maybe_json(run / "models" / "mor" / "metrics.json") or {}).get("definitions", {})
+    config = (run / "config.yaml").read_text()
+    stage_times = {
+        p.stem: read_json(p).get("seconds") for p in sorted((run / "stages").glob("*.json")) if p.stem != "report"
+    }
+    missing = [label for label, model in ROWS if model not in {r["model"] for r in rows}]
+    data = {"table": rows, "exposure": exposure, "token_groups": tokens, "stage_seconds": stage_times}
+    write_json(run / "report_data.json", data)
+    figdir = run / "report_files"
+    for name, svg in svgs.items():
+        write_text(figdir / f"{name}.svg", svg)
+    md = _markdown(run, rows, missing, svgs, rebalance, definitions, config, stage_times)
+    write_text(run / "report.md", md)
+    write_text(run / "report.html", _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times))
+    return [run / "report.md", run / "report.html"]
+
+
+TITLES = {
+    "exposure": "Figure 1 (left): recommendation frequency by item-popularity group",
+    "tokens": "Figure 1 (right): GU of item groups by token popularity, before/after CRAB",
+    "curves": "Token popularity per level before/after rebalancing (sorted P(c))",
+}
+NOTES = {
+    "exposure": "Share of all top-10 slots per popularity group (5 equal-size groups by training frequency); "
+    "'history' is the groups' share of the test users' histories (GH). The closer to GH, the fairer.",
+    "tokens": "Items grouped by the popularity of their token at each level (top 5% tokens T_pop, bottom 5% "
+    "T_unp, the rest T_neu) in the base codebook, for both models; GU = share of top-10 slots − share of history.",
+    "curves": "P(c) = Σ of the training frequencies of the items under token c, used tokens only, log scale.",
+}
+
+
+def _markdown(run, rows, missing, svgs, rebalance, definitions, config, stage_times) -> str:
+    parts = [f"# crabrec report: {run.name}", "", "## Table 1: accuracy, popularity bias and time", ""]
+    parts += [markdown_table(rows), ""]
+    if missing:
+        parts += [f"Not in this run: {', '.join(missing)}.", ""]
+    parts += ["Higher is better for HR/NDCG, lower for DGU/MGU and time; best per column in bold.", ""]
+    for name in svgs:
+        parts += [f"## {TITLES[name]}", "", f"![{name}](report_files/{name}.svg)", "", NOTES[name], ""]
+    if rebalance:
+        parts += ["## Codebook rebalancing (CRAB stage 1)", "", "```", rebalance.rstrip(), "```", ""]
+    parts += ["## Stage wall-clock (s)", "", "| stage | seconds |", "|---|---|"]
+    parts += [f"| {k} | {v:,.1f} |" for k, v in stage_times.items() if v is not None]
+    parts += ["", "## Metric definitions", ""]
+    parts += [f"- **{k}**: {v}" for k, v in definitions.items()]
+    parts += ["", "## Config", "", "```yaml", config.rstrip(), "```", ""]
+    return "\n".join(parts)
+
+
+CSS = """body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;color:#222;padding:0 1em}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}
+td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}pre{background:#f7f7f7;padding:1em;
+overflow-x:auto;font-size:12px}figure{margin:1.5em 0}figcaption{font-size:13px;color:#555;max-width:760px}
+.fig svg{max-width:100%;height:auto}"""
+
+
+def _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times) -> str:
+    best = _best(rows)
+    e = html.escape
+    head = "".join(f"<th>{e(c)}</th>" for c, _ in COLUMNS)
+    body = []
+    for r in rows:
+        cells = "".join(
+            f"<td><b>{r[c]:.4f}</b></td>" if r[c] == best[c] else f"<td>{r[c]:.4f}</td>" for c, _ in COLUMNS
+        )
+        t = _fmt_s(r["train_s"])
+        t = f"<b>{t}</b>" if r["train_s"] is not None and r["train_s"] == best.get("train_s") else t
+        body.append(f"<tr><td>{e(r['method'])}</td>{cells}<td>{t}</td><td>{_fmt_s(r['infer_s'])}</td></tr>")
+    rel = relative_change(rows)
+    if rel:
+        body.append(
+            "<tr><td><i>CRAB vs MOR</i></td>"
+            + "".join(f"<td>{rel[c]:+.1f}%</td>" for c, _ in COLUMNS)
+            + "<td></td><td></td></tr>"
+        )
+    out = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>crabrec report: {e(run.name)}</title>",
+        f"<style>{CSS}</style></head><body><h1>crabrec report: {e(run.name)}</h1>",
+        "<h2>Table 1: accuracy, popularity bias and time</h2>",
+        f"<table><tr><th>method</th>{head}<th>train / method time (s)</th><th>test inference (s)</th></tr>",
+        *body,
+        "</table><p>Higher is better for HR/NDCG, lower for DGU/MGU and time; best per column in bold.</p>",
+    ]
+    if missing:
+        out.append(f"<p>Not in this run: {e(', '.join(missing))}.</p>")
+    for name, svg in svgs.items():
+        out.append(
+            f"<h2>{e(TITLES[name])}</h2><figure class='fig'>{svg}<figcaption>{e(NOTES[name])}</figcaption></figure>"
+        )
+    if rebalance:
+        out.append(f"<h2>Codebook rebalancing (CRAB stage 1)</h2><pre>{e(rebalance)}</pre>")
+    out.append("<h2>Stage wall-clock</h2><table><tr><th>stage</th><th>seconds</th></tr>")
+    out += [f"<tr><td>{e(k)}</td><td>{v:,.1f}</td></tr>" for k, v in stage_times.items() if v is not None]
+    out.append("</table><h2>Metric definitions</h2><ul>")
+    out += [f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in definitions.items()]
+    out.append(f"</ul><h2>Config</h2><pre>{e(config)}</pre></body></html>")
+    return "\n".join(out)
+
+
+def _maybe_json(path: Path) -> Any:
+    return read_json(path) if path.is_file() else None
