@@ -62,3 +62,34 @@ def office_slice(tmp_path_factory) -> Path:
         {k: v for k, v in items.items() if k in used},
         name="OfficeSlice",
     )
+
+
+TINY = [
+    "--set", "embed.encoder=hashing-bow", "--set", "tokenize.codebook_size=16", "--set", "data.kcore=2",
+    "--set", "train.hidden=32", "--set", "train.layers=1", "--set", "train.heads=2", "--set", "train.ff=64",
+    "--set", "train.epochs=2", "--set", "train.valid_samples=100", "--set", "train.lr=0.003",
+    "--set", "crab.epochs=1", "--set", "crab.n_init=3", "--set", "evaluate.max_samples=150",
+    "--set", "tiger.d_model=32", "--set", "tiger.layers=1", "--set", "tiger.heads=2", "--set", "tiger.d_kv=16",
+    "--set", "tiger.ff=64", "--set", "tiger.epochs=1", "--set", "tiger.user_bins=50",
+    "--set", "sasrec.epochs=2", "--set", "sasrec.hidden=16", "--set", "baselines.rr_valid_samples=100",
+]  # fmt: skip
+
+
+def cli(args: list[str]) -> tuple[int, str]:
+    """Run the CLI in-process; returns (exit code, stderr is left to capsys)."""
+    from crabrec.cli import main
+
+    try:
+        main(args)
+    except SystemExit as exc:
+        return int(exc.code or 0), ""
+    return 0, ""
+
+
+@pytest.fixture(scope="session")
+def tiny_run(office_slice, tmp_path_factory) -> Path:
+    """One full `crabrec run` (every stage, tiny models) on the Office slice, shared by the tests that read it."""
+    runs = tmp_path_factory.mktemp("runs")
+    code, _ = cli(["run", "--data", str(office_slice), "--set", f"runs_dir={runs}", "--name", "e2e", *TINY])
+    assert code == 0
+    return runs / "e2e"

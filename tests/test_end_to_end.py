@@ -10,24 +10,11 @@ import pytest
 
 from crabrec.cli import main
 from crabrec.metrics import group_unfairness
-
-TINY = [
-    "--set", "embed.encoder=hashing-bow", "--set", "tokenize.codebook_size=16", "--set", "data.kcore=2",
-    "--set", "train.hidden=32", "--set", "train.layers=1", "--set", "train.heads=2", "--set", "train.ff=64",
-    "--set", "train.epochs=2", "--set", "train.valid_samples=100", "--set", "train.lr=0.003",
-    "--set", "crab.epochs=1", "--set", "crab.n_init=3", "--set", "evaluate.max_samples=150",
-    "--set", "tiger.d_model=32", "--set", "tiger.layers=1", "--set", "tiger.heads=2", "--set", "tiger.d_kv=16",
-    "--set", "tiger.ff=64", "--set", "tiger.epochs=1", "--set", "tiger.user_bins=50",
-    "--set", "sasrec.epochs=2", "--set", "sasrec.hidden=16", "--set", "baselines.rr_valid_samples=100",
-]  # fmt: skip
+from tests.conftest import TINY
 
 
-def test_run_end_to_end_with_crab(office_slice, tmp_path, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(["run", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}", "--name", "e2e", *TINY])
-    err = capsys.readouterr().err
-    assert exc.value.code in (0, None), err
-    run = tmp_path / "e2e"
+def test_run_end_to_end_with_crab(tiny_run, office_slice, capsys):
+    run = tiny_run
     base = json.loads((run / "models" / "mor" / "metrics.json").read_text())
     crab = json.loads((run / "models" / "crab" / "metrics.json").read_text())
     for m in (base, crab):
@@ -67,6 +54,6 @@ def test_run_end_to_end_with_crab(office_slice, tmp_path, capsys):
     assert same["MGU@10"] == pytest.approx(base["MGU@10"])
     # second run: every stage cached
     with pytest.raises(SystemExit):
-        main(["run", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}", "--name", "e2e", *TINY])
+        main(["run", "--data", str(office_slice), "--set", f"runs_dir={run.parent}", "--name", run.name, *TINY])
     err = capsys.readouterr().err
     assert "[finetune] cached" in err and "] done in" not in err

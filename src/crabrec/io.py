@@ -55,8 +55,27 @@ def read_json(path: str | os.PathLike) -> Any:
 
 
 def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as data:
-        return {k: data[k] for k in data.files}
+    """Arrays of an ``.npz`` artifact; pickled objects are refused (a clear error, never executed)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError) as exc:
+        raise _bad_artifact(path, exc) from None
+
+
+def load_npy(path: str | os.PathLike) -> np.ndarray:
+    """An ``.npy`` artifact; pickled objects are refused (a clear error, never executed)."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise _bad_artifact(path, exc) from None
+
+
+def _bad_artifact(path: str | os.PathLike, exc: Exception):
+    from crabrec.errors import CrabError
+
+    reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+    return CrabError(f"{path}: unreadable artifact ({reason}); re-run the stage that writes it with --force")
 
 
 def sha256_of(obj: Any) -> str:

@@ -90,10 +90,10 @@ class RunContext:
                 log.info("[%s] cached (%s)", name, _one_line(summary))
             self._checked.add(name)
             return summary
-        write_config(self.cfg)
         start = time.perf_counter()
         summary = stage.fn(self)
         seconds = time.perf_counter() - start
+        write_config(self.cfg)  # after success: a failing stage leaves the run directory as it was
         write_json(self.state_path(name), {"key": self.key(name), "seconds": round(seconds, 3), "summary": summary})
         log.info("[%s] done in %.1fs (%s)", name, seconds, _one_line(summary))
         self.force.discard(name)

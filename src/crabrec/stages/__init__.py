@@ -52,3 +52,20 @@ def registry() -> dict[str, Stage]:
 def missing() -> list[str]:
     have = registry()
     return [name for name in PLANNED if name not in have]
+
+
+def preflight(ctx) -> None:
+    """Resource guards checked once the data is loaded, before any expensive stage starts."""
+    from crabrec.errors import CrabError
+    from crabrec.io import load_npz
+
+    n_items = len(load_npz(ctx.path("data", "popularity.npz"))["freq"])
+    cfg = ctx.cfg
+    for key, value in (("evaluate.beam", cfg.evaluate.beam), ("train.valid_beam", cfg.train.valid_beam)):
+        if value > n_items:
+            raise CrabError(f"{key}={value} is larger than the catalogue ({n_items} items); use at most {n_items}")
+    if max(cfg.evaluate.ks + cfg.evaluate.fairness_ks) > cfg.evaluate.beam:
+        raise CrabError(
+            f"evaluate.ks/fairness_ks go up to {max(cfg.evaluate.ks + cfg.evaluate.fairness_ks)} but evaluate.beam="
+            f"{cfg.evaluate.beam} ranks fewer items; raise evaluate.beam"
+        )

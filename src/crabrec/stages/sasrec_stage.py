@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from crabrec.io import write_json
+from crabrec.io import load_npz, write_json
 from crabrec.pipeline import RunContext, Stage
 from crabrec.stages.model_stages import test_rows, write_evaluation
 from crabrec.stages.sid_stages import load_splits
@@ -21,7 +21,7 @@ def run_sasrec(ctx: RunContext) -> dict[str, Any]:
 
     s = ctx.cfg.sasrec
     splits = load_splits(ctx)
-    n_items = len(np.load(ctx.path("data", "popularity.npz"))["freq"])
+    n_items = len(load_npz(ctx.path("data", "popularity.npz"))["freq"])
     model = SASRec(
         SASRecConfig(
             n_items=n_items,

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from crabrec.data.dataset import Splits
-from crabrec.io import load_npz, read_json, write_json, write_npy
+from crabrec.io import load_npy, load_npz, read_json, write_json, write_npy
 from crabrec.pipeline import RunContext, Stage
 
 
@@ -42,7 +42,17 @@ def run_tokenize(ctx: RunContext) -> dict[str, Any]:
     from crabrec.sid.build import build_codebook
 
     items = load_items(ctx)
-    embeddings = np.load(ctx.path("embeddings.npy"), allow_pickle=False)
+    embeddings = load_npy(ctx.path("embeddings.npy"))
+    bad = np.flatnonzero(~np.isfinite(embeddings).all(axis=1)) if embeddings.ndim == 2 else []
+    if embeddings.ndim != 2 or len(embeddings) != len(items["item_ids"]) or len(bad):
+        from crabrec.errors import CrabError
+
+        what = (
+            f"row {bad[0]} (item {items['item_ids'][bad[0]]!r}) and {len(bad) - 1} more contain NaN/inf"
+            if len(bad)
+            else f"shape {embeddings.shape}, expected ({len(items['item_ids'])}, dim)"
+        )
+        raise CrabError(f"{ctx.path('embeddings.npy')}: {what}; re-run `crabrec embed --force`")
     cb = build_codebook(ctx.cfg.tokenize, embeddings, items["item_ids"], ctx.cfg.seed, ctx.path("sid", "rqvae"))
     cb.save(ctx.path("sid", "codebook.json"))
     write_json(ctx.path("sid", "index.json"), cb.to_index())

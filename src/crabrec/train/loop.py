@@ -63,8 +63,14 @@ def load_checkpoint(folder: Path, model, optimizer, scheduler) -> dict[str, Any]
         return None
     from safetensors.torch import load_model
 
-    load_model(model, str(folder / "weights.safetensors"))
-    opt = torch.load(folder / "optim.pt", weights_only=True)
+    from crabrec.errors import CrabError
+
+    try:
+        load_model(model, str(folder / "weights.safetensors"))
+        opt = torch.load(folder / "optim.pt", weights_only=True)
+    except Exception as exc:  # a foreign or tampered checkpoint: refuse, never unpickle arbitrary objects
+        reason = str(exc).strip().splitlines()[0][:160]
+        raise CrabError(f"{folder}: unusable checkpoint ({reason}); delete it to train from scratch") from None
     optimizer.load_state_dict(opt["optimizer"])
     scheduler.load_state_dict(opt["scheduler"])
     return json.loads((folder / "state.json").read_text())
