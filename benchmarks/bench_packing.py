@@ -1,9 +1,11 @@
 """Row-by-row vs packed decoder training on the embedded Office data: time per epoch and validation NDCG@10.
 
-    python benchmarks/bench_packing.py [--epochs 1] [--codebook runs/office-quick/sid/codebook.json]
+    python benchmarks/bench_packing.py --steps 60 [--codebook runs/office-quick/sid/codebook.json]
+    python benchmarks/bench_packing.py --epochs 2 [--codebook ...]
 
-Both forms train the default-size decoder (hidden 128, 2 layers) with the same seed, optimizer and rows; the table
-reports seconds per epoch, the ratio, and validation NDCG@10 (beam 20, 1,000 rows) after the same number of epochs.
+``--steps N``: times N optimizer steps of each form (forward + backward + AdamW, batches as in training) and
+projects one epoch. ``--epochs N``: trains both forms for N full epochs with the same seed, optimizer and rows and
+reports seconds per epoch and validation NDCG@10 (beam 20, 1,000 rows) after the same number of epochs.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--codebook")
+    ap.add_argument("--steps", type=int, default=0)
     args = ap.parse_args()
     from crabrec.config import load_config
     from crabrec.data import compute_popularity, load_dataset, make_splits
@@ -41,6 +44,8 @@ def main() -> None:
     else:
         x = encode(item_texts(ds.item_text, cfg.embed), cfg.embed.model_copy(update={"encoder": "hashing-bow"}))
         cb = build_codebook(cfg.tokenize, x, ds.item_ids, cfg.seed)
+    if args.steps:
+        return time_steps(cfg, splits, cb, args.steps)
     rows = []
     for packing in ("rows", "packed"):
         run_cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"packing": packing})})
@@ -53,6 +58,49 @@ def main() -> None:
     print("|---|---|---|---|")
     for name, sec, ndcg, _ in rows:
         print(f"| {name} | {sec:.1f} | {rows[0][1] / sec:.2f}x faster | {ndcg:.4f} |")
+
+
+def time_steps(cfg, splits, cb, steps: int) -> None:
+    import torch
+
+    from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder, item_tokens
+    from crabrec.stages.model_stages import decoder_loss, make_batcher, packed_batcher
+    from crabrec.train.loop import batches, length_bucketed
+
+    torch.set_num_threads(2)
+    tokens = item_tokens(cb.token_ids())
+    out = []
+    for packing in ("rows", "packed"):
+        if packing == "rows":
+            n, make, tcfg, lengths = len(splits.train), make_batcher(splits.train, tokens), cfg.train, None
+        else:
+            n, make, tcfg, lengths = packed_batcher(splits.train, tokens, cfg.data.max_history, cfg.train)
+        plan = (
+            list(batches(n, tcfg.batch_size, 0, 1))
+            if lengths is None
+            else length_bucketed(lengths, tcfg.batch_size, 0, 1)
+        )
+        model = build_decoder(N_SPECIAL + cb.vocab_size, DecoderSize(), seed=0)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        tokens_seen = 0
+        picks = np.random.default_rng(0).choice(len(plan), steps + 3, replace=False)
+        for i, b in enumerate(picks):
+            if i == 3:
+                start = time.perf_counter()
+            batch = make(plan[b])
+            loss = decoder_loss(model, batch)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            if i >= 3:
+                tokens_seen += batch["ids"].numel()
+        sec = (time.perf_counter() - start) / steps
+        out.append((packing, len(plan), sec, sec * len(plan), tokens_seen / steps))
+    print(f"{steps} timed steps per form (after 3 warm-up steps), default decoder (hidden 128, 2 layers), 2 threads")
+    print("| form | steps / epoch | s / step | projected s / epoch | padded tokens / step | vs rows |")
+    print("|---|---|---|---|---|---|")
+    for name, n_steps, sec, epoch, tok in out:
+        print(f"| {name} | {n_steps} | {sec:.3f} | {epoch:.1f} | {tok:,.0f} | {out[0][3] / epoch:.2f}x faster |")
 
 
 if __name__ == "__main__":

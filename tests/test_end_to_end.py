@@ -57,3 +57,42 @@ def test_run_end_to_end_with_crab(tiny_run, office_slice, capsys):
         main(["run", "--data", str(office_slice), "--set", f"runs_dir={run.parent}", "--name", run.name, *TINY])
     err = capsys.readouterr().err
     assert "[finetune] cached" in err and "] done in" not in err
+
+
+def test_report_renders_in_headless_chromium(tiny_run, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium not installed (apt-get install chromium)")
+    run = tmp_path / "copy"
+    shutil.copytree(tiny_run, run)
+    script = ROOT / "scripts" / "screenshot_report.py"
+    subprocess.run([sys.executable, str(script), str(run), "--height", "2400"], check=True, timeout=180)
+    png = (run / "report.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
+
+
+def test_analyses_reuse_the_base_run(tiny_run, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "copy"
+    shutil.copytree(tiny_run, run)
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", "lora", str(run)])
+    assert exc.value.code in (0, None), capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "[train] done" not in err  # the base model is reused, not retrained
+    table = pd.read_csv(run / "analysis" / "lora.csv")
+    assert table["setting"].tolist() == ["MOR (base)", "LoRA", "full fine-tune"]
+    crab = json.loads((run / "models" / "crab" / "metrics.json").read_text())
+    lora = table.set_index("setting").loc["LoRA"]
+    assert lora["NDCG@10"] == pytest.approx(round(crab["NDCG@10"], 4))  # same config + seed -> same result
+    assert (run / "analysis" / "lora.png").stat().st_size > 10_000
+    with pytest.raises(SystemExit):
+        main(["analyze", "tokens", str(run)])
+    out = capsys.readouterr().out
+    assert "GU pop" in out and (run / "analysis" / "tokens.csv").is_file()

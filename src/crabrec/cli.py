@@ -249,7 +249,7 @@ def train(
     config: ConfigOpt = None,
     preset: PresetOpt = None,
     sets: SetOpt = None,
-    method: Annotated[str, typer.Option(help="mor (base decoder) | tiger | sasrec | rw | d2lr.")] = "mor",
+    method: Annotated[str, typer.Option("--method", "--model", help="mor | tiger | sasrec | rw | d2lr.")] = "mor",
     force: ForceOpt = False,
 ) -> None:
     """Train one model (and the stages it needs), evaluate it on the test rows, print its metrics."""
@@ -328,6 +328,47 @@ def report(
 
     cfg = config_for(run_dir, config, preset, sets)
     paths = write_report(cfg.run_dir)
+    typer.echo("\n".join(str(p) for p in paths))
+
+
+@app.command()
+def analyze(
+    analysis: Annotated[str, typer.Argument(help="ratio | levels | gamma | lora | tokens")],
+    run_dir: RunDirArg = None,
+    config: ConfigOpt = None,
+    preset: PresetOpt = None,
+    sets: SetOpt = None,
+) -> None:
+    """The paper's CRAB analyses on a finished run: ratio sweep 5-20% (Fig. 3 left), top-5% split at one level
+    (Fig. 3 right), γ sweep and LoRA on/off (Fig. 4), token-popularity GU (tokens). Writes a table and a PNG under
+    <run>/analysis/."""
+    from crabrec.crab import analysis as an
+
+    choices = ("ratio", "levels", "gamma", "lora", "tokens")
+    if analysis not in choices:
+        raise CrabError(f"analysis {analysis!r}: expected one of {', '.join(choices)}")
+    cfg = config_for(run_dir, config, preset, sets)
+    if not (cfg.run_dir / "models" / "mor" / "metrics.json").is_file():
+        raise CrabError(f"{cfg.run_dir}: no evaluated base model; run `crabrec run --until evaluate` first")
+    out = cfg.run_dir / "analysis" / analysis
+    if analysis == "tokens":
+        frame = an.token_table(cfg.run_dir)
+        title = "GU@10 of items under popular / neutral / unpopular tokens (base codebook groups)"
+        from crabrec.io import write_text
+
+        write_text(out.with_suffix(".md"), f"# {title}\n\n{an.markdown(frame)}\n")
+        write_text(out.with_suffix(".csv"), frame.to_csv(index=False))
+        typer.echo(an.markdown(frame))
+        return
+    titles = {
+        "ratio": "CRAB: splitting ratio per level",
+        "levels": "CRAB: split the top-5% tokens of one level only",
+        "gamma": "CRAB: weight γ of the hierarchical alignment loss",
+        "lora": "CRAB: LoRA vs full fine-tuning",
+    }
+    frame = an.run_sweep(cfg, analysis)
+    paths = an.write_sweep(frame, out, titles[analysis])
+    typer.echo(an.markdown(frame))
     typer.echo("\n".join(str(p) for p in paths))
 
 

@@ -78,7 +78,7 @@ class TrainConfig(Strict):
     heads: int = Field(4, ge=1)
     ff: int = Field(512, ge=8)
     packing: Literal["rows", "packed"] = Field(
-        "rows", description="rows: one sequence per sample; packed: one per user with a window mask (faster)"
+        "packed", description="packed: one sequence per user with a window mask (~8x faster); rows: one per sample"
     )
     epochs: int = Field(3, ge=1)
     batch_size: int = Field(128, ge=1, description="rows per step (packed: users per step scaled to match)")

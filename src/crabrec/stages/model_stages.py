@@ -56,7 +56,8 @@ def packed_batcher(samples: Samples, tokens: np.ndarray, max_history: int, cfg):
     def make(index: np.ndarray) -> dict[str, Any]:
         return pack_batch(chains, index, tokens, max_history)
 
-    return len(chains.items), make, cfg.model_copy(update={"batch_size": per_step})
+    lengths = np.array([len(c) for c in chains.items])
+    return len(chains.items), make, cfg.model_copy(update={"batch_size": per_step}), lengths
 
 
 def make_validator(ctx: RunContext, trie, tokens: np.ndarray, samples: Samples):
@@ -89,9 +90,9 @@ def train_decoder(
         size = DecoderSize(cfg.hidden, cfg.layers, cfg.heads, cfg.ff)
         model = build_decoder(N_SPECIAL + codebook.vocab_size, size, seed=ctx.cfg.seed)
     trie = SidTrie.build(codebook)
-    n_rows, batcher = len(splits.train), make_batcher(splits.train, tokens)
+    n_rows, batcher, lengths = len(splits.train), make_batcher(splits.train, tokens), None
     if cfg.packing == "packed":
-        n_rows, batcher, cfg = packed_batcher(splits.train, tokens, ctx.cfg.data.max_history, cfg)
+        n_rows, batcher, cfg, lengths = packed_batcher(splits.train, tokens, ctx.cfg.data.max_history, cfg)
     result = train(
         model,
         n_rows,
@@ -103,6 +104,7 @@ def train_decoder(
         ctx.cfg.seed,
         param_groups,
         export,
+        lengths,
     )
     summary = {
         "epochs_run": result.epochs_run,

@@ -45,6 +45,20 @@ def batches(n: int, batch_size: int, seed: int, epoch: int) -> Iterator[np.ndarr
         yield order[start : start + batch_size]
 
 
+def length_bucketed(lengths: np.ndarray, batch_size: int, seed: int, epoch: int, pool: int = 50) -> list[np.ndarray]:
+    """Random batches of similar length (less padding): shuffle, sort within pools of ``pool`` batches, cut, shuffle
+    the batches. Seeded by ``(seed, epoch)``; same number of batches as :func:`batches`."""
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(len(lengths))
+    out = []
+    span = pool * batch_size
+    for start in range(0, len(order), span):
+        chunk = order[start : start + span]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        out += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    return [out[i] for i in rng.permutation(len(out))]
+
+
 def save_checkpoint(folder: Path, model, optimizer, scheduler, state: dict[str, Any]) -> None:
     from safetensors.torch import save_model
 
@@ -87,8 +101,11 @@ def train(
     seed: int,
     param_groups: list[dict[str, Any]] | None = None,
     export: Callable[[Any, Path], None] | None = None,
+    lengths: np.ndarray | None = None,
 ) -> TrainResult:
-    """Train ``model`` on ``n_rows`` rows; keep the best epoch by ``validate`` in ``out_dir/model``."""
+    """Train ``model`` on ``n_rows`` rows; keep the best epoch by ``validate`` in ``out_dir/model``.
+
+    ``lengths`` (per row) switches to length-bucketed batches (packed sequences of very different lengths)."""
     from accelerate import Accelerator
 
     if cfg.threads:
@@ -125,7 +142,12 @@ def train(
         model.train()
         total_loss, count = 0.0, 0
         epoch_start = time.perf_counter()
-        bar = tqdm(list(batches(n_rows, cfg.batch_size, seed, epoch)), desc=f"epoch {epoch}", leave=False)
+        plan = (
+            list(batches(n_rows, cfg.batch_size, seed, epoch))
+            if lengths is None
+            else length_bucketed(lengths, cfg.batch_size, seed, epoch)
+        )
+        bar = tqdm(plan, desc=f"epoch {epoch}", leave=False)
         for rows in bar:
             with accelerator.accumulate(model):
                 loss = loss_fn(model, make_batch(rows))

@@ -1,0 +1,139 @@
+"""The paper's CRAB analyses on an existing run: sweeps of the splitting ratio, of which level is split, of γ and
+of LoRA on/off (Fig. 3, Fig. 4), and the token-popularity analysis (spec §4.3).
+
+Each setting is a sibling run under ``<run>/analysis/<sweep>/<setting>/`` that links the base run's data, embeddings,
+codebook and trained MOR model (their cached stage states are reused, nothing is retrained) and runs only
+``rebalance`` + ``finetune`` with its CRAB overrides. Results: ``<sweep>.csv``, ``<sweep>.md`` and ``<sweep>.png``.
+Choose settings on validation (``best_valid_ndcg@10`` column), not on the test metrics shown next to it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from crabrec.config import RunConfig
+from crabrec.io import read_json, write_text
+
+SHARED = ("data", "embeddings.npy", "embeddings.items.json", "sid", "models/mor")
+SHARED_STAGES = ("data", "embed", "tokenize", "train", "evaluate")
+
+
+def sweeps(levels: int) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """Settings of each analysis: (label, crab overrides)."""
+    return {
+        "ratio": [(f"{int(r * 100)}%", {"ratio": r}) for r in (0.05, 0.10, 0.15, 0.20)],
+        "levels": [(f"level {chr(97 + lv)}", {"levels": [lv], "ratio": 0.05}) for lv in range(levels)],
+        "gamma": [(f"γ={g}", {"gamma": g}) for g in (0.0, 0.1, 0.2, 0.5, 1.0)],
+        "lora": [("LoRA", {"params": "lora"}), ("full fine-tune", {"params": "full"})],
+    }
+
+
+def link_base(base: Path, target: Path) -> None:
+    """Make ``target`` a run that shares the base run's finished upstream artifacts (symlinks) and stage states."""
+    for rel in SHARED:
+        src, dst = base / rel, target / rel
+        if not src.exists():
+            raise FileNotFoundError(src)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if not dst.exists():
+            os.symlink(src.resolve(), dst, target_is_directory=src.is_dir())
+    (target / "stages").mkdir(parents=True, exist_ok=True)
+    for name in SHARED_STAGES:
+        state = base / "stages" / f"{name}.json"
+        if state.is_file():
+            (target / "stages" / f"{name}.json").write_bytes(state.read_bytes())
+
+
+def run_sweep(cfg: RunConfig, sweep: str) -> pd.DataFrame:
+    """Run every setting of ``sweep`` (cached per setting) and collect validation + test metrics."""
+    from crabrec.pipeline import RunContext
+    from crabrec.sid.codebook import Codebook
+    from crabrec.stages import registry
+
+    base = cfg.run_dir
+    n_levels = Codebook.load(base / "sid" / "codebook.json").semantic_levels
+    rows = []
+    base_metrics = read_json(base / "models" / "mor" / "metrics.json")
+    rows.append({"setting": "MOR (base)", **_pick(base_metrics), "best_valid_ndcg@10": None})
+    for label, crab in sweeps(n_levels)[sweep]:
+        tag = label.replace("%", "pct").replace(" ", "_").replace("=", "").replace("γ", "gamma")
+        sub = cfg.model_copy(
+            update={
+                "runs_dir": str(base / "analysis" / sweep),
+                "name": tag,
+                "crab": cfg.crab.model_copy(update=crab),
+            }
+        )
+        link_base(base, sub.run_dir)
+        ctx = RunContext(cfg=sub, stages=registry())
+        ctx.ensure("finetune")
+        m = read_json(sub.run_dir / "models" / "crab" / "metrics.json")
+        summary = read_json(sub.run_dir / "models" / "crab" / "train_summary.json")
+        split = read_json(sub.run_dir / "crab" / "report.json")
+        rows.append(
+            {
+                "setting": label,
+                **_pick(m),
+                "best_valid_ndcg@10": summary["best_valid_ndcg@10"],
+                "tokens_split": sum(r["split"] for r in split),
+                "time_s": (m.get("time") or {}).get("total_seconds"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _pick(m: dict[str, Any]) -> dict[str, float]:
+    return {k: round(m[k], 4) for k in ("HR@10", "NDCG@10", "MGU@10", "DGU@10")}
+
+
+def write_sweep(frame: pd.DataFrame, out: Path, title: str) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    csv, md, png = out.with_suffix(".csv"), out.with_suffix(".md"), out.with_suffix(".png")
+    write_text(csv, frame.to_csv(index=False))
+    write_text(md, f"# {title}\n\n" + markdown(frame) + "\n")
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    x = range(len(frame))
+    for ax, keys in zip(axes, (("HR@10", "NDCG@10"), ("MGU@10", "DGU@10"))):
+        for k in keys:
+            ax.plot(x, frame[k], marker="o", label=k)
+        ax.set_xticks(list(x), frame["setting"], rotation=20, fontsize=8)
+        ax.legend(frameon=False)
+    axes[0].set_title("accuracy (higher is better)")
+    axes[1].set_title("popularity bias (lower is better)")
+    fig.suptitle(title)
+    fig.savefig(png, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return [csv, md, png]
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    cells = [[("" if pd.isna(v) else str(v)) for v in row] for row in frame.itertuples(index=False)]
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells])
+
+
+def token_table(run: Path) -> pd.DataFrame:
+    """GU@10 of the items under T_pop / T_neu / T_unp tokens per level, MOR vs CRAB (spec §4.3)."""
+    from crabrec.report import token_group_analysis
+
+    rows = []
+    for model, levels in token_group_analysis(run).items():
+        for row in levels:
+            rows.append(
+                {
+                    "model": model,
+                    "level": row["level"],
+                    **{f"GU {g}": round(row[g]["GU"], 4) for g in ("pop", "neu", "unp")},
+                    "pop-unp gap": round(row["gap"], 4),
+                }
+            )
+    return pd.DataFrame(rows)
