@@ -19,11 +19,11 @@ run: setup
 	$(VENV)/bin/crabrec run $(ARGS)
 
 test: setup
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(PY) -m pytest -q $(ARGS)
 
 bench: setup
-	$(PY) benchmarks/run_all.py
+	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache
