@@ -65,21 +65,18 @@ def time_steps(cfg, splits, cb, steps: int) -> None:
 
     from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder, item_tokens
     from crabrec.stages.model_stages import decoder_loss, make_batcher, packed_batcher
-    from crabrec.train.loop import batches, length_bucketed
+    from crabrec.train.loop import batches
 
     torch.set_num_threads(2)
     tokens = item_tokens(cb.token_ids())
     out = []
     for packing in ("rows", "packed"):
         if packing == "rows":
-            n, make, tcfg, lengths = len(splits.train), make_batcher(splits.train, tokens), cfg.train, None
+            make = make_batcher(splits.train, tokens)
+            plan = list(batches(len(splits.train), cfg.train.batch_size, 0, 1))
         else:
-            n, make, tcfg, lengths = packed_batcher(splits.train, tokens, cfg.data.max_history, cfg.train)
-        plan = (
-            list(batches(n, tcfg.batch_size, 0, 1))
-            if lengths is None
-            else length_bucketed(lengths, tcfg.batch_size, 0, 1)
-        )
+            _, make, plan_fn = packed_batcher(splits.train, tokens, cfg.data.max_history, cfg.train, 0)
+            plan = plan_fn(1)
         model = build_decoder(N_SPECIAL + cb.vocab_size, DecoderSize(), seed=0)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         tokens_seen = 0

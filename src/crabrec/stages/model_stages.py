@@ -43,21 +43,25 @@ def make_batcher(samples: Samples, tokens: np.ndarray):
     return make
 
 
-def packed_batcher(samples: Samples, tokens: np.ndarray, max_history: int, cfg):
-    """Chains of users instead of rows; the users per step are scaled so a step covers about ``batch_size`` rows."""
+def packed_batcher(samples: Samples, tokens: np.ndarray, max_history: int, cfg, seed: int):
+    """Chains of users instead of rows, in length-bucketed batches of about ``batch_size`` rows each."""
     from crabrec.errors import CrabError
     from crabrec.models.packing import build_chains, pack_batch
+    from crabrec.train.loop import length_bucketed
 
     chains = build_chains(samples, max_history)
     if len(chains.leftover):
         raise CrabError(f"train.packing=packed: {len(chains.leftover)} training rows have an empty history")
-    per_step = max(1, round(cfg.batch_size * len(chains.items) / max(1, len(samples))))
+    lengths = np.array([len(c) for c in chains.items])
+    rows = np.array([int(t.sum()) for t in chains.is_target])
 
     def make(index: np.ndarray) -> dict[str, Any]:
         return pack_batch(chains, index, tokens, max_history)
 
-    lengths = np.array([len(c) for c in chains.items])
-    return len(chains.items), make, cfg.model_copy(update={"batch_size": per_step}), lengths
+    def plan(epoch: int) -> list[np.ndarray]:
+        return length_bucketed(lengths, rows, cfg.batch_size, seed, epoch)
+
+    return len(chains.items), make, plan
 
 
 def make_validator(ctx: RunContext, trie, tokens: np.ndarray, samples: Samples):
@@ -90,9 +94,9 @@ def train_decoder(
         size = DecoderSize(cfg.hidden, cfg.layers, cfg.heads, cfg.ff)
         model = build_decoder(N_SPECIAL + codebook.vocab_size, size, seed=ctx.cfg.seed)
     trie = SidTrie.build(codebook)
-    n_rows, batcher, lengths = len(splits.train), make_batcher(splits.train, tokens), None
+    n_rows, batcher, plan = len(splits.train), make_batcher(splits.train, tokens), None
     if cfg.packing == "packed":
-        n_rows, batcher, cfg, lengths = packed_batcher(splits.train, tokens, ctx.cfg.data.max_history, cfg)
+        n_rows, batcher, plan = packed_batcher(splits.train, tokens, ctx.cfg.data.max_history, cfg, ctx.cfg.seed)
     result = train(
         model,
         n_rows,
@@ -104,7 +108,7 @@ def train_decoder(
         ctx.cfg.seed,
         param_groups,
         export,
-        lengths,
+        plan,
     )
     summary = {
         "epochs_run": result.epochs_run,

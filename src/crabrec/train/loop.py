@@ -45,17 +45,21 @@ def batches(n: int, batch_size: int, seed: int, epoch: int) -> Iterator[np.ndarr
         yield order[start : start + batch_size]
 
 
-def length_bucketed(lengths: np.ndarray, batch_size: int, seed: int, epoch: int, pool: int = 50) -> list[np.ndarray]:
-    """Random batches of similar length (less padding): shuffle, sort within pools of ``pool`` batches, cut, shuffle
-    the batches. Seeded by ``(seed, epoch)``; same number of batches as :func:`batches`."""
+def length_bucketed(
+    lengths: np.ndarray, rows: np.ndarray, budget: int, seed: int, epoch: int, pool: int = 50
+) -> list[np.ndarray]:
+    """Batches of sequences of similar length holding about ``budget`` training rows each (so every row keeps the
+    same weight as in row-form batches): shuffle, sort pools of ~``pool`` batches by length, cut greedily by rows,
+    shuffle the batches. Seeded by ``(seed, epoch)``."""
     rng = np.random.default_rng([seed, epoch])
     order = rng.permutation(len(lengths))
-    out = []
-    span = pool * batch_size
+    span = max(1, int(pool * budget / max(float(np.mean(rows)), 1e-9)))
+    out: list[np.ndarray] = []
     for start in range(0, len(order), span):
         chunk = order[start : start + span]
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
-        out += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+        cut = np.searchsorted(np.cumsum(rows[chunk]), np.arange(budget, int(rows[chunk].sum()), budget), "left") + 1
+        out += [b for b in np.split(chunk, np.unique(np.clip(cut, 1, len(chunk)))) if len(b)]
     return [out[i] for i in rng.permutation(len(out))]
 
 
@@ -101,11 +105,11 @@ def train(
     seed: int,
     param_groups: list[dict[str, Any]] | None = None,
     export: Callable[[Any, Path], None] | None = None,
-    lengths: np.ndarray | None = None,
+    plan: Callable[[int], list[np.ndarray]] | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``n_rows`` rows; keep the best epoch by ``validate`` in ``out_dir/model``.
 
-    ``lengths`` (per row) switches to length-bucketed batches (packed sequences of very different lengths)."""
+    ``plan(epoch)`` gives an epoch's batches (e.g. :func:`length_bucketed`); default: shuffled ``batch_size`` rows."""
     from accelerate import Accelerator
 
     if cfg.threads:
@@ -114,8 +118,8 @@ def train(
     accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=not torch.cuda.is_available())
     groups = param_groups or [{"params": [p for p in model.parameters() if p.requires_grad]}]
     optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    steps_per_epoch = math.ceil(math.ceil(n_rows / cfg.batch_size) / cfg.grad_accum)
-    total = max(1, steps_per_epoch * cfg.epochs)
+    plans = {e: plan(e) if plan else list(batches(n_rows, cfg.batch_size, seed, e)) for e in range(1, cfg.epochs + 1)}
+    total = max(1, sum(math.ceil(len(p) / cfg.grad_accum) for p in plans.values()))
 
     def schedule(step: int) -> float:
         if step < cfg.warmup_steps:
@@ -142,12 +146,7 @@ def train(
         model.train()
         total_loss, count = 0.0, 0
         epoch_start = time.perf_counter()
-        plan = (
-            list(batches(n_rows, cfg.batch_size, seed, epoch))
-            if lengths is None
-            else length_bucketed(lengths, cfg.batch_size, seed, epoch)
-        )
-        bar = tqdm(plan, desc=f"epoch {epoch}", leave=False)
+        bar = tqdm(plans[epoch], desc=f"epoch {epoch}", leave=False)
         for rows in bar:
             with accelerator.accumulate(model):
                 loss = loss_fn(model, make_batch(rows))
