@@ -46,7 +46,7 @@ def test_tokenize_then_sid_stats(office_slice, tmp_path, capsys):
     assert (run / "sid" / "codebook.json").read_bytes() == before
 
 
-def test_run_reports_missing_stages(office_slice, tmp_path, capsys):
+def test_run_until_stops_after_the_named_stage(office_slice, tmp_path, capsys):
     code, out, err = cli(
         [
             "run",
@@ -60,8 +60,11 @@ def test_run_reports_missing_stages(office_slice, tmp_path, capsys):
             "tokenize.codebook_size=16",
             "--set",
             "data.kcore=2",
+            "--until",
+            "tokenize",
         ],
         capsys,
     )
     assert code == 0, err
-    assert "not available yet:" in err
+    assert "[tokenize] done" in err and "[train]" not in err
+    assert not (tmp_path / "office-quick" / "models").exists()
