@@ -23,6 +23,7 @@ def main() -> None:
     ap.add_argument("--beams", default="20,50")
     args = ap.parse_args()
     from crabrec.decode.beam import beam_search
+    from crabrec.decode.reference import allowed_prefixes, hf_constrained_beams
     from crabrec.decode.trie import SidTrie
     from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder, encode_rows, item_tokens
     from crabrec.sid.codebook import Codebook
@@ -48,11 +49,7 @@ def main() -> None:
     model.eval()
     trie = SidTrie.build(cb)
     tokens = item_tokens(cb.token_ids())
-    allowed: dict[tuple, list[int]] = {}
-    for row in tokens:
-        for t in range(cb.n_levels):
-            allowed.setdefault(tuple(row[:t].tolist()), []).append(int(row[t]))
-    allowed = {k: sorted(set(v)) for k, v in allowed.items()}
+    allowed = allowed_prefixes(tokens)
     print(f"model: {source}; users: {len(hist)}; torch threads: {torch.get_num_threads()}")
     print("| beam | ours users/s | HF generate users/s | speed-up | identical top-K |")
     print("|---|---|---|---|---|")
@@ -68,19 +65,7 @@ def main() -> None:
         same = True
         for i, s in enumerate(range(0, len(hist), batch)):
             ids, mask, _ = encode_rows(hist[s : s + batch], length[s : s + batch], None, tokens)
-            plen = ids.shape[1]
-            with torch.no_grad():
-                out = model.generate(
-                    input_ids=ids,
-                    attention_mask=mask,
-                    num_beams=beam,
-                    num_return_sequences=beam,
-                    max_new_tokens=cb.n_levels,
-                    length_penalty=0.0,
-                    do_sample=False,
-                    prefix_allowed_tokens_fn=lambda b, x, p=plen: allowed.get(tuple(x[p:].tolist()), []),
-                )
-            theirs = out[:, plen:].view(len(ids), beam, cb.n_levels)
+            theirs, _ = hf_constrained_beams(model, ids, mask, beam, allowed, cb.n_levels)
             mine = torch.from_numpy(tokens[trie.representative()])[ours[i]]
             same &= bool(torch.equal(theirs, mine))
         t_hf = time.perf_counter() - t

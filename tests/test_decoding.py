@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from crabrec.decode.beam import beam_search
+from crabrec.decode.reference import allowed_prefixes, hf_constrained_beams
 from crabrec.decode.trie import SidTrie
 from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder, encode_rows, item_tokens
 from crabrec.sid.codebook import Codebook
@@ -39,27 +40,10 @@ def test_beam_search_matches_hf_generate(seed, beam):
     ids, mask, _ = encode_rows(hist, length, None, tokens)
     sid, score = beam_search(model, trie, ids, mask, beam)
 
-    allowed: dict[tuple, set] = {}
-    for row in tokens:
-        for t in range(cb.n_levels):
-            allowed.setdefault(tuple(row[:t].tolist()), set()).add(int(row[t]))
-    plen = ids.shape[1]
-    out = model.generate(
-        input_ids=ids,
-        attention_mask=mask,
-        num_beams=beam,
-        num_return_sequences=beam,
-        max_new_tokens=cb.n_levels,
-        length_penalty=0.0,
-        do_sample=False,
-        return_dict_in_generate=True,
-        output_scores=True,
-        prefix_allowed_tokens_fn=lambda b, x: sorted(allowed.get(tuple(x[plen:].tolist()), [])),
-    )
-    theirs = out.sequences[:, plen:].view(len(hist), beam, cb.n_levels)
+    theirs, their_score = hf_constrained_beams(model, ids, mask, beam, allowed_prefixes(tokens), cb.n_levels)
     ours = torch.from_numpy(tokens[trie.representative()])[sid]
     assert torch.equal(theirs, ours)
-    torch.testing.assert_close(out.sequences_scores.view(len(hist), beam), score, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(their_score, score, rtol=1e-5, atol=1e-5)
     # every beam is a catalogue SID and they are distinct
     assert all(len(set(r.tolist())) == beam for r in sid)
 
@@ -81,23 +65,7 @@ def test_seq2seq_beam_search_matches_hf_generate(seed, beam):
     ids, mask = encode_inputs(model.config, np.arange(5), hist, length, tokens)
     sid, score = seq2seq_beam_search(model, trie, ids, mask, beam)
 
-    allowed: dict[tuple, set] = {}
-    for row in tokens:
-        for t in range(cb.n_levels):
-            allowed.setdefault(tuple(row[:t].tolist()), set()).add(int(row[t]))
-    out = model.generate(
-        input_ids=ids,
-        attention_mask=mask,
-        num_beams=beam,
-        num_return_sequences=beam,
-        max_new_tokens=cb.n_levels,
-        length_penalty=0.0,
-        do_sample=False,
-        return_dict_in_generate=True,
-        output_scores=True,
-        prefix_allowed_tokens_fn=lambda b, x: sorted(allowed.get(tuple(x[1:].tolist()), [])),
-    )
-    theirs = out.sequences[:, 1:].view(len(hist), beam, cb.n_levels)
+    theirs, their_score = hf_constrained_beams(model, ids, mask, beam, allowed_prefixes(tokens), cb.n_levels)
     ours = torch.from_numpy(tokens[trie.representative()])[sid]
     assert torch.equal(theirs, ours)
-    torch.testing.assert_close(out.sequences_scores.view(len(hist), beam), score, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(their_score, score, rtol=1e-5, atol=1e-5)
