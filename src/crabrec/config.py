@@ -90,6 +90,9 @@ class TrainConfig(Strict):
     valid_samples: int = Field(1000, ge=1, description="validation rows used for NDCG@10 each epoch")
     valid_beam: int = Field(20, ge=1)
     threads: int = Field(0, ge=0, description="torch threads (0 = leave as is)")
+    backbone: str | None = Field(
+        None, description="a local Hugging Face causal-LM folder: LoRA fine-tune it instead of the from-scratch decoder"
+    )
 
 
 class SASRecSection(Strict):

@@ -20,10 +20,12 @@ Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (surviving beam r
 
 @torch.no_grad()
 def beam_search(
-    model, trie: SidTrie, ids: torch.Tensor, mask: torch.Tensor, beam: int
+    model, trie: SidTrie, ids: torch.Tensor, mask: torch.Tensor, beam: int, base: int = N_SPECIAL
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Causal LM over left-padded histories: top-``beam`` distinct SIDs -> ``(sid [B, beam] (-1 = none), score)``."""
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True)
+    """Causal LM over left-padded histories: top-``beam`` distinct SIDs -> ``(sid [B, beam] (-1 = none), score)``.
+
+    ``base`` = vocabulary id of the codebook's global token 0 (a pretrained backbone's first SID token)."""
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True, logits_to_keep=1)
     state = {"cache": out.past_key_values, "attn": mask, "pos": positions(mask)[:, -1:]}
 
     def step(origin: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
@@ -40,7 +42,7 @@ def beam_search(
         state["cache"] = nxt.past_key_values
         return torch.log_softmax(nxt.logits[:, -1].float(), -1)
 
-    return constrained_search(torch.log_softmax(out.logits[:, -1].float(), -1), step, trie, beam)
+    return constrained_search(torch.log_softmax(out.logits[:, -1].float(), -1), step, trie, beam, base)
 
 
 @torch.no_grad()
@@ -69,13 +71,15 @@ def seq2seq_beam_search(
     return constrained_search(torch.log_softmax(out.logits[:, -1].float(), -1), step, trie, beam)
 
 
-def constrained_search(logp: torch.Tensor, step: Step, trie: SidTrie, beam: int) -> tuple[torch.Tensor, torch.Tensor]:
+def constrained_search(
+    logp: torch.Tensor, step: Step, trie: SidTrie, beam: int, base: int = N_SPECIAL
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Beam search over the trie's levels, vectorized over batch × beam; ``logp`` = first step's ``[B, V]``."""
     b = logp.shape[0]
     node = torch.zeros(b, 1, dtype=torch.long)
     score = torch.zeros(b, 1)
     for t in range(trie.depth):
-        start = N_SPECIAL + int(trie.offsets[t])
+        start = base + int(trie.offsets[t])
         level = logp[:, start : start + trie.sizes[t]]  # [B*k, K_t]
         k_prev = node.shape[1]
         nxt = trie.child[t][node.reshape(-1)]  # [B*k, K_t]

@@ -12,7 +12,7 @@ from crabrec.data.dataset import Samples
 from crabrec.decode.beam import beam_search, seq2seq_beam_search
 from crabrec.decode.trie import SidTrie
 from crabrec.metrics import group_unfairness, popular_share, ranking_metrics
-from crabrec.models.decoder import encode_rows
+from crabrec.models.decoder import N_SPECIAL, Prompt, encode_rows
 
 
 def rank_samples(
@@ -24,10 +24,13 @@ def rank_samples(
     batch_size: int = 64,
     progress: bool = True,
     desc: str = "ranking",
+    prompt: Prompt | None = None,
+    base: int = N_SPECIAL,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(items [N, beam], scores [N, beam])``: each slot is the first item of a generated SID (-1 = empty).
 
-    Works for the causal decoder and for TIGER (``config.is_encoder_decoder``)."""
+    Works for the causal decoder (``prompt``/``base`` for a pretrained backbone) and for TIGER
+    (``config.is_encoder_decoder``)."""
     seq2seq = bool(getattr(model.config, "is_encoder_decoder", False))
     rep = torch.from_numpy(trie.representative())
     items = np.full((len(samples), beam), -1, dtype=np.int64)
@@ -43,8 +46,8 @@ def rank_samples(
             )
             sid, score = seq2seq_beam_search(model, trie, ids, mask, beam)
         else:
-            ids, mask, _ = encode_rows(samples.history[rows], samples.length[rows], None, tokens)
-            sid, score = beam_search(model, trie, ids, mask, beam)
+            ids, mask, _ = encode_rows(samples.history[rows], samples.length[rows], None, tokens, prompt)
+            sid, score = beam_search(model, trie, ids, mask, beam, base)
         got = torch.where(sid >= 0, rep[sid.clamp(min=0)], torch.full_like(sid, -1)).numpy()
         items[rows, : got.shape[1]] = got
         scores[rows, : got.shape[1]] = score.numpy()

@@ -28,6 +28,16 @@ class DecoderSize:
     dropout: float = 0.0
 
 
+@dataclass(frozen=True)
+class Prompt:
+    """Token ids around the SIDs for a pretrained backbone (:mod:`crabrec.models.backbone`); empty = bare SIDs."""
+
+    head: tuple[int, ...] = ()  # before the first history item
+    sep: tuple[int, ...] = ()  # between history items
+    tail: tuple[int, ...] = ()  # after the history, where the answer starts
+    answer_end: tuple[int, ...] = ()  # after the target SID (training only)
+
+
 def build_decoder(vocab_size: int, size: DecoderSize, max_positions: int = 1024, seed: int = 0):
     """A small ``Qwen2ForCausalLM`` from a config (tied input/output embeddings), seeded."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -59,17 +69,27 @@ def item_tokens(token_ids: np.ndarray) -> np.ndarray:
 
 
 def encode_rows(
-    history: np.ndarray, length: np.ndarray, target: np.ndarray | None, tokens: np.ndarray
+    history: np.ndarray,
+    length: np.ndarray,
+    target: np.ndarray | None,
+    tokens: np.ndarray,
+    prompt: Prompt | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Left-padded ``history SIDs (+ target SID)`` -> ``(input_ids, attention_mask, labels)``."""
+    """Left-padded ``[prompt] history SIDs [prompt] (+ target SID [+ answer end])`` -> ``(ids, mask, labels)``.
+
+    Labels cover the answer (target SID and ``prompt.answer_end``), which always ends the row."""
     n, _ = history.shape
-    width = tokens.shape[1]
-    seqs = []
+    prompt = prompt or Prompt()
+    seqs, answer = [], 0
     for r in range(n):
-        h = history[r, : length[r]]
-        body = tokens[h].reshape(-1).tolist()
+        body = list(prompt.head)
+        for j, h in enumerate(history[r, : length[r]]):
+            body += (list(prompt.sep) if j else []) + tokens[h].tolist()
+        body += prompt.tail
         if target is not None:
-            body += tokens[target[r]].tolist()
+            tail = tokens[target[r]].tolist() + list(prompt.answer_end)
+            answer = len(tail)
+            body += tail
         seqs.append(body)
     max_len = max(len(s) for s in seqs)
     ids = torch.full((n, max_len), PAD, dtype=torch.long)
@@ -79,7 +99,7 @@ def encode_rows(
         ids[r, max_len - len(s) :] = torch.tensor(s)
         mask[r, max_len - len(s) :] = 1
         if labels is not None:
-            labels[r, max_len - width :] = ids[r, max_len - width :]
+            labels[r, max_len - answer :] = ids[r, max_len - answer :]
     return ids, mask, labels
 
 
@@ -102,8 +122,13 @@ def target_loss(
     ``mask`` is a 2-D padding mask (row form) or a 4-D additive mask (packed form, with ``position_ids``).
     ``token_weight`` (aligned with ``labels``) gives ``Σ w·CE / #labelled tokens`` (baselines' weighted losses).
     """
-    pos = positions(mask) if position_ids is None else position_ids
-    out = model(input_ids=ids, attention_mask=mask, position_ids=pos)
+    if position_ids is None:  # row form: the answer ends every row, so only its logits are needed
+        width = int((labels[0] != IGNORE).sum())
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), logits_to_keep=width + 1)
+        labels = labels[:, -width - 1 :]
+        token_weight = None if token_weight is None else token_weight[:, -width - 1 :]
+    else:
+        out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids)
     logits = out.logits[:, :-1].float()
     gold = labels[:, 1:]
     ce = torch.nn.functional.cross_entropy(

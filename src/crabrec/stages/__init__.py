@@ -69,3 +69,13 @@ def preflight(ctx) -> None:
             f"evaluate.ks/fairness_ks go up to {max(cfg.evaluate.ks + cfg.evaluate.fairness_ks)} but evaluate.beam="
             f"{cfg.evaluate.beam} ranks fewer items; raise evaluate.beam"
         )
+    if cfg.train.backbone:
+        from pathlib import Path
+
+        from crabrec.models.backbone import is_backbone_dir
+
+        if not is_backbone_dir(Path(cfg.train.backbone)):
+            raise CrabError(
+                f"train.backbone={cfg.train.backbone}: not a Hugging Face model folder (config.json + tokenizer "
+                "expected); `crabrec backbone import-gguf` makes one from SmolLM2"
+            )

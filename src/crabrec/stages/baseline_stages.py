@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from crabrec.errors import CrabError
 from crabrec.io import load_npz, read_json, write_json
 from crabrec.pipeline import RunContext, Stage
 from crabrec.stages.model_stages import evaluate_model, load_generator, test_rows, train_decoder, write_evaluation
@@ -19,6 +20,8 @@ def _train_weighted(ctx: RunContext, name: str, weight_fn) -> dict[str, Any]:
     from crabrec.baselines.weighted import weighted_loss
     from crabrec.sid.codebook import Codebook
 
+    if ctx.cfg.train.backbone:
+        raise CrabError(f"{name} with train.backbone: not implemented (the weighted losses assume bare SID rows)")
     codebook = Codebook.load(ctx.path("sid", "codebook.json"))
     out_dir = ctx.path("models", name)
     summary = train_decoder(ctx, codebook, out_dir, loss_fn=weighted_loss(weight_fn(codebook)))
@@ -50,8 +53,8 @@ def run_rr(ctx: RunContext) -> dict[str, Any]:
     from crabrec.decode.rank import rank_samples, score_rankings, sid_members
     from crabrec.decode.trie import SidTrie
     from crabrec.metrics import group_unfairness
-    from crabrec.models.decoder import item_tokens
     from crabrec.sid.codebook import Codebook
+    from crabrec.stages.model_stages import generator_io
 
     b, ev = ctx.cfg.baselines, ctx.cfg.evaluate
     pop = load_npz(ctx.path("data", "popularity.npz"))
@@ -63,8 +66,18 @@ def run_rr(ctx: RunContext) -> dict[str, Any]:
         valid = valid.take(np.arange(min(len(valid), b.rr_valid_samples)))
     start = time.perf_counter()
     model = load_generator(ctx.path("models", "mor", "model"), codebook)
-    tokens = item_tokens(codebook.token_ids())
-    v_items, v_scores = rank_samples(model, trie, valid, tokens, ev.beam, ev.batch_size, desc="rr: validation")
+    io = generator_io(ctx.path("models", "mor", "model"), codebook)
+    v_items, v_scores = rank_samples(
+        model,
+        trie,
+        valid,
+        io.tokens,
+        ev.beam,
+        ev.batch_size,
+        desc="rr: validation",
+        prompt=io.test_prompt,
+        base=io.base,
+    )
     fair = group_unfairness(
         v_items, valid.history_items(), pop["group"], ctx.cfg.data.n_groups, tuple(b.rr_ks), members
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from crabrec.errors import CrabError
 from crabrec.io import write_json
 from crabrec.pipeline import RunContext, Stage
 from crabrec.stages.sid_stages import load_freq
@@ -61,6 +62,8 @@ def run_finetune(ctx: RunContext) -> dict[str, Any]:
     from crabrec.stages.model_stages import evaluate_model, train_decoder
 
     c = ctx.cfg.crab
+    if ctx.cfg.train.backbone:
+        raise CrabError("CRAB fine-tuning with train.backbone: not implemented yet (the from-scratch decoder only)")
     old = Codebook.load(ctx.path("sid", "codebook.json"))
     new = Codebook.load(ctx.path("crab", "codebook.json"))
     parent = read_json(ctx.path("crab", "token_map.json"))["parent"]

@@ -32,11 +32,12 @@ def decoder_loss(model, batch: dict[str, Any]):
     return target_loss(model, batch["ids"], batch["mask"], batch["labels"], position_ids=batch.get("positions"))
 
 
-def make_batcher(samples: Samples, tokens: np.ndarray):
+def make_batcher(samples: Samples, tokens: np.ndarray, prompt=None):
     from crabrec.models.decoder import encode_rows, label_targets
 
     def make(rows: np.ndarray) -> dict[str, Any]:
-        ids, mask, labels = encode_rows(samples.history[rows], samples.length[rows], samples.target[rows], tokens)
+        h, n, t = samples.history[rows], samples.length[rows], samples.target[rows]
+        ids, mask, labels = encode_rows(h, n, t, tokens, prompt)
         item, level = label_targets(labels, samples.target[rows])
         return {"ids": ids, "mask": mask, "labels": labels, "label_item": item, "label_level": level}
 
@@ -64,7 +65,7 @@ def packed_batcher(samples: Samples, tokens: np.ndarray, max_history: int, cfg, 
     return len(chains.items), make, plan
 
 
-def make_validator(ctx: RunContext, trie, tokens: np.ndarray, samples: Samples):
+def make_validator(ctx: RunContext, trie, tokens: np.ndarray, samples: Samples, io=None):
     from crabrec.decode.rank import rank_samples, sid_members
     from crabrec.metrics import ranking_metrics
 
@@ -73,7 +74,8 @@ def make_validator(ctx: RunContext, trie, tokens: np.ndarray, samples: Samples):
     rep_of, _ = sid_members(trie, len(tokens))
 
     def validate(model) -> float:
-        items, _ = rank_samples(model, trie, subset, tokens, cfg.valid_beam, progress=False)
+        extra = {"prompt": io.test_prompt, "base": io.base} if io is not None else {}
+        items, _ = rank_samples(model, trie, subset, tokens, cfg.valid_beam, progress=False, **extra)
         return ranking_metrics(items, rep_of[subset.target], (10,))["NDCG@10"]
 
     return validate
@@ -84,25 +86,30 @@ def train_decoder(
 ):
     """Train (or fine-tune) a decoder on ``codebook`` into ``out_dir``; returns the training summary."""
     from crabrec.decode.trie import SidTrie
-    from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder, item_tokens
+    from crabrec.models.backbone import decoder_io, export_backbone, load_backbone
+    from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder
     from crabrec.train.loop import train
 
     cfg = cfg or ctx.cfg.train
     splits = load_splits(ctx)
-    tokens = item_tokens(codebook.token_ids())
-    if model is None:
+    io = decoder_io(codebook)
+    if model is None and cfg.backbone:
+        model, tokenizer, _ = load_backbone(Path(cfg.backbone), list(codebook.sizes), ctx.cfg.seed)
+        io, export = decoder_io(codebook, tokenizer), export or export_backbone(tokenizer)
+    elif model is None:
         size = DecoderSize(cfg.hidden, cfg.layers, cfg.heads, cfg.ff)
         model = build_decoder(N_SPECIAL + codebook.vocab_size, size, seed=ctx.cfg.seed)
+    tokens = io.tokens
     trie = SidTrie.build(codebook)
-    n_rows, batcher, plan = len(splits.train), make_batcher(splits.train, tokens), None
-    if cfg.packing == "packed":
+    n_rows, batcher, plan = len(splits.train), make_batcher(splits.train, tokens, io.train_prompt), None
+    if cfg.packing == "packed" and io.train_prompt is None:  # a backbone's prompt rows are trained row by row
         n_rows, batcher, plan = packed_batcher(splits.train, tokens, ctx.cfg.data.max_history, cfg, ctx.cfg.seed)
     result = train(
         model,
         n_rows,
         batcher,
         loss_fn or decoder_loss,
-        make_validator(ctx, trie, tokens, splits.valid),
+        make_validator(ctx, trie, tokens, splits.valid, io),
         cfg,
         out_dir,
         ctx.cfg.seed,
@@ -173,6 +180,7 @@ def load_generator(model_dir: Path, codebook):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     from crabrec.errors import CrabError
+    from crabrec.models.backbone import is_backbone_dir
     from crabrec.models.decoder import N_SPECIAL
 
     if not (model_dir / "config.json").is_file():
@@ -180,6 +188,8 @@ def load_generator(model_dir: Path, codebook):
     config = AutoConfig.from_pretrained(model_dir)
     seq2seq = bool(getattr(config, "is_encoder_decoder", False))
     sid_vocab = (config.crabrec_user_offset if seq2seq else config.vocab_size) - N_SPECIAL
+    if is_backbone_dir(model_dir):  # a pretrained backbone: its tokenizer's SID tokens are checked by generator_io
+        sid_vocab = codebook.vocab_size
     if sid_vocab != codebook.vocab_size:
         raise CrabError(
             f"{model_dir}: model has {sid_vocab} SID tokens but the codebook has {codebook.vocab_size}; "
@@ -188,19 +198,28 @@ def load_generator(model_dir: Path, codebook):
     return (AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM).from_pretrained(model_dir)
 
 
+def generator_io(model_dir: Path, codebook):
+    """How the saved model at ``model_dir`` reads SIDs (a backbone folder carries its tokenizer and prompts)."""
+    from crabrec.models.backbone import decoder_io, is_backbone_dir, load_tokenizer
+
+    return decoder_io(codebook, load_tokenizer(model_dir) if is_backbone_dir(model_dir) else None)
+
+
 def evaluate_model(ctx: RunContext, model_dir: Path, codebook) -> dict[str, Any]:
     """Rank the test rows with constrained beam search; write ``metrics.json`` and ``rankings.parquet``."""
     from crabrec.decode.rank import rank_samples
     from crabrec.decode.trie import SidTrie
-    from crabrec.models.decoder import item_tokens
 
     cfg = ctx.cfg.evaluate
     test = test_rows(ctx)
     model = load_generator(model_dir / "model", codebook)
-    tokens = item_tokens(codebook.token_ids())
+    io = generator_io(model_dir / "model", codebook)
     trie = SidTrie.build(codebook)
     start = time.perf_counter()
-    items, scores = rank_samples(model, trie, test, tokens, cfg.beam, cfg.batch_size, desc=f"evaluate {model_dir.name}")
+    desc = f"evaluate {model_dir.name}"
+    items, scores = rank_samples(
+        model, trie, test, io.tokens, cfg.beam, cfg.batch_size, desc=desc, prompt=io.test_prompt, base=io.base
+    )
     return write_evaluation(ctx, model_dir, items, scores, test, time.perf_counter() - start, trie)
 
 

