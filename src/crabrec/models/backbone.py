@@ -118,13 +118,11 @@ def load_backbone(path: Path, sizes: list[int], seed: int):
 
 
 def export_backbone(tokenizer):
-    """An ``export`` for the training loop: merge LoRA into the weights and save model + tokenizer."""
+    """An ``export`` for the training loop: the LoRA-merged model (as CRAB exports it) plus the tokenizer."""
+    from crabrec.crab.finetune import export_merged
 
     def export(model, path: Path) -> None:
-        import copy
-
-        merged = copy.deepcopy(model).merge_and_unload()
-        merged.save_pretrained(path)
+        export_merged(model, path)
         tokenizer.save_pretrained(path)
 
     return export
