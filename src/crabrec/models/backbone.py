@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from crabrec.errors import CrabError
-from crabrec.models.decoder import N_SPECIAL, Prompt
+from crabrec.models.decoder import N_SPECIAL, Prompt, item_tokens
 
 # METHOD_SPEC §1.5, copied exactly (train and test inputs differ in the reference; reproduced).
 INSTRUCTION = (
@@ -181,7 +181,7 @@ class DecoderIO:
 def decoder_io(codebook, tokenizer=None) -> DecoderIO:
     """The from-scratch decoder's bare SIDs, or a backbone's (``tokenizer`` holding the SID tokens) prompts."""
     if tokenizer is None:
-        return DecoderIO(codebook.token_ids() + N_SPECIAL)
+        return DecoderIO(item_tokens(codebook.token_ids()))
     base = sid_base(tokenizer, list(codebook.sizes))
     train_prompt, test_prompt = prompts(tokenizer)
     return DecoderIO(token_table(codebook.token_ids(), base), base, train_prompt, test_prompt)
