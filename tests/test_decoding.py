@@ -48,6 +48,41 @@ def test_beam_search_matches_hf_generate(seed, beam):
     assert all(len(set(r.tolist())) == beam for r in sid)
 
 
+@pytest.mark.parametrize("arch,kv_heads", [("qwen2", 4), ("qwen2", 2), ("llama", 1)])
+def test_shared_prefix_steps_match_hf_forward_steps(arch, kv_heads):
+    """The shared-history fast path == the generic path (HF forward over a per-beam cache), GQA included."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    from crabrec.decode.shared_prefix import supports
+
+    rng = np.random.default_rng(7)
+    codes = np.unique(rng.integers(0, 8, (150, 3)), axis=0)
+    cb = Codebook(codes=codes, sizes=[8] * 3, item_ids=[str(i) for i in range(len(codes))])
+    config_cls, model_cls = (Qwen2Config, Qwen2ForCausalLM) if arch == "qwen2" else (LlamaConfig, LlamaForCausalLM)
+    torch.manual_seed(0)
+    config = config_cls(
+        vocab_size=N_SPECIAL + cb.vocab_size + 5,  # a few extra ids: the full-vocabulary softmax must count them
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=kv_heads,
+        pad_token_id=0,
+    )
+    model = model_cls(config).eval()
+    assert supports(model)
+    trie = SidTrie.build(cb)
+    tokens = item_tokens(cb.token_ids())
+    hist = rng.integers(0, cb.n_items, (7, 6))
+    length = rng.integers(1, 7, 7)
+    ids, mask, _ = encode_rows(hist, length, None, tokens)
+    for beam in (5, 40):
+        fast = beam_search(model, trie, ids, mask, beam)
+        slow = beam_search(model, trie, ids, mask, beam, shared_prefix=False)
+        assert torch.equal(fast[0], slow[0])
+        torch.testing.assert_close(fast[1], slow[1], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("seed,beam", [(3, 10), (4, 20)])
 def test_seq2seq_beam_search_matches_hf_generate(seed, beam):
     from crabrec.decode.beam import seq2seq_beam_search

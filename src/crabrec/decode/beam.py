@@ -2,7 +2,9 @@
 
 Beam score = sum of log-probs (log-softmax over the full vocabulary, then the trie mask), no length penalty: the
 same search as HF ``generate(num_beams=B, prefix_allowed_tokens_fn=..., length_penalty=0)``. The search core is
-model-agnostic; a front-end supplies the first step's log-probs and a ``step`` that feeds the chosen tokens.
+model-agnostic; a front-end supplies the first step's logits and a ``step`` that feeds the chosen tokens.
+Llama-family decoders step with :class:`~crabrec.decode.shared_prefix.SharedPrefixDecoder` (one history cache per
+user, not per beam); other models with HF forward calls over a per-beam, reordered cache.
 """
 
 from __future__ import annotations
@@ -11,26 +13,38 @@ from collections.abc import Callable
 
 import torch
 
+from crabrec.decode.shared_prefix import SharedPrefixDecoder, supports
 from crabrec.decode.trie import SidTrie
 from crabrec.models.decoder import N_SPECIAL, positions
 
 NEG = float("-inf")
-Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (surviving beam rows, tokens [B*k, 1]) -> log-probs
+Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (surviving beam rows, tokens [B*k, 1]) -> logits
 
 
 @torch.no_grad()
 def beam_search(
-    model, trie: SidTrie, ids: torch.Tensor, mask: torch.Tensor, beam: int, base: int = N_SPECIAL
+    model,
+    trie: SidTrie,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    beam: int,
+    base: int = N_SPECIAL,
+    shared_prefix: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Causal LM over left-padded histories: top-``beam`` distinct SIDs -> ``(sid [B, beam] (-1 = none), score)``.
 
-    ``base`` = vocabulary id of the codebook's global token 0 (a pretrained backbone's first SID token)."""
+    ``base`` = vocabulary id of the codebook's global token 0 (a pretrained backbone's first SID token);
+    ``shared_prefix=False`` forces the generic HF-forward prefill and steps (the fast path's reference)."""
+    if shared_prefix and supports(model):
+        decoder = SharedPrefixDecoder(model)
+        return constrained_search(decoder.prefill(ids, mask), decoder.step, trie, beam, base)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True, logits_to_keep=1)
+    first = out.logits[:, -1]
     state = {"cache": out.past_key_values, "attn": mask, "pos": positions(mask)[:, -1:]}
 
     def step(origin: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
         state["cache"].reorder_cache(origin)
-        state["attn"] = torch.cat([state["attn"][origin], torch.ones(len(origin), 1, dtype=mask.dtype)], 1)
+        state["attn"] = torch.cat([state["attn"][origin], mask.new_ones(len(origin), 1)], 1)
         state["pos"] = state["pos"][origin] + 1
         nxt = model(
             input_ids=token,
@@ -40,9 +54,9 @@ def beam_search(
             use_cache=True,
         )
         state["cache"] = nxt.past_key_values
-        return torch.log_softmax(nxt.logits[:, -1].float(), -1)
+        return nxt.logits[:, -1]
 
-    return constrained_search(torch.log_softmax(out.logits[:, -1].float(), -1), step, trie, beam, base)
+    return constrained_search(first, step, trie, beam, base)
 
 
 @torch.no_grad()
@@ -51,7 +65,7 @@ def seq2seq_beam_search(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Encoder-decoder (T5/TIGER): the encoder runs once; the decoder's self- and cross-attention caches are reused."""
     hidden = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
-    start = torch.full((len(ids), 1), model.config.decoder_start_token_id, dtype=torch.long)
+    start = torch.full((len(ids), 1), model.config.decoder_start_token_id, dtype=torch.long, device=ids.device)
     out = model(encoder_outputs=(hidden,), attention_mask=mask, decoder_input_ids=start, use_cache=True)
     state = {"cache": out.past_key_values, "hidden": hidden, "attn": mask}
 
@@ -66,23 +80,27 @@ def seq2seq_beam_search(
             use_cache=True,
         )
         state["cache"] = nxt.past_key_values
-        return torch.log_softmax(nxt.logits[:, -1].float(), -1)
+        return nxt.logits[:, -1]
 
-    return constrained_search(torch.log_softmax(out.logits[:, -1].float(), -1), step, trie, beam)
+    return constrained_search(out.logits[:, -1], step, trie, beam)
 
 
 def constrained_search(
-    logp: torch.Tensor, step: Step, trie: SidTrie, beam: int, base: int = N_SPECIAL
+    logits: torch.Tensor, step: Step, trie: SidTrie, beam: int, base: int = N_SPECIAL
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Beam search over the trie's levels, vectorized over batch × beam; ``logp`` = first step's ``[B, V]``."""
-    b = logp.shape[0]
-    node = torch.zeros(b, 1, dtype=torch.long)
-    score = torch.zeros(b, 1)
+    """Beam search over the trie's levels, vectorized over batch × beam; ``logits`` = first step's ``[B, V]``.
+
+    Log-probs are normalised over the full vocabulary (as HF does), but only the level's slice is materialised."""
+    b, device = logits.shape[0], logits.device
+    child, leaf_sid = trie.tables(device)
+    node = torch.zeros(b, 1, dtype=torch.long, device=device)
+    score = torch.zeros(b, 1, device=device)
     for t in range(trie.depth):
         start = base + int(trie.offsets[t])
-        level = logp[:, start : start + trie.sizes[t]]  # [B*k, K_t]
+        logits = logits.float()
+        level = logits[:, start : start + trie.sizes[t]] - logits.logsumexp(-1, keepdim=True)  # [B*k, K_t]
         k_prev = node.shape[1]
-        nxt = trie.child[t][node.reshape(-1)]  # [B*k, K_t]
+        nxt = child[t][node.reshape(-1)]  # [B*k, K_t]
         cand = score.reshape(-1, 1) + level.masked_fill(nxt < 0, NEG)
         cand = cand.masked_fill(torch.isinf(score.reshape(-1, 1)), NEG)
         flat = cand.view(b, k_prev * trie.sizes[t])
@@ -92,14 +110,14 @@ def constrained_search(
         node = _pick(nxt.view(b, k_prev, -1), origin, code)
         if t == trie.depth - 1:
             break
-        flat_origin = (origin + torch.arange(b).unsqueeze(1) * k_prev).reshape(-1)
-        logp = step(flat_origin, (code + start).reshape(-1, 1))
+        flat_origin = (origin + torch.arange(b, device=device).unsqueeze(1) * k_prev).reshape(-1)
+        logits = step(flat_origin, (code + start).reshape(-1, 1))
     valid = ~torch.isinf(score)
-    sid = torch.where(valid, trie.leaf_sid[node.clamp(min=0)], torch.full_like(node, -1))
+    sid = torch.where(valid, leaf_sid[node.clamp(min=0)], torch.full_like(node, -1))
     return sid, score
 
 
 def _pick(table: torch.Tensor, origin: torch.Tensor, code: torch.Tensor) -> torch.Tensor:
     """``table[b, origin[b, j], code[b, j]]`` for every row ``b`` and beam ``j``."""
-    rows = torch.arange(table.shape[0]).unsqueeze(1).expand_as(origin)
+    rows = torch.arange(table.shape[0], device=table.device).unsqueeze(1).expand_as(origin)
     return table[rows, origin, code]

@@ -42,6 +42,15 @@ class SidTrie:
         leaf_sid[node_of] = np.arange(len(sids))
         return cls(child, torch.from_numpy(leaf_sid), sids, members, codebook.offsets, list(codebook.sizes))
 
+    def tables(self, device: torch.device) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """``(child, leaf_sid)`` on ``device`` (copied once per device and kept)."""
+        if device.type == "cpu":
+            return self.child, self.leaf_sid
+        cache = self.__dict__.setdefault("_on_device", {})
+        if device not in cache:
+            cache[device] = ([c.to(device) for c in self.child], self.leaf_sid.to(device))
+        return cache[device]
+
     @property
     def depth(self) -> int:
         return len(self.child)
