@@ -25,9 +25,9 @@ def token_weight_fn(freq: np.ndarray, n_levels: int, alpha: float = 0.5, clip: f
 
     def fn(item: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
         on = item >= 0
-        rho = (p[item.clamp(min=0)] * (1.0 - alpha * (level + 1).float() / n_levels)).clamp(min=1e-6)
-        w = torch.where(on, (1.0 / rho).clamp(max=clip), torch.zeros(()))
-        mean = w[on].mean() if on.any() else torch.ones(())
+        rho = (p.to(item.device)[item.clamp(min=0)] * (1.0 - alpha * (level + 1).float() / n_levels)).clamp(min=1e-6)
+        w = torch.where(on, (1.0 / rho).clamp(max=clip), torch.zeros((), device=item.device))
+        mean = w[on].mean() if on.any() else torch.ones((), device=item.device)
         return w / mean
 
     return fn

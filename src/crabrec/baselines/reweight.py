@@ -31,6 +31,9 @@ def token_weight_fn(weights: np.ndarray):
     table = torch.from_numpy(np.asarray(weights, dtype=np.float32))
 
     def fn(item: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
-        return torch.where(item >= 0, table[item.clamp(min=0)], torch.zeros((), dtype=table.dtype))
+        on_device = table.to(item.device)
+        return torch.where(
+            item >= 0, on_device[item.clamp(min=0)], torch.zeros((), dtype=table.dtype, device=item.device)
+        )
 
     return fn

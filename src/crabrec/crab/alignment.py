@@ -43,13 +43,14 @@ def alignment_loss(weight: torch.Tensor, h: Hierarchy, normalize: bool = False) 
     """L_T (a literal sum over parents; divided by their number when ``normalize``), vectorized with index_add."""
     if h.n_parents == 0:
         return weight.sum() * 0.0
-    e = weight[h.child_id]
-    counts = torch.zeros(h.n_parents, dtype=e.dtype).index_add_(
-        0, h.parent_slot, torch.ones_like(h.child_id, dtype=e.dtype)
+    slot, dev = h.parent_slot.to(weight.device), weight.device
+    e = weight[h.child_id.to(dev)]
+    counts = torch.zeros(h.n_parents, dtype=e.dtype, device=dev).index_add_(
+        0, slot, torch.ones_like(slot, dtype=e.dtype)
     )
-    means = torch.zeros(h.n_parents, e.shape[1], dtype=e.dtype).index_add(0, h.parent_slot, e) / counts[:, None]
-    sq = ((e - means[h.parent_slot]) ** 2).sum(1)
-    per_parent = torch.zeros(h.n_parents, dtype=e.dtype).index_add(0, h.parent_slot, sq) / counts
+    means = torch.zeros(h.n_parents, e.shape[1], dtype=e.dtype, device=dev).index_add(0, slot, e) / counts[:, None]
+    sq = ((e - means[slot]) ** 2).sum(1)
+    per_parent = torch.zeros(h.n_parents, dtype=e.dtype, device=dev).index_add(0, slot, sq) / counts
     total = per_parent.sum()
     return total / h.n_parents if normalize else total
 

@@ -47,9 +47,9 @@ def prepare_trainable(model, cfg: CrabConfig) -> tuple[Any, list[dict[str, Any]]
         )
         emb = model.get_input_embeddings()
         emb.weight.requires_grad_(True)
-    row_mask = torch.ones(emb.weight.shape[0], 1)
+    row_mask = torch.ones(emb.weight.shape[0], 1, device=emb.weight.device)
     row_mask[:N_SPECIAL] = 0.0
-    emb.weight.register_hook(lambda g: g * row_mask)
+    emb.weight.register_hook(lambda g: g * row_mask.to(g.device))
     others = [p for p in model.parameters() if p.requires_grad and p is not emb.weight]
     groups = [{"params": others}, {"params": [emb.weight], "weight_decay": 0.0}]
     return model, groups

@@ -33,6 +33,7 @@ def rank_samples(
     (``config.is_encoder_decoder``)."""
     seq2seq = bool(getattr(model.config, "is_encoder_decoder", False))
     rep = torch.from_numpy(trie.representative())
+    device = next(model.parameters()).device
     items = np.full((len(samples), beam), -1, dtype=np.int64)
     scores = np.full((len(samples), beam), -np.inf, dtype=np.float32)
     model.eval()
@@ -44,10 +45,11 @@ def rank_samples(
             ids, mask = encode_inputs(
                 model.config, samples.user[rows], samples.history[rows], samples.length[rows], tokens
             )
-            sid, score = seq2seq_beam_search(model, trie, ids, mask, beam)
+            sid, score = seq2seq_beam_search(model, trie, ids.to(device), mask.to(device), beam)
         else:
             ids, mask, _ = encode_rows(samples.history[rows], samples.length[rows], None, tokens, prompt)
-            sid, score = beam_search(model, trie, ids, mask, beam, base)
+            sid, score = beam_search(model, trie, ids.to(device), mask.to(device), beam, base)
+        sid, score = sid.cpu(), score.cpu()
         got = torch.where(sid >= 0, rep[sid.clamp(min=0)], torch.full_like(sid, -1)).numpy()
         items[rows, : got.shape[1]] = got
         scores[rows, : got.shape[1]] = score.numpy()

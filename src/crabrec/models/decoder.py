@@ -149,6 +149,6 @@ def label_targets(labels: torch.Tensor, target: np.ndarray) -> tuple[torch.Tenso
     item = torch.full_like(labels, -1)
     level = torch.full_like(labels, -1)
     if width:
-        item[:, -width:] = torch.from_numpy(np.asarray(target, dtype=np.int64))[:, None]
-        level[:, -width:] = torch.arange(width)
+        item[:, -width:] = torch.as_tensor(np.asarray(target, dtype=np.int64), device=labels.device)[:, None]
+        level[:, -width:] = torch.arange(width, device=labels.device)
     return item, level

@@ -55,13 +55,13 @@ class SASRec(PreTrainedModel):
     def user_state(self, history: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
         """Hidden state at the last real position of right-padded ``history`` (pad = ``n_items``)."""
         t = history.shape[1]
-        x = self.items(history) * (self.config.hidden**0.5) + self.pos(torch.arange(t))[None]
+        x = self.items(history) * (self.config.hidden**0.5) + self.pos(torch.arange(t, device=history.device))[None]
         x = self.drop(x)
-        causal = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+        causal = torch.triu(torch.ones(t, t, dtype=torch.bool, device=history.device), 1)
         pad = history == self.config.n_items
         x = self.blocks(x, mask=causal, src_key_padding_mask=pad)
         x = self.norm(x)
-        return x[torch.arange(len(history)), (length - 1).clamp(min=0)]
+        return x[torch.arange(len(history), device=history.device), (length - 1).clamp(min=0)]
 
     def scores(self, history: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
         """``[B, n_items]`` logits: dot products with the shared item embeddings."""
@@ -75,7 +75,7 @@ class SASRec(PreTrainedModel):
             return logits
         if loss_type == "ce":
             return nn.functional.cross_entropy(logits, target)
-        neg = torch.randint(0, self.config.n_items - 1, target.shape)
+        neg = torch.randint(0, self.config.n_items - 1, target.shape, device=target.device)
         neg = neg + (neg >= target).long()  # a uniform negative different from the target
         pos_s = logits.gather(1, target[:, None])
         neg_s = logits.gather(1, neg[:, None])
@@ -92,8 +92,9 @@ def to_tensors(history: np.ndarray, length: np.ndarray, n_items: int) -> tuple[t
 def rank_full(model: SASRec, history: np.ndarray, length: np.ndarray, k: int, batch_size: int = 512) -> np.ndarray:
     """Top-``k`` items per row by full ranking over the catalogue."""
     model.eval()
+    device = model.items.weight.device
     out = []
     for s in range(0, len(history), batch_size):
         h, n = to_tensors(history[s : s + batch_size], length[s : s + batch_size], model.config.n_items)
-        out.append(model.scores(h, n).topk(k, dim=1).indices.numpy())
+        out.append(model.scores(h.to(device), n.to(device)).topk(k, dim=1).indices.cpu().numpy())
     return np.concatenate(out) if out else np.zeros((0, k), np.int64)

@@ -1,5 +1,7 @@
 """The training loop every method shares: AdamW, warm-up + linear decay, gradient accumulation, validation NDCG@10
 each epoch with early stopping, a checkpoint every epoch (resumable), and a JSON log. Losses are plug-ins.
+Built on ``accelerate``: on a CUDA machine the model and every batch go to the GPU and run in bf16 mixed precision;
+``accelerate launch`` spreads it over several GPUs.
 
 A checkpoint is a folder written to ``<dir>.tmp`` and renamed, holding ``save_pretrained`` weights (safetensors),
 the optimizer/scheduler state (plain tensors, loaded with ``weights_only=True``) and ``state.json`` last.
@@ -115,7 +117,13 @@ def train(
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(seed)
-    accelerator = Accelerator(gradient_accumulation_steps=cfg.grad_accum, cpu=not torch.cuda.is_available())
+    cuda = torch.cuda.is_available()
+    accelerator = Accelerator(
+        gradient_accumulation_steps=cfg.grad_accum,
+        cpu=not cuda,
+        mixed_precision="bf16" if cuda and torch.cuda.is_bf16_supported() else "no",
+    )
+    log.info("training on %s (mixed precision: %s)", accelerator.device, accelerator.mixed_precision)
     groups = param_groups or [{"params": [p for p in model.parameters() if p.requires_grad]}]
     optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
     plans = {e: plan(e) if plan else list(batches(n_rows, cfg.batch_size, seed, e)) for e in range(1, cfg.epochs + 1)}
@@ -148,8 +156,9 @@ def train(
         epoch_start = time.perf_counter()
         bar = tqdm(plans[epoch], desc=f"epoch {epoch}", leave=False)
         for rows in bar:
+            rows = rows[accelerator.process_index :: accelerator.num_processes]  # data parallel: a share each
             with accelerator.accumulate(model):
-                loss = loss_fn(model, make_batch(rows))
+                loss = loss_fn(model, to_device(make_batch(rows), accelerator.device))
                 accelerator.backward(loss)
                 optimizer.step()
                 if accelerator.sync_gradients:
@@ -168,22 +177,31 @@ def train(
         }
         state["history"].append(entry)
         log.info("epoch %d: loss %.4f, valid NDCG@10 %.4f (%.0fs)", epoch, entry["loss"], score, entry["epoch_seconds"])
+        main = accelerator.is_main_process  # every process validates identically; one writes
         if score > state["best_score"]:
             state.update(best_score=score, best_epoch=epoch, bad_epochs=0)
             best = out_dir / "model"
             tmp = out_dir / "model.tmp"
             shutil.rmtree(tmp, ignore_errors=True)
-            (export or _save_pretrained)(accelerator.unwrap_model(model), tmp)
-            shutil.rmtree(best, ignore_errors=True)
-            tmp.rename(best)
+            if main:
+                (export or _save_pretrained)(accelerator.unwrap_model(model), tmp)
+                shutil.rmtree(best, ignore_errors=True)
+                tmp.rename(best)
         else:
             state["bad_epochs"] += 1
         state["epoch"] = epoch
         state["seconds"] = time.perf_counter() - start_time
-        save_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler, state)
-        write_json(out_dir / "train_log.json", state["history"])
+        if main:
+            save_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler, state)
+            write_json(out_dir / "train_log.json", state["history"])
+        accelerator.wait_for_everyone()
     seconds = time.perf_counter() - start_time
     return TrainResult(state["epoch"], state["best_epoch"], state["best_score"], seconds, state["history"])
+
+
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    """Move a batch's tensors to the training device (numpy arrays and other values stay as they are)."""
+    return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
 def _save_pretrained(model, path: Path) -> None:
