@@ -106,6 +106,9 @@ def test_gamma_lt_exact_per_optimizer_step_under_accumulation(setup):
             acc.backward(lt_part)
     expected = torch.autograd.grad(gamma * alignment_loss(weight, h), weight)[0]
     torch.testing.assert_close(weight.grad, expected, rtol=1e-5, atol=1e-7)
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)  # this test forced the CPU; later ones may use a GPU
 
 
 def _dummy_batch(cb):

@@ -155,7 +155,8 @@ def main_ok(args: list[str]) -> None:
 
 
 def _spawn(args: list[str], log: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TQDM_DISABLE": "1"}
+    path = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "TQDM_DISABLE": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "crabrec.cli", *args], stdout=log.open("a"), stderr=subprocess.STDOUT, env=env
     )

@@ -117,7 +117,10 @@ def train(
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(seed)
+    from accelerate.state import AcceleratorState
+
     cuda = torch.cuda.is_available()
+    AcceleratorState._reset_state()  # precision/accumulation are per run (a process may train several models)
     accelerator = Accelerator(
         gradient_accumulation_steps=cfg.grad_accum,
         cpu=not cuda,
