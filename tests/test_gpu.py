@@ -59,3 +59,11 @@ def test_training_loop_runs_on_gpu(tmp_path):
     assert next(model.parameters()).is_cuda
     assert result.history[-1]["loss"] < result.history[0]["loss"]
     assert (tmp_path / "model" / "model.safetensors").is_file()
+
+
+def test_saved_models_are_loaded_onto_the_gpu_for_evaluation(tmp_path):
+    from crabrec.stages.model_stages import load_generator
+
+    _, cb, model = _setup(2)
+    model.save_pretrained(tmp_path / "model")
+    assert next(load_generator(tmp_path / "model", cb).parameters()).is_cuda

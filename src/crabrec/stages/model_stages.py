@@ -195,7 +195,15 @@ def load_generator(model_dir: Path, codebook):
             f"{model_dir}: model has {sid_vocab} SID tokens but the codebook has {codebook.vocab_size}; "
             "it was trained on another codebook"
         )
-    return (AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM).from_pretrained(model_dir)
+    model = (AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM).from_pretrained(model_dir)
+    return model.to(inference_device())
+
+
+def inference_device():
+    """Where saved models are evaluated: the GPU when there is one (fp32 weights, as trained), else the CPU."""
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def generator_io(model_dir: Path, codebook):

@@ -10,7 +10,7 @@ import torch
 
 from crabrec.io import load_npz, write_json
 from crabrec.pipeline import RunContext, Stage
-from crabrec.stages.model_stages import test_rows, write_evaluation
+from crabrec.stages.model_stages import inference_device, test_rows, write_evaluation
 from crabrec.stages.sid_stages import load_splits
 
 
@@ -58,7 +58,7 @@ def run_sasrec(ctx: RunContext) -> dict[str, Any]:
     )
     out_dir = ctx.path("models", "sasrec")
     result = train(model, len(train_rows), make, loss, validate, cfg, out_dir, ctx.cfg.seed)
-    best = SASRec.from_pretrained(out_dir / "model")
+    best = SASRec.from_pretrained(out_dir / "model").to(inference_device())
     test = test_rows(ctx)
     start = time.perf_counter()
     items = rank_full(best, test.history, test.length, ctx.cfg.evaluate.beam)
