@@ -91,11 +91,13 @@ def test_new_output_rows_change_after_one_step(setup, params):
 def test_gamma_lt_exact_per_optimizer_step_under_accumulation(setup):
     """With the recommendation loss zeroed, the accumulated gradient equals that of γ·L_T."""
     from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
 
     cb, out, model = setup
     expand_embeddings(model, cb, out.codebook, out.parent, seed=0)
     h = hierarchy(out.codebook)
     gamma, steps = 0.2, 4
+    AcceleratorState._reset_state(reset_partial_state=True)  # earlier tests may have set up a GPU state
     acc = Accelerator(gradient_accumulation_steps=steps, cpu=True)
     model = acc.prepare(model)
     weight = model.get_input_embeddings().weight
@@ -106,8 +108,6 @@ def test_gamma_lt_exact_per_optimizer_step_under_accumulation(setup):
             acc.backward(lt_part)
     expected = torch.autograd.grad(gamma * alignment_loss(weight, h), weight)[0]
     torch.testing.assert_close(weight.grad, expected, rtol=1e-5, atol=1e-7)
-    from accelerate.state import AcceleratorState
-
     AcceleratorState._reset_state(reset_partial_state=True)  # this test forced the CPU; later ones may use a GPU
 
 
