@@ -40,6 +40,7 @@ class RunContext:
     force: set[str] = field(default_factory=set)
     _keys: dict[str, str] = field(default_factory=dict)
     _checked: set[str] = field(default_factory=set)
+    running: str = ""  # the stage being computed (its key tags training checkpoints)
 
     @property
     def run_dir(self) -> Path:
@@ -61,6 +62,10 @@ class RunContext:
             }
             self._keys[name] = sha256_of(payload)
         return self._keys[name]
+
+    def running_key(self) -> str:
+        """Cache key of the stage being computed: a checkpoint written under another key is not resumed."""
+        return self.key(self.running) if self.running else ""
 
     def state_path(self, name: str) -> Path:
         return self.path("stages", f"{name}.json")
@@ -91,6 +96,7 @@ class RunContext:
             self._checked.add(name)
             return summary
         start = time.perf_counter()
+        self.running = name
         summary = stage.fn(self)
         seconds = time.perf_counter() - start
         write_config(self.cfg)  # after success: a failing stage leaves the run directory as it was

@@ -116,6 +116,7 @@ def train_decoder(
         param_groups,
         export,
         plan,
+        fingerprint=ctx.running_key(),
     )
     summary = {
         "epochs_run": result.epochs_run,

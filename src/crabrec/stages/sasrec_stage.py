@@ -57,7 +57,9 @@ def run_sasrec(ctx: RunContext) -> dict[str, Any]:
         }
     )
     out_dir = ctx.path("models", "sasrec")
-    result = train(model, len(train_rows), make, loss, validate, cfg, out_dir, ctx.cfg.seed)
+    result = train(
+        model, len(train_rows), make, loss, validate, cfg, out_dir, ctx.cfg.seed, fingerprint=ctx.running_key()
+    )
     best = SASRec.from_pretrained(out_dir / "model").to(inference_device())
     test = test_rows(ctx)
     start = time.perf_counter()

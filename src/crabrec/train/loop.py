@@ -78,6 +78,14 @@ def save_checkpoint(folder: Path, model, optimizer, scheduler, state: dict[str, 
     tmp.rename(folder)
 
 
+def checkpoint_fingerprint(folder: Path) -> str | None:
+    """The configuration fingerprint a checkpoint was saved under (None: no readable checkpoint)."""
+    try:
+        return str(json.loads((folder / "state.json").read_text()).get("fingerprint", ""))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def load_checkpoint(folder: Path, model, optimizer, scheduler) -> dict[str, Any] | None:
     if not (folder / "state.json").is_file() or not (folder / "weights.safetensors").is_file():
         return None
@@ -108,10 +116,12 @@ def train(
     param_groups: list[dict[str, Any]] | None = None,
     export: Callable[[Any, Path], None] | None = None,
     plan: Callable[[int], list[np.ndarray]] | None = None,
+    fingerprint: str = "",
 ) -> TrainResult:
     """Train ``model`` on ``n_rows`` rows; keep the best epoch by ``validate`` in ``out_dir/model``.
 
-    ``plan(epoch)`` gives an epoch's batches (e.g. :func:`length_bucketed`); default: shuffled ``batch_size`` rows."""
+    ``plan(epoch)`` gives an epoch's batches (e.g. :func:`length_bucketed`); default: shuffled ``batch_size`` rows.
+    ``fingerprint`` identifies the configuration: a checkpoint saved under another one is not resumed."""
     from accelerate import Accelerator
 
     if cfg.threads:
@@ -140,7 +150,12 @@ def train(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     model, optimizer = accelerator.prepare(model, optimizer)
     ckpt = out_dir / "checkpoint"
+    saved = checkpoint_fingerprint(ckpt)
+    if saved is not None and saved != fingerprint:
+        log.info("%s: saved by another configuration; training from scratch", ckpt)
+        shutil.rmtree(ckpt)
     state = load_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler) or {
+        "fingerprint": fingerprint,
         "epoch": 0,
         "best_score": -1.0,
         "best_epoch": 0,
