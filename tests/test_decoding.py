@@ -76,6 +76,12 @@ def test_shared_prefix_steps_match_hf_forward_steps(arch, kv_heads):
     hist = rng.integers(0, cb.n_items, (7, 6))
     length = rng.integers(1, 7, 7)
     ids, mask, _ = encode_rows(hist, length, None, tokens)
+    if arch == "llama":  # a LoRA-wrapped model (CRAB fine-tune, backbone validation) takes the fast path too
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(r=4, target_modules=["q_proj", "v_proj", "o_proj"], init_lora_weights=False)
+        model = get_peft_model(model, lora).eval()
+        assert supports(model.get_base_model())
     for beam in (5, 40):
         fast = beam_search(model, trie, ids, mask, beam)
         slow = beam_search(model, trie, ids, mask, beam, shared_prefix=False)

@@ -35,8 +35,9 @@ def beam_search(
 
     ``base`` = vocabulary id of the codebook's global token 0 (a pretrained backbone's first SID token);
     ``shared_prefix=False`` forces the generic HF-forward prefill and steps (the fast path's reference)."""
-    if shared_prefix and supports(model):
-        decoder = SharedPrefixDecoder(model)
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft: LoRA layers stay active
+    if shared_prefix and supports(inner):
+        decoder = SharedPrefixDecoder(inner)
         return constrained_search(decoder.prefill(ids, mask), decoder.step, trie, beam, base)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True, logits_to_keep=1)
     first = out.logits[:, -1]
