@@ -134,7 +134,8 @@ def test_malicious_pickle_in_checkpoint_is_not_executed(tiny_run, tmp_path, caps
     marker = tmp_path / "pwned"
     Payload.marker = str(marker)
     (run / "models" / "mor" / "checkpoint" / "optim.pt").write_bytes(pickle.dumps(Payload()))
-    code, err = cli_err(["train", str(run), "--force"], capsys)
+    (run / "stages" / "train.json").unlink()  # unfinished stage: the next `train` resumes from its checkpoint
+    code, err = cli_err(["train", str(run)], capsys)
     assert code == 2 and "unusable checkpoint" in err, err
     assert not marker.exists()
 

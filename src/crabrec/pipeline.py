@@ -67,6 +67,11 @@ class RunContext:
         """Cache key of the stage being computed: a checkpoint written under another key is not resumed."""
         return self.key(self.running) if self.running else ""
 
+    @property
+    def forced(self) -> bool:
+        """Whether the stage being computed was forced: its training starts from scratch, not from a checkpoint."""
+        return self.running in self.force
+
     def state_path(self, name: str) -> Path:
         return self.path("stages", f"{name}.json")
 

@@ -82,6 +82,12 @@ class SASRec(PreTrainedModel):
         return nn.functional.softplus(-pos_s).mean() + nn.functional.softplus(neg_s).mean()
 
 
+def build_sasrec(config: SASRecConfig, seed: int) -> SASRec:
+    """A freshly initialised SASRec; the same seed gives the same weights."""
+    torch.manual_seed(seed)
+    return SASRec(config)
+
+
 def to_tensors(history: np.ndarray, length: np.ndarray, n_items: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Our ``PAD=-1`` end-padded histories -> SASRec's padding id."""
     h = torch.from_numpy(np.where(history < 0, n_items, history))

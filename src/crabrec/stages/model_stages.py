@@ -117,6 +117,7 @@ def train_decoder(
         export,
         plan,
         fingerprint=ctx.running_key(),
+        fresh=ctx.forced,
     )
     summary = {
         "epochs_run": result.epochs_run,

@@ -16,13 +16,13 @@ from crabrec.stages.sid_stages import load_splits
 
 def run_sasrec(ctx: RunContext) -> dict[str, Any]:
     from crabrec.metrics import ranking_metrics
-    from crabrec.models.sasrec import SASRec, SASRecConfig, rank_full, to_tensors
+    from crabrec.models.sasrec import SASRec, SASRecConfig, build_sasrec, rank_full, to_tensors
     from crabrec.train.loop import train
 
     s = ctx.cfg.sasrec
     splits = load_splits(ctx)
     n_items = len(load_npz(ctx.path("data", "popularity.npz"))["freq"])
-    model = SASRec(
+    model = build_sasrec(
         SASRecConfig(
             n_items=n_items,
             max_len=ctx.cfg.data.max_history,
@@ -30,7 +30,8 @@ def run_sasrec(ctx: RunContext) -> dict[str, Any]:
             blocks=s.blocks,
             heads=s.heads,
             dropout=s.dropout,
-        )
+        ),
+        ctx.cfg.seed,
     )
     train_rows = splits.train
     valid = splits.valid.take(np.arange(min(len(splits.valid), ctx.cfg.train.valid_samples)))
@@ -58,7 +59,16 @@ def run_sasrec(ctx: RunContext) -> dict[str, Any]:
     )
     out_dir = ctx.path("models", "sasrec")
     result = train(
-        model, len(train_rows), make, loss, validate, cfg, out_dir, ctx.cfg.seed, fingerprint=ctx.running_key()
+        model,
+        len(train_rows),
+        make,
+        loss,
+        validate,
+        cfg,
+        out_dir,
+        ctx.cfg.seed,
+        fingerprint=ctx.running_key(),
+        fresh=ctx.forced,
     )
     best = SASRec.from_pretrained(out_dir / "model").to(inference_device())
     test = test_rows(ctx)

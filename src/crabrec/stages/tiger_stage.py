@@ -43,7 +43,16 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
     out_dir = ctx.path("models", "tiger")
     validate = make_validator(ctx, SidTrie.build(codebook), tokens, splits.valid)
     result = train(
-        model, len(rows), make, tiger_loss, validate, cfg, out_dir, ctx.cfg.seed, fingerprint=ctx.running_key()
+        model,
+        len(rows),
+        make,
+        tiger_loss,
+        validate,
+        cfg,
+        out_dir,
+        ctx.cfg.seed,
+        fingerprint=ctx.running_key(),
+        fresh=ctx.forced,
     )
     write_json(
         out_dir / "train_summary.json",

@@ -117,11 +117,13 @@ def train(
     export: Callable[[Any, Path], None] | None = None,
     plan: Callable[[int], list[np.ndarray]] | None = None,
     fingerprint: str = "",
+    fresh: bool = False,
 ) -> TrainResult:
     """Train ``model`` on ``n_rows`` rows; keep the best epoch by ``validate`` in ``out_dir/model``.
 
     ``plan(epoch)`` gives an epoch's batches (e.g. :func:`length_bucketed`); default: shuffled ``batch_size`` rows.
-    ``fingerprint`` identifies the configuration: a checkpoint saved under another one is not resumed."""
+    ``fingerprint`` identifies the configuration: a checkpoint saved under another one is not resumed; ``fresh``
+    (a forced re-run) discards any checkpoint and trains from scratch."""
     from accelerate import Accelerator
 
     if cfg.threads:
@@ -151,8 +153,9 @@ def train(
     model, optimizer = accelerator.prepare(model, optimizer)
     ckpt = out_dir / "checkpoint"
     saved = checkpoint_fingerprint(ckpt)
-    if saved is not None and saved != fingerprint:
-        log.info("%s: saved by another configuration; training from scratch", ckpt)
+    if ckpt.exists() and (fresh or (saved is not None and saved != fingerprint)):
+        why = "re-run forced" if fresh else "saved by another configuration"
+        log.info("%s: %s; training from scratch", ckpt, why)
         shutil.rmtree(ckpt)
     state = load_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler) or {
         "fingerprint": fingerprint,
