@@ -87,7 +87,7 @@ def run_sasrec(ctx: RunContext) -> dict[str, Any]:
 SASREC_STAGE = Stage(
     name="sasrec",
     fn=run_sasrec,
-    sections=("sasrec", "evaluate"),
+    sections=("sasrec", "train", "evaluate"),  # train: validation sample, threads, accumulation
     needs=("data",),
     artifacts=("models/sasrec/metrics.json", "models/sasrec/rankings.parquet"),
     describe="SASRec baseline (full ranking over all items)",
