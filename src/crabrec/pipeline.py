@@ -72,6 +72,10 @@ class RunContext:
         """Whether the stage being computed was forced: its training starts from scratch, not from a checkpoint."""
         return self.running in self.force
 
+    def checkpoint_policy(self) -> dict[str, Any]:
+        """``train`` keyword arguments: resume only this stage's own checkpoint, and none when the stage is forced."""
+        return {"fingerprint": self.running_key(), "fresh": self.forced}
+
     def state_path(self, name: str) -> Path:
         return self.path("stages", f"{name}.json")
 

@@ -116,8 +116,7 @@ def train_decoder(
         param_groups,
         export,
         plan,
-        fingerprint=ctx.running_key(),
-        fresh=ctx.forced,
+        **ctx.checkpoint_policy(),
     )
     summary = {
         "epochs_run": result.epochs_run,

@@ -67,8 +67,7 @@ def run_sasrec(ctx: RunContext) -> dict[str, Any]:
         cfg,
         out_dir,
         ctx.cfg.seed,
-        fingerprint=ctx.running_key(),
-        fresh=ctx.forced,
+        **ctx.checkpoint_policy(),
     )
     best = SASRec.from_pretrained(out_dir / "model").to(inference_device())
     test = test_rows(ctx)

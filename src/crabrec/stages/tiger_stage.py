@@ -51,8 +51,7 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
         cfg,
         out_dir,
         ctx.cfg.seed,
-        fingerprint=ctx.running_key(),
-        fresh=ctx.forced,
+        **ctx.checkpoint_policy(),
     )
     write_json(
         out_dir / "train_summary.json",
