@@ -125,12 +125,11 @@ def train(
     ``fingerprint`` identifies the configuration: a checkpoint saved under another one is not resumed; ``fresh``
     (a forced re-run) discards any checkpoint and trains from scratch."""
     from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(seed)
-    from accelerate.state import AcceleratorState
-
     cuda = torch.cuda.is_available()
     AcceleratorState._reset_state()  # precision/accumulation are per run (a process may train several models)
     accelerator = Accelerator(
@@ -203,8 +202,8 @@ def train(
             state.update(best_score=score, best_epoch=epoch, bad_epochs=0)
             best = out_dir / "model"
             tmp = out_dir / "model.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            if main:
+            if main:  # only the writer touches model.tmp: another process must not delete it mid-write
+                shutil.rmtree(tmp, ignore_errors=True)
                 (export or _save_pretrained)(accelerator.unwrap_model(model), tmp)
                 shutil.rmtree(best, ignore_errors=True)
                 tmp.rename(best)
