@@ -46,12 +46,6 @@ def case_duplicate_item_json(tmp: Path) -> tuple[list[str], str]:
     return ["--data", str(d)], "Toy.item.json: duplicate key '0'"
 
 
-def case_missing_item_file(tmp: Path) -> tuple[list[str], str]:
-    d = _lcrec(tmp)
-    (d / "Toy.item.json").unlink()
-    return ["--data", str(d)], "Toy.item.json: file not found"
-
-
 def case_wrong_json_shape(tmp: Path) -> tuple[list[str], str]:
     d = _lcrec(tmp)
     (d / "Toy.inter.json").write_text(json.dumps({"u1": 5}))

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from crabrec.errors import CrabError
 
 PRESETS = ("quick", "paper")
+Schedule = Literal["linear", "cosine", "plateau", "inverse_sqrt"]
 
 
 class Strict(BaseModel):
@@ -77,6 +78,9 @@ class TrainConfig(Strict):
     layers: int = Field(2, ge=1)
     heads: int = Field(4, ge=1)
     ff: int = Field(512, ge=8)
+    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on token embeddings and residual branches")
+    attention_dropout: float = Field(0.0, ge=0, lt=1, description="dropout on attention probabilities")
+    label_smoothing: float = Field(0.0, ge=0, lt=1, description="label smoothing of the training cross-entropy")
     packing: Literal["rows", "packed"] = Field(
         "packed", description="packed: one sequence per user with a window mask (~8x faster); rows: one per sample"
     )
@@ -86,8 +90,18 @@ class TrainConfig(Strict):
     lr: float = Field(1e-3, gt=0)
     weight_decay: float = Field(0.01, ge=0)
     warmup_steps: int = Field(20, ge=0)
+    schedule: Schedule = Field(
+        "linear",
+        description="after warm-up: linear or cosine decay to 0 over `epochs`; plateau (constant, multiplied by "
+        "`plateau_factor` after every epoch that does not improve validation); inverse_sqrt (TIGER's: "
+        "lr·sqrt(warmup/step)). plateau and inverse_sqrt do not depend on `epochs`",
+    )
+    plateau_factor: float = Field(0.5, gt=0, le=1, description="schedule=plateau: learning-rate factor per bad epoch")
     patience: int = Field(2, ge=1, description="early stopping on validation NDCG@10 after this many bad epochs")
     valid_samples: int = Field(1000, ge=1, description="validation rows used for NDCG@10 each epoch")
+    max_minutes: float | None = Field(
+        None, gt=0, description="wall-clock budget: stop after the epoch that reaches it (the best epoch is kept)"
+    )
     valid_beam: int = Field(20, ge=1)
     threads: int = Field(0, ge=0, description="torch threads (0 = leave as is)")
     backbone: str | None = Field(
@@ -123,6 +137,8 @@ class TigerSection(Strict):
     batch_size: int = Field(256, ge=1)
     lr: float = Field(1e-3, gt=0)
     weight_decay: float = Field(1e-4, ge=0)
+    schedule: Schedule = Field("linear", description="as train.schedule (the paper: inverse_sqrt)")
+    warmup_steps: int = Field(20, ge=0)
     patience: int = Field(2, ge=1)
 
 

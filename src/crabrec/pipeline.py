@@ -31,6 +31,7 @@ class Stage:
     needs: tuple[str, ...] = ()
     artifacts: tuple[str, ...] = ()
     describe: str = ""
+    needs_if: Callable[[RunContext], tuple[str, ...]] | None = None  # inputs that depend on what earlier stages made
 
 
 @dataclass
@@ -58,10 +59,15 @@ class RunContext:
                 "stage": name,
                 "seed": self.cfg.seed,
                 "config": {s: dump[s] for s in stage.sections},
-                "inputs": {n: self.key(n) for n in stage.needs},
+                "inputs": {n: self.key(n) for n in self.needs(name)},
             }
             self._keys[name] = sha256_of(payload)
         return self._keys[name]
+
+    def needs(self, name: str) -> tuple[str, ...]:
+        """A stage's inputs: its fixed ones, then those its ``needs_if`` asks for once the fixed ones exist."""
+        stage = self.stages[name]
+        return stage.needs + (stage.needs_if(self) if stage.needs_if else ())
 
     def running_key(self) -> str:
         """Cache key of the stage being computed: a checkpoint written under another key is not resumed."""
@@ -97,6 +103,8 @@ class RunContext:
         """Run ``name`` (after its inputs) unless a finished result with the same key exists."""
         stage = self.stages[name]
         for dep in stage.needs:
+            self.ensure(dep)
+        for dep in self.needs(name)[len(stage.needs) :]:
             self.ensure(dep)
         if name not in self.force and self.is_done(name):
             summary = self.summary(name)

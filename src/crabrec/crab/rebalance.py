@@ -62,6 +62,17 @@ def _ratio(cfg: RebalanceConfig, level: int) -> float:
     return cfg.ratio
 
 
+def token_residuals(token_ids: np.ndarray, table: np.ndarray) -> list[np.ndarray]:
+    """Per-item residuals from token vectors, for codebooks without text embeddings.
+
+    An item is the sum of its tokens' vectors, x = Σ_l e(c_l), with each token's vector as its level's codeword, so
+    the residual entering level ``l`` is Σ_{l' ≥ l} e(c_l'): the same recursion as residual quantization.
+    ``token_ids`` is ``[N, L]`` rows of ``table``."""
+    parts = table[token_ids].astype(np.float32)  # [N, L, d]
+    tails = np.flip(np.cumsum(np.flip(parts, 1), 1), 1)
+    return [np.ascontiguousarray(tails[:, level]) for level in range(token_ids.shape[1])]
+
+
 def rebalance(cb: Codebook, freq: np.ndarray, cfg: RebalanceConfig, progress: bool = True) -> Rebalanced:
     """Return a new codebook whose over-popular tokens are split; the input codebook is not modified."""
     if cb.residuals is None:

@@ -91,6 +91,7 @@ class Dataset:
     timestamps: list[np.ndarray] | None = None
     given: dict[str, tuple[list[int], list[list[int]], list[int]]] | None = None
     notes: list[str] = field(default_factory=list)
+    has_text: bool = True  # False: an ids-only catalogue (no item text to embed)
 
     @property
     def n_items(self) -> int:

@@ -215,6 +215,7 @@ def _filter(ds: Dataset, k: int) -> Dataset:
         sequences=[remap[s] for s in seqs],
         timestamps=times,
         notes=ds.notes,
+        has_text=ds.has_text,
     )
 
 
@@ -225,16 +226,22 @@ def _load_lcrec(path: Path, cfg: DataConfig) -> Dataset:
     folder, name = _stem(path, ".inter.json", cfg.name)
     inter_path, item_path = folder / f"{name}.inter.json", folder / f"{name}.item.json"
     inter = read_json_file(inter_path)
-    items_raw = read_json_file(item_path)
     if not isinstance(inter, dict):
         raise CrabError(f"{inter_path}: expected an object {{user: [item, ...]}}, got {type(inter).__name__}")
-    if not isinstance(items_raw, dict):
-        raise CrabError(f"{item_path}: expected an object {{item: {{title, ...}}}}, got {type(items_raw).__name__}")
     rows: dict[str, list[str]] = {}
     for user, seq in inter.items():
         if not isinstance(seq, list):
             raise CrabError(f"{inter_path}: user {user!r}: expected a list of item ids, got {type(seq).__name__}")
         rows[user] = [str(x) for x in seq]
+    if not item_path.exists():  # ids-only data (e.g. the TIGER Beauty benchmark): the catalogue is what occurs
+        items = {raw: {} for seq in rows.values() for raw in seq}
+        ds = _build(name, folder, items, rows, None, str(inter_path))
+        ds.has_text = False
+        ds.notes.append(f"no item text ({item_path.name} absent): semantic IDs must be imported")
+        return ds
+    items_raw = read_json_file(item_path)
+    if not isinstance(items_raw, dict):
+        raise CrabError(f"{item_path}: expected an object {{item: {{title, ...}}}}, got {type(items_raw).__name__}")
     items = {str(k): _text_record(v, item_path, k) for k, v in items_raw.items()}
     return _build(name, folder, items, rows, None, str(inter_path))
 

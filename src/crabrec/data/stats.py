@@ -17,6 +17,7 @@ def dataset_stats(ds: Dataset, splits: Splits, pop: Popularity) -> dict[str, Any
         "source": ds.source,
         "users": ds.n_users,
         "items": ds.n_items,
+        "item_text": ds.has_text,
         "interactions": ds.n_interactions,
         "sequence_length": {
             "min": int(lengths.min()),

@@ -25,7 +25,9 @@ class DecoderSize:
     layers: int = 2
     heads: int = 4
     ff: int = 512
-    dropout: float = 0.0
+    dropout: float = 0.0  # on the token embeddings and on each residual branch (attention and MLP outputs)
+    attention_dropout: float = 0.0  # on the attention probabilities
+    label_smoothing: float = 0.0  # of the training cross-entropy
 
 
 @dataclass(frozen=True)
@@ -52,15 +54,44 @@ def build_decoder(vocab_size: int, size: DecoderSize, max_positions: int = 1024,
         num_key_value_heads=size.heads,
         max_position_embeddings=max_positions,
         tie_word_embeddings=True,
-        attention_dropout=size.dropout,
+        attention_dropout=size.attention_dropout,
         pad_token_id=PAD,
         bos_token_id=BOS,
         eos_token_id=None,
         use_cache=True,
+        crabrec_dropout=size.dropout,
+        crabrec_label_smoothing=size.label_smoothing,
     )
     model = Qwen2ForCausalLM(config)
     model.generation_config.pad_token_id = PAD
+    return add_dropout(model)
+
+
+def add_dropout(model):
+    """Dropout ``config.crabrec_dropout`` on the token embeddings and on every residual branch (the attention and MLP
+    outputs), as forward hooks: Qwen2/Llama modules have attention dropout only. Active in training mode only, so
+    decoding and the saved weights are unchanged; call again after ``from_pretrained`` (the hooks are not saved)."""
+    p = float(getattr(model.config, "crabrec_dropout", 0.0) or 0.0)
+    base = getattr(model, "model", None)
+    if p <= 0 or base is None or getattr(model, "_crabrec_dropout", False):
+        return model
+
+    def hook(module, args, output):
+        return torch.nn.functional.dropout(output, p, module.training)
+
+    base.embed_tokens.register_forward_hook(hook)
+    for layer in base.layers:
+        layer.self_attn.o_proj.register_forward_hook(hook)
+        layer.mlp.register_forward_hook(hook)
+    model._crabrec_dropout = True
     return model
+
+
+def label_smoothing(model) -> float:
+    """The training label smoothing a decoder was built with (0 when evaluating or for foreign models)."""
+    if not model.training:
+        return 0.0
+    return float(getattr(getattr(model, "config", None), "crabrec_label_smoothing", 0.0) or 0.0)
 
 
 def item_tokens(token_ids: np.ndarray) -> np.ndarray:
@@ -132,7 +163,11 @@ def target_loss(
     logits = out.logits[:, :-1].float()
     gold = labels[:, 1:]
     ce = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), gold.reshape(-1), ignore_index=IGNORE, reduction="none"
+        logits.reshape(-1, logits.shape[-1]),
+        gold.reshape(-1),
+        ignore_index=IGNORE,
+        reduction="none",
+        label_smoothing=label_smoothing(model),
     ).view(gold.shape)
     if reduction == "none":
         width = int((labels[0] != IGNORE).sum())

@@ -49,10 +49,16 @@ def empirical_residuals(x: np.ndarray, codes: np.ndarray) -> tuple[list[np.ndarr
 
 
 def build_codebook(
-    cfg: TokenizeConfig, embeddings: np.ndarray, item_ids: list[str], seed: int, model_dir: Path | None = None
+    cfg: TokenizeConfig, embeddings: np.ndarray | None, item_ids: list[str], seed: int, model_dir: Path | None = None
 ) -> Codebook:
-    """Quantize, then add the dedup level if requested and needed; collision rates go into ``meta``."""
-    if not np.isfinite(embeddings).all():
+    """Quantize, then add the dedup level if requested and needed; collision rates go into ``meta``.
+
+    ``embeddings=None`` (an ids-only dataset) works with ``quantizer=import`` only; the codebook then has no
+    per-item residuals (CRAB stage 1 takes its vectors from the trained model instead)."""
+    if embeddings is None:
+        if cfg.quantizer != "import":
+            raise CrabError(f"tokenize.quantizer={cfg.quantizer} needs item embeddings; this dataset has none")
+    elif not np.isfinite(embeddings).all():
         bad = int(np.flatnonzero(~np.isfinite(embeddings).all(1))[0])
         raise CrabError(f"embeddings: item {item_ids[bad]!r} has a non-finite value (NaN or inf)")
     start = time.perf_counter()
@@ -61,8 +67,11 @@ def build_codebook(
         if not cfg.import_path:
             raise CrabError("tokenize.quantizer=import needs tokenize.import_path (a MiniOneRec index.json)")
         imported = parse_index(cfg.import_path, item_ids)
-        residuals, codewords = empirical_residuals(embeddings, imported.codes)
-        q = Quantized(imported.codes, codewords, residuals)
+        if embeddings is None:
+            q = Quantized(imported.codes, None, None)
+        else:
+            residuals, codewords = empirical_residuals(embeddings, imported.codes)
+            q = Quantized(imported.codes, codewords, residuals)
         sizes, prefixes = imported.sizes, imported.prefixes
     else:
         k = effective_codebook_size(len(item_ids), cfg)
@@ -91,13 +100,16 @@ def build_codebook(
             )
         sizes = [k] * cfg.levels
     before = collision_count(q.codes)
-    codes, residuals, codewords, dedup = q.codes, list(q.residuals), list(q.codewords), 0
+    codes, dedup = q.codes, 0
+    residuals = None if q.residuals is None else list(q.residuals)
+    codewords = None if q.codewords is None else list(q.codewords)
     if cfg.dedup == "extra_level" and before > 0:
         extra = dedup_level(q.codes)
         codes = np.concatenate([codes, extra[:, None]], 1)
-        final = residuals[-1] - codewords[-1][q.codes[:, -1]]
-        residuals.append(final.astype(np.float32))
-        codewords.append(np.zeros((int(extra.max()) + 1, final.shape[1]), np.float32))
+        if residuals is not None and codewords is not None:
+            final = residuals[-1] - codewords[-1][q.codes[:, -1]]
+            residuals.append(final.astype(np.float32))
+            codewords.append(np.zeros((int(extra.max()) + 1, final.shape[1]), np.float32))
         sizes = [*sizes, int(extra.max()) + 1]
         prefixes = [*prefixes, chr(97 + len(prefixes))] if prefixes else []
         dedup = 1

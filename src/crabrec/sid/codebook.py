@@ -188,10 +188,12 @@ class Codebook:
         """``codebook.json`` (+ ``.codewords.npz`` / ``.residuals.npz`` beside it when present)."""
         path = Path(path)
         stem = path.with_suffix("")
-        if self.codewords is not None:
-            write_npz(f"{stem}.codewords.npz", **{f"level{i}": c for i, c in enumerate(self.codewords)})
-        if self.residuals is not None:
-            write_npz(f"{stem}.residuals.npz", **{f"level{i}": r for i, r in enumerate(self.residuals)})
+        for kind, arrays in (("codewords", self.codewords), ("residuals", self.residuals)):
+            side = Path(f"{stem}.{kind}.npz")
+            if arrays is None:
+                side.unlink(missing_ok=True)  # never leave another codebook's arrays beside this one
+            else:
+                write_npz(side, **{f"level{i}": a for i, a in enumerate(arrays)})
         write_json(
             path,
             {

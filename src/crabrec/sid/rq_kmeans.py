@@ -12,8 +12,8 @@ class Quantized:
     """Codes ``[N, L]``, codewords per level ``[K, d]``, and each item's residual at the input of every level."""
 
     codes: np.ndarray
-    codewords: list[np.ndarray]
-    residuals: list[np.ndarray]
+    codewords: list[np.ndarray] | None
+    residuals: list[np.ndarray] | None
 
 
 def kmeans(x: np.ndarray, k: int, seed: int, iters: int = 25, init: str = "kmeans++") -> tuple[np.ndarray, np.ndarray]:

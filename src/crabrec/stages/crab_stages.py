@@ -26,6 +26,9 @@ def run_rebalance(ctx: RunContext) -> dict[str, Any]:
         seed=ctx.cfg.seed,
     )
     base = Codebook.load(ctx.path("sid", "codebook.json"))
+    vectors = "text embeddings"
+    if base.residuals is None:  # ids-only data: cluster on the trained MOR model's token embeddings instead
+        base.residuals, vectors = model_residuals(ctx, base), "MOR token embeddings (no item text)"
     out = rebalance(base, load_freq(ctx), cfg)
     out.codebook.save(ctx.path("crab", "codebook.json"))
     write_json(ctx.path("crab", "index.json"), out.codebook.to_index())
@@ -36,7 +39,31 @@ def run_rebalance(ctx: RunContext) -> dict[str, Any]:
         "split": sum(r["split"] for r in out.report),
         "created": sum(r["created"] for r in out.report),
         "collisions": out.codebook.collisions(),
+        "vectors": vectors,
     }
+
+
+def model_residuals(ctx: RunContext, codebook) -> list:
+    """Residuals from the trained MOR decoder's SID token embeddings (see ``token_residuals``)."""
+    from safetensors import safe_open
+
+    from crabrec.crab.rebalance import token_residuals
+    from crabrec.models.decoder import item_tokens
+
+    weights = ctx.path("models", "mor", "model", "model.safetensors")
+    if ctx.cfg.train.backbone or not weights.is_file():
+        raise CrabError(
+            f"{ctx.path('sid', 'codebook.json')}: no per-item residuals (the dataset has no item text) and no "
+            "from-scratch MOR model to take token embeddings from; run `crabrec train` first"
+        )
+    with safe_open(str(weights), framework="np") as f:
+        table = f.get_tensor("model.embed_tokens.weight")
+    return token_residuals(item_tokens(codebook.token_ids()), table)
+
+
+def needs_model_vectors(ctx: RunContext) -> tuple[str, ...]:
+    """Stage 1 clusters on text residuals when the codebook has them, else on the trained MOR's embeddings."""
+    return () if ctx.path("sid", "codebook.residuals.npz").is_file() else ("train",)
 
 
 REBALANCE_STAGE = Stage(
@@ -44,6 +71,7 @@ REBALANCE_STAGE = Stage(
     fn=run_rebalance,
     sections=("crab",),
     needs=("data", "tokenize"),
+    needs_if=needs_model_vectors,
     artifacts=("crab/codebook.json", "crab/token_map.json", "crab/report.json"),
     describe="CRAB stage 1: split over-popular tokens with balance-regularized K-means",
 )
@@ -58,6 +86,7 @@ def run_finetune(ctx: RunContext) -> dict[str, Any]:
     from crabrec.crab.alignment import expand_embeddings, hierarchy
     from crabrec.crab.finetune import crab_loss, export_merged, prepare_trainable
     from crabrec.io import read_json
+    from crabrec.models.decoder import add_dropout
     from crabrec.sid.codebook import Codebook
     from crabrec.stages.model_stages import evaluate_model, train_decoder
 
@@ -68,7 +97,7 @@ def run_finetune(ctx: RunContext) -> dict[str, Any]:
     new = Codebook.load(ctx.path("crab", "codebook.json"))
     parent = read_json(ctx.path("crab", "token_map.json"))["parent"]
     start = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(ctx.path("models", "mor", "model"))
+    model = add_dropout(AutoModelForCausalLM.from_pretrained(ctx.path("models", "mor", "model")))
     expand_embeddings(model, old, new, parent, ctx.cfg.seed, c.init_noise)
     model, groups = prepare_trainable(model, c)
     cfg = ctx.cfg.train.model_copy(update={"epochs": c.epochs, "lr": c.lr, "weight_decay": c.weight_decay})

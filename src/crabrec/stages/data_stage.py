@@ -18,7 +18,8 @@ def run_data(ctx: RunContext) -> dict[str, Any]:
     stats = dataset_stats(ds, splits, pop)
     splits.save(ctx.path("data", "splits.npz"))
     write_npz(ctx.path("data", "popularity.npz"), freq=pop.freq, group=pop.group, popular=pop.popular)
-    write_json(ctx.path("data", "items.json"), {"name": ds.name, "item_ids": ds.item_ids, "text": ds.item_text})
+    items = {"name": ds.name, "item_ids": ds.item_ids, "text": ds.item_text, "has_text": ds.has_text}
+    write_json(ctx.path("data", "items.json"), items)
     write_json(ctx.path("data", "stats.json"), stats)
     return {
         "users": stats["users"],

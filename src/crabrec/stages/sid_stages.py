@@ -29,6 +29,8 @@ def run_embed(ctx: RunContext) -> dict[str, Any]:
     from crabrec.embed import encode, item_texts
 
     items = load_items(ctx)
+    if not items.get("has_text", True):
+        return skip_embed(ctx, items)
     texts = item_texts(items["text"], ctx.cfg.embed)
     start = time.perf_counter()
     vectors = encode(texts, ctx.cfg.embed)
@@ -38,10 +40,33 @@ def run_embed(ctx: RunContext) -> dict[str, Any]:
     return {"items": len(texts), "dim": int(vectors.shape[1]), "items_per_s": round(len(texts) / seconds, 1)}
 
 
+def skip_embed(ctx: RunContext, items: dict[str, Any]) -> dict[str, Any]:
+    """An ids-only dataset: nothing to embed. Fine with imported SIDs, an error for every other quantizer."""
+    from crabrec.errors import CrabError
+
+    if ctx.cfg.tokenize.quantizer != "import":
+        raise CrabError(
+            f"{ctx.cfg.data.path}: the dataset has no item text, so tokenize.quantizer={ctx.cfg.tokenize.quantizer} "
+            "has nothing to quantize; use tokenize.quantizer=import with tokenize.import_path=<index.json>"
+        )
+    reason = "no item text: embed skipped, semantic IDs imported"
+    write_json(ctx.path("embeddings.items.json"), {"item_ids": items["item_ids"], "encoder": None, "skipped": reason})
+    ctx.path("embeddings.npy").unlink(missing_ok=True)
+    return {"items": len(items["item_ids"]), "skipped": reason}
+
+
+def has_embeddings(ctx: RunContext) -> bool:
+    """Whether the run embedded its item text (an ids-only dataset has no ``embeddings.npy``)."""
+    return ctx.path("embeddings.npy").is_file() or "skipped" not in read_json(ctx.path("embeddings.items.json"))
+
+
 def run_tokenize(ctx: RunContext) -> dict[str, Any]:
     from crabrec.sid.build import build_codebook
 
     items = load_items(ctx)
+    if not has_embeddings(ctx):
+        cb = build_codebook(ctx.cfg.tokenize, None, items["item_ids"], ctx.cfg.seed)
+        return save_codebook(ctx, cb)
     embeddings = load_npy(ctx.path("embeddings.npy"))
     bad = np.flatnonzero(~np.isfinite(embeddings).all(axis=1)) if embeddings.ndim == 2 else []
     if embeddings.ndim != 2 or len(embeddings) != len(items["item_ids"]) or len(bad):
@@ -54,6 +79,10 @@ def run_tokenize(ctx: RunContext) -> dict[str, Any]:
         )
         raise CrabError(f"{ctx.path('embeddings.npy')}: {what}; re-run `crabrec embed --force`")
     cb = build_codebook(ctx.cfg.tokenize, embeddings, items["item_ids"], ctx.cfg.seed, ctx.path("sid", "rqvae"))
+    return save_codebook(ctx, cb)
+
+
+def save_codebook(ctx: RunContext, cb) -> dict[str, Any]:
     cb.save(ctx.path("sid", "codebook.json"))
     write_json(ctx.path("sid", "index.json"), cb.to_index())
     stats = cb.level_stats(load_freq(ctx))
@@ -72,8 +101,8 @@ EMBED_STAGE = Stage(
     fn=run_embed,
     sections=("embed",),
     needs=("data",),
-    artifacts=("embeddings.npy", "embeddings.items.json"),
-    describe="item text -> vectors (frozen encoder)",
+    artifacts=("embeddings.items.json",),  # + embeddings.npy unless the dataset has no text (checked by tokenize)
+    describe="item text -> vectors (frozen encoder); skipped for ids-only data",
 )
 TOKENIZE_STAGE = Stage(
     name="tokenize",

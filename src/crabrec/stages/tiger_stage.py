@@ -17,7 +17,7 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
     from crabrec.models.decoder import item_tokens
     from crabrec.models.tiger import TigerSize, build_tiger, encode_inputs, make_labels, tiger_loss
     from crabrec.sid.codebook import Codebook
-    from crabrec.train.loop import train
+    from crabrec.train.loop import length_bucketed, train
 
     t = ctx.cfg.tiger
     codebook = Codebook.load(ctx.path("sid", "codebook.json"))
@@ -37,9 +37,16 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
             "batch_size": t.batch_size,
             "lr": t.lr,
             "weight_decay": t.weight_decay,
+            "schedule": t.schedule,
+            "warmup_steps": t.warmup_steps,
             "patience": t.patience,
         }
     )
+    lengths, ones = rows.length, np.ones(len(rows), np.int64)
+
+    def plan(epoch: int) -> list[np.ndarray]:  # rows of similar history length together: little padding
+        return length_bucketed(lengths, ones, cfg.batch_size, ctx.cfg.seed, epoch)
+
     out_dir = ctx.path("models", "tiger")
     validate = make_validator(ctx, SidTrie.build(codebook), tokens, splits.valid)
     result = train(
@@ -51,6 +58,7 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
         cfg,
         out_dir,
         ctx.cfg.seed,
+        plan=plan,
         **ctx.checkpoint_policy(),
     )
     write_json(

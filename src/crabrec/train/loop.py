@@ -143,10 +143,17 @@ def train(
     plans = {e: plan(e) if plan else list(batches(n_rows, cfg.batch_size, seed, e)) for e in range(1, cfg.epochs + 1)}
     total = max(1, sum(math.ceil(len(p) / cfg.grad_accum) for p in plans.values()))
 
+    plateau = {"scale": 1.0}  # schedule=plateau: shrunk after each epoch that does not improve validation
+
     def schedule(step: int) -> float:
         if step < cfg.warmup_steps:
             return (step + 1) / (cfg.warmup_steps + 1)
-        return max(0.0, (total - step) / max(1, total - cfg.warmup_steps))
+        if cfg.schedule == "plateau":
+            return plateau["scale"]
+        if cfg.schedule == "inverse_sqrt":
+            return math.sqrt(max(1, cfg.warmup_steps) / (step + 1))
+        left = max(0.0, (total - step) / max(1, total - cfg.warmup_steps))
+        return left if cfg.schedule == "linear" else 0.5 * (1.0 - math.cos(math.pi * left))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     model, optimizer = accelerator.prepare(model, optimizer)
@@ -167,9 +174,13 @@ def train(
     }
     if state["epoch"]:
         log.info("resuming from %s after epoch %d", ckpt, state["epoch"])
+    plateau["scale"] = state.setdefault("lr_scale", 1.0)
     start_time = time.perf_counter() - state["seconds"]
     for epoch in range(state["epoch"] + 1, cfg.epochs + 1):
         if state["bad_epochs"] >= cfg.patience:
+            break
+        if cfg.max_minutes is not None and state["seconds"] >= 60 * cfg.max_minutes:
+            log.info("time budget of %g min reached after epoch %d", cfg.max_minutes, state["epoch"])
             break
         model.train()
         total_loss, count = 0.0, 0
@@ -209,6 +220,8 @@ def train(
                 tmp.rename(best)
         else:
             state["bad_epochs"] += 1
+            if cfg.schedule == "plateau":
+                state["lr_scale"] = plateau["scale"] = plateau["scale"] * cfg.plateau_factor
         state["epoch"] = epoch
         state["seconds"] = time.perf_counter() - start_time
         if main:

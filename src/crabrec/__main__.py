@@ -1,0 +1,5 @@
+"""``python -m crabrec`` = the ``crabrec`` command."""
+
+from crabrec.cli import main
+
+main()
