@@ -17,6 +17,11 @@ declare -A V=(
   [mor-h128-l1-d02-ls]="--method mor --set train.hidden=128 --set train.layers=1 --set train.ff=512 --set train.dropout=0.2 --set train.label_smoothing=0.1 --set train.lr=0.003 --set train.batch_size=256 --set train.schedule=plateau --set train.patience=4 --set train.epochs=200"
   [tiger-paper-isqrt]="--method tiger --set tiger.layers=4 --set tiger.heads=6 --set tiger.d_kv=64 --set tiger.ff=1024 --set tiger.dropout=0.1 --set tiger.lr=0.003 --set tiger.schedule=inverse_sqrt --set tiger.warmup_steps=2000 --set tiger.batch_size=256 --set tiger.patience=4 --set tiger.epochs=200"
   [tiger-paper-plateau]="--method tiger --set tiger.layers=4 --set tiger.heads=6 --set tiger.d_kv=64 --set tiger.ff=1024 --set tiger.dropout=0.1 --set tiger.lr=0.001 --set tiger.schedule=plateau --set tiger.batch_size=256 --set tiger.patience=4 --set tiger.epochs=200"
+  [mor-h256-l4-d02-lr2]="--method mor --set train.hidden=256 --set train.layers=4 --set train.ff=1024 --set train.dropout=0.2 --set train.attention_dropout=0.1 --set train.lr=0.002 --set train.batch_size=256 --set train.schedule=plateau --set train.plateau_factor=0.7 --set train.patience=5 --set train.epochs=200"
+  [mor-h384-l4-d02]="--method mor --set train.hidden=384 --set train.layers=4 --set train.heads=6 --set train.ff=1536 --set train.dropout=0.2 --set train.attention_dropout=0.1 --set train.lr=0.001 --set train.batch_size=256 --set train.schedule=plateau --set train.plateau_factor=0.7 --set train.patience=5 --set train.epochs=200"
+  [mor-h256-l6-d03]="--method mor --set train.hidden=256 --set train.layers=6 --set train.ff=1024 --set train.dropout=0.3 --set train.attention_dropout=0.1 --set train.lr=0.001 --set train.batch_size=256 --set train.schedule=plateau --set train.plateau_factor=0.7 --set train.patience=5 --set train.epochs=200"
+  [tiger-paper-b512]="--method tiger --set tiger.layers=4 --set tiger.heads=6 --set tiger.d_kv=64 --set tiger.ff=1024 --set tiger.dropout=0.1 --set tiger.lr=0.002 --set tiger.schedule=plateau --set tiger.plateau_factor=0.7 --set tiger.batch_size=512 --set tiger.patience=5 --set tiger.epochs=200"
+  [mor-h512-l4-d02]="--method mor --set train.hidden=512 --set train.layers=4 --set train.heads=8 --set train.ff=2048 --set train.dropout=0.2 --set train.attention_dropout=0.1 --set train.lr=0.001 --set train.batch_size=256 --set train.schedule=plateau --set train.plateau_factor=0.7 --set train.patience=5 --set train.epochs=200"
   [sasrec]="--method sasrec --set sasrec.epochs=200 --set sasrec.patience=5"
 )
 NAMES=("$@")
@@ -24,7 +29,7 @@ NAMES=("$@")
 $CRAB run "${COMMON[@]}" --name beauty-grid-base --until tokenize
 for n in "${NAMES[@]}"; do
   # shellcheck disable=SC2086
-  $CRAB train "${COMMON[@]}" --name "beauty-$n" ${V[$n]} > "${LOGS:-.}/$n.log" 2>&1 &
+  $CRAB train "${COMMON[@]}" --set "name=beauty-$n" ${V[$n]} > "${LOGS:-.}/$n.log" 2>&1 &
 done
 wait
 python scripts/collect_runs.py $(printf "runs/beauty-%s " "${NAMES[@]}")

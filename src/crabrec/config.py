@@ -138,6 +138,7 @@ class TigerSection(Strict):
     lr: float = Field(1e-3, gt=0)
     weight_decay: float = Field(1e-4, ge=0)
     schedule: Schedule = Field("linear", description="as train.schedule (the paper: inverse_sqrt)")
+    plateau_factor: float = Field(0.5, gt=0, le=1, description="schedule=plateau: learning-rate factor per bad epoch")
     warmup_steps: int = Field(20, ge=0)
     patience: int = Field(2, ge=1)
 

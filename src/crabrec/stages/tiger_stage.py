@@ -38,6 +38,7 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
             "lr": t.lr,
             "weight_decay": t.weight_decay,
             "schedule": t.schedule,
+            "plateau_factor": t.plateau_factor,
             "warmup_steps": t.warmup_steps,
             "patience": t.patience,
         }

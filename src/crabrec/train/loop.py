@@ -222,6 +222,8 @@ def train(
             state["bad_epochs"] += 1
             if cfg.schedule == "plateau":
                 state["lr_scale"] = plateau["scale"] = plateau["scale"] * cfg.plateau_factor
+                for group, base in zip(optimizer.param_groups, scheduler.base_lrs):  # from the next step on
+                    group["lr"] = base * schedule(scheduler.last_epoch)
         state["epoch"] = epoch
         state["seconds"] = time.perf_counter() - start_time
         if main:
