@@ -72,3 +72,13 @@ def test_token_residuals_follow_the_residual_recursion():
     assert np.array_equal(res[2][0], table[4])
     for level in range(2):  # residual(l) - codeword(l) = residual(l+1)
         assert np.allclose(res[level] - table[tokens[:, level]], res[level + 1])
+
+
+def test_report_says_embed_was_skipped_and_what_stage_1_clustered_on(beauty_slice, tmp_path):
+    runs = tmp_path / "runs"
+    for stage in ("evaluate", "rebalance"):
+        assert cli(["run", *ids_only_args(beauty_slice, runs), "--until", stage])[0] == 0
+    assert cli(["report", str(runs / "ids")])[0] == 0
+    report = (runs / "ids" / "report.md").read_text()
+    assert "embed (no item text: embed skipped, semantic IDs imported)" in report
+    assert "clustered on: MOR token embeddings (no item text)" in report

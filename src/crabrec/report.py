@@ -226,8 +226,13 @@ def write_report(run_dir: str | Path) -> list[Path]:
     definitions = (_maybe_json(run / "models" / "mor" / "metrics.json") or {}).get("definitions", {})
     config = (run / "config.yaml").read_text()
     stage_times = {
-        p.stem: read_json(p).get("seconds") for p in sorted((run / "stages").glob("*.json")) if p.stem != "report"
+        _stage_label(p.stem, read_json(p)): read_json(p).get("seconds")
+        for p in sorted((run / "stages").glob("*.json"))
+        if p.stem != "report"
     }
+    vectors = (_maybe_json(run / "stages" / "rebalance.json") or {}).get("summary", {}).get("vectors")
+    if rebalance and vectors:
+        rebalance = f"clustered on: {vectors}\n{rebalance}"
     missing = [label for label, model in ROWS if model not in {r["model"] for r in rows}]
     data = {"table": rows, "exposure": exposure, "token_groups": tokens, "stage_seconds": stage_times}
     write_json(run / "report_data.json", data)
@@ -238,6 +243,12 @@ def write_report(run_dir: str | Path) -> list[Path]:
     write_text(run / "report.md", md)
     write_text(run / "report.html", _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times))
     return [run / "report.md", run / "report.html"]
+
+
+def _stage_label(name: str, state: dict) -> str:
+    """A stage's row label in the wall-clock table; a skipped stage says why (e.g. embed on ids-only data)."""
+    skipped = state.get("summary", {}).get("skipped")
+    return f"{name} ({skipped})" if skipped else name
 
 
 TITLES = {
