@@ -62,8 +62,13 @@ def model_residuals(ctx: RunContext, codebook) -> list:
 
 
 def needs_model_vectors(ctx: RunContext) -> tuple[str, ...]:
-    """Stage 1 clusters on text residuals when the codebook has them, else on the trained MOR's embeddings."""
-    return () if ctx.path("sid", "codebook.residuals.npz").is_file() else ("train",)
+    """Stage 1 clusters on text residuals when the codebook has them, else on the trained MOR's embeddings.
+
+    Decided from the codebook on disk, which ``ensure`` has built before it asks; before one exists, text is assumed.
+    """
+    codebook = ctx.path("sid", "codebook.json")
+    without = codebook.is_file() and not ctx.path("sid", "codebook.residuals.npz").is_file()
+    return ("train",) if without else ()
 
 
 REBALANCE_STAGE = Stage(
