@@ -3,6 +3,7 @@
 # with a wall-clock budget (train.max_minutes) and a schedule that needs no epoch count; the variant to report is
 # picked by its best validation NDCG@10, never by test. Usage:
 #   bash scripts/beauty_grid.sh [DATA_DIR] [MINUTES] [VARIANT ...]      (default: ../shared/datasets/amazon14_beauty_ids 8)
+# CRAB=".venv/bin/crabrec" picks the command (default: python -m crabrec); LOGS=DIR where the per-variant logs go.
 set -euo pipefail
 DATA=${1:-../shared/datasets/amazon14_beauty_ids}
 MIN=${2:-8}
