@@ -225,11 +225,8 @@ def write_report(run_dir: str | Path) -> list[Path]:
     rebalance = (run / "crab" / "report.txt").read_text() if (run / "crab" / "report.txt").is_file() else ""
     definitions = (_maybe_json(run / "models" / "mor" / "metrics.json") or {}).get("definitions", {})
     config = (run / "config.yaml").read_text()
-    stage_times = {
-        _stage_label(p.stem, read_json(p)): read_json(p).get("seconds")
-        for p in sorted((run / "stages").glob("*.json"))
-        if p.stem != "report"
-    }
+    states = {p.stem: read_json(p) for p in sorted((run / "stages").glob("*.json")) if p.stem != "report"}
+    stage_times = {_stage_label(name, state): state.get("seconds") for name, state in states.items()}
     vectors = (_maybe_json(run / "stages" / "rebalance.json") or {}).get("summary", {}).get("vectors")
     if rebalance and vectors:
         rebalance = f"clustered on: {vectors}\n{rebalance}"

@@ -97,9 +97,8 @@ def train_decoder(
         model, tokenizer, _ = load_backbone(Path(cfg.backbone), list(codebook.sizes), ctx.cfg.seed)
         io, export = decoder_io(codebook, tokenizer), export or export_backbone(tokenizer)
     elif model is None:
-        size = DecoderSize(
-            cfg.hidden, cfg.layers, cfg.heads, cfg.ff, cfg.dropout, cfg.attention_dropout, cfg.label_smoothing
-        )
+        fields = ("hidden", "layers", "heads", "ff", "dropout", "attention_dropout", "label_smoothing")
+        size = DecoderSize(**{f: getattr(cfg, f) for f in fields})
         model = build_decoder(N_SPECIAL + codebook.vocab_size, size, seed=ctx.cfg.seed)
     tokens = io.tokens
     trie = SidTrie.build(codebook)
