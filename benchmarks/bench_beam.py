@@ -24,10 +24,11 @@ def main() -> None:
     ap.add_argument("--beams", default="20,50")
     ap.add_argument("--batch", type=int, default=64, help="users per search call, both paths (evaluate uses 64)")
     args = ap.parse_args()
+    from crabrec.config import TrainConfig
     from crabrec.decode.beam import beam_search
     from crabrec.decode.reference import allowed_prefixes, hf_constrained_beams
     from crabrec.decode.trie import SidTrie
-    from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder, encode_rows, item_tokens
+    from crabrec.models.decoder import N_SPECIAL, build_decoder, encode_rows, item_tokens
     from crabrec.sid.codebook import Codebook
 
     rng = np.random.default_rng(0)
@@ -44,7 +45,7 @@ def main() -> None:
     else:
         codes = np.unique(rng.integers(0, 256, (2420, 3)), axis=0)
         cb = Codebook(codes=codes, sizes=[256] * 3, item_ids=[str(i) for i in range(len(codes))])
-        model = build_decoder(N_SPECIAL + cb.vocab_size, DecoderSize(), seed=0)
+        model = build_decoder(N_SPECIAL + cb.vocab_size, TrainConfig(), seed=0)
         hist = rng.integers(0, cb.n_items, (args.users, 10))
         length = rng.integers(1, 11, args.users)
         source = "random default-size decoder, 3 x 256 codebook"

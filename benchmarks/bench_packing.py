@@ -27,11 +27,11 @@ def main() -> None:
     from crabrec.config import load_config
     from crabrec.data import compute_popularity, load_dataset, make_splits
     from crabrec.embed import encode, item_texts
-    from crabrec.pipeline import RunContext
+    from crabrec.models.backbone import decoder_io
+    from crabrec.models.decoder import N_SPECIAL, build_decoder
     from crabrec.sid.build import build_codebook
     from crabrec.sid.codebook import Codebook
-    from crabrec.stages import registry
-    from crabrec.stages.model_stages import train_decoder
+    from crabrec.train.decoder import train_decoder
 
     tmp = Path(tempfile.mkdtemp())
     cfg = load_config(overrides={"runs_dir": str(tmp), "name": "bench", "train": {"epochs": args.epochs}})
@@ -48,10 +48,10 @@ def main() -> None:
         return time_steps(cfg, splits, cb, args.steps)
     rows = []
     for packing in ("rows", "packed"):
-        run_cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"packing": packing})})
-        ctx = RunContext(cfg=run_cfg, stages=registry())
+        train_cfg = cfg.train.model_copy(update={"packing": packing})
+        model = build_decoder(N_SPECIAL + cb.vocab_size, train_cfg, seed=cfg.seed)
         t = time.perf_counter()
-        summary = train_decoder(ctx, cb, tmp / packing)
+        summary = train_decoder(model, decoder_io(cb), cb, splits, train_cfg, tmp / packing, cfg.seed)
         rows.append((packing, summary["seconds_per_epoch"], summary["best_valid_ndcg@10"], time.perf_counter() - t))
     print(f"Office: {len(splits.train):,} training rows, {ds.n_users:,} users, {np.sum(pop.freq > 0):,} target items")
     print("| form | seconds / epoch | vs rows | valid NDCG@10 after", args.epochs, "epoch(s) |")
@@ -63,8 +63,9 @@ def main() -> None:
 def time_steps(cfg, splits, cb, steps: int) -> None:
     import torch
 
-    from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder, item_tokens
-    from crabrec.stages.model_stages import decoder_loss, make_batcher, packed_batcher
+    from crabrec.config import TrainConfig
+    from crabrec.models.decoder import N_SPECIAL, build_decoder, item_tokens
+    from crabrec.train.decoder import decoder_loss, packed_batcher, row_batcher
     from crabrec.train.loop import batches
 
     torch.set_num_threads(2)
@@ -72,12 +73,12 @@ def time_steps(cfg, splits, cb, steps: int) -> None:
     out = []
     for packing in ("rows", "packed"):
         if packing == "rows":
-            make = make_batcher(splits.train, tokens)
+            make = row_batcher(splits.train, tokens)
             plan = list(batches(len(splits.train), cfg.train.batch_size, 0, 1))
         else:
-            _, make, plan_fn = packed_batcher(splits.train, tokens, cfg.data.max_history, cfg.train, 0)
+            _, make, plan_fn = packed_batcher(splits.train, tokens, cfg.train.batch_size, 0)
             plan = plan_fn(1)
-        model = build_decoder(N_SPECIAL + cb.vocab_size, DecoderSize(), seed=0)
+        model = build_decoder(N_SPECIAL + cb.vocab_size, TrainConfig(), seed=0)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         tokens_seen = 0
         picks = np.random.default_rng(0).choice(len(plan), steps + 3, replace=False)

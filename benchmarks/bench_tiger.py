@@ -39,21 +39,27 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--layers", type=int, default=1)
     args = ap.parse_args()
-    from crabrec.config import TrainConfig
+    from crabrec.config import TigerSection, TrainConfig
     from crabrec.data.dataset import Splits
-    from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder, item_tokens
-    from crabrec.models.tiger import TigerSize, build_tiger, encode_inputs, make_labels, tiger_loss
+    from crabrec.models.decoder import N_SPECIAL, build_decoder, item_tokens
+    from crabrec.models.tiger import build_tiger, encode_inputs, make_labels, tiger_loss
     from crabrec.sid.codebook import Codebook
-    from crabrec.stages.model_stages import decoder_loss, packed_batcher
+    from crabrec.train.decoder import decoder_loss, packed_batcher
     from crabrec.train.loop import batches, length_bucketed
 
     cb = Codebook.load(args.run / "sid" / "codebook.json")
     train = Splits.load(args.run / "data" / "splits.npz").train
     tokens = item_tokens(cb.token_ids())
     seed = 0
-    mor = build_decoder(N_SPECIAL + cb.vocab_size, DecoderSize(128, args.layers, 4, 512), seed=seed)
-    _, make_packed, plan_packed = packed_batcher(train, tokens, 10, TrainConfig(batch_size=128), seed)
-    tiger = build_tiger(cb.vocab_size, TigerSize(128, args.layers, 4, 32, 512, 0.1, 2000), seed=seed)
+    mor = build_decoder(
+        N_SPECIAL + cb.vocab_size, TrainConfig(hidden=128, layers=args.layers, heads=4, ff=512), seed=seed
+    )
+    _, make_packed, plan_packed = packed_batcher(train, tokens, 128, seed)
+    tiger = build_tiger(
+        cb.vocab_size,
+        TigerSection(d_model=128, layers=args.layers, heads=4, d_kv=32, ff=512, dropout=0.1, user_bins=2000),
+        seed=seed,
+    )
 
     def make_tiger(rows):
         ids, mask = encode_inputs(tiger.config, train.user[rows], train.history[rows], train.length[rows], tokens)

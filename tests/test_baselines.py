@@ -9,8 +9,9 @@ import torch
 from crabrec.baselines import d2lr, reweight
 from crabrec.baselines.rerank import choose_alpha, group_penalty, item_penalty, rerank
 from crabrec.baselines.weighted import weighted_loss
+from crabrec.config import TrainConfig
 from crabrec.data.dataset import Samples
-from crabrec.models.decoder import DecoderSize, build_decoder, encode_rows, label_targets, target_loss
+from crabrec.models.decoder import build_decoder, encode_rows, label_targets, target_loss
 from crabrec.models.packing import build_chains, pack_batch
 
 
@@ -47,7 +48,7 @@ def test_d2lr_weights_decay_with_position_and_clip():
 def tiny():
     rng = np.random.default_rng(1)
     tokens = rng.integers(2, 20, (12, 3))
-    model = build_decoder(20, DecoderSize(hidden=16, layers=1, heads=2, ff=32), seed=0)
+    model = build_decoder(20, TrainConfig(hidden=16, layers=1, heads=2, ff=32), seed=0)
     hist = [list(rng.integers(0, 12, rng.integers(1, 5))) for _ in range(6)]
     return model, tokens, samples(hist, list(rng.integers(0, 12, 6)))
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from crabrec.config import CrabConfig
+from crabrec.config import CrabConfig, TrainConfig
 from crabrec.crab.alignment import alignment_loss, expand_embeddings, hierarchy, remap_tokens
 from crabrec.crab.finetune import crab_loss, prepare_trainable
 from crabrec.crab.rebalance import RebalanceConfig, rebalance
-from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder, encode_rows, item_tokens
+from crabrec.models.decoder import N_SPECIAL, build_decoder, encode_rows, item_tokens
 from crabrec.sid.codebook import Codebook
 
 
@@ -28,7 +28,7 @@ def setup():
     cb.residuals = [rng.normal(size=(n, 4)).astype(np.float32) for _ in range(3)]
     freq = rng.integers(0, 30, n)
     out = rebalance(cb, freq, RebalanceConfig(ratio=0.34, seed=0), progress=False)
-    model = build_decoder(N_SPECIAL + cb.vocab_size, DecoderSize(hidden=16, layers=1, heads=2, ff=32), seed=0)
+    model = build_decoder(N_SPECIAL + cb.vocab_size, TrainConfig(hidden=16, layers=1, heads=2, ff=32), seed=0)
     return cb, out, model
 
 

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
+from crabrec.config import TrainConfig
 from crabrec.decode.beam import beam_search
 from crabrec.decode.reference import allowed_prefixes, hf_constrained_beams
 from crabrec.decode.trie import SidTrie
-from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder, encode_rows, item_tokens
+from crabrec.models.decoder import N_SPECIAL, build_decoder, encode_rows, item_tokens
 from crabrec.sid.codebook import Codebook
 
 
@@ -17,7 +18,7 @@ def random_setup(seed: int, n: int = 60, k: int = 8, levels: int = 3):
     rng = np.random.default_rng(seed)
     codes = np.unique(rng.integers(0, k, (n, levels)), axis=0)
     cb = Codebook(codes=codes, sizes=[k] * levels, item_ids=[str(i) for i in range(len(codes))])
-    model = build_decoder(N_SPECIAL + cb.vocab_size, DecoderSize(hidden=32, layers=2, heads=2, ff=64), seed=seed)
+    model = build_decoder(N_SPECIAL + cb.vocab_size, TrainConfig(hidden=32, layers=2, heads=2, ff=64), seed=seed)
     model.eval()
     return rng, cb, model
 
@@ -91,13 +92,14 @@ def test_shared_prefix_steps_match_hf_forward_steps(arch, kv_heads):
 
 @pytest.mark.parametrize("seed,beam", [(3, 10), (4, 20)])
 def test_seq2seq_beam_search_matches_hf_generate(seed, beam):
+    from crabrec.config import TigerSection
     from crabrec.decode.beam import seq2seq_beam_search
-    from crabrec.models.tiger import TigerSize, build_tiger, encode_inputs
+    from crabrec.models.tiger import build_tiger, encode_inputs
 
     rng = np.random.default_rng(seed)
     codes = np.unique(rng.integers(0, 8, (60, 3)), axis=0)
     cb = Codebook(codes=codes, sizes=[8] * 3, item_ids=[str(i) for i in range(len(codes))])
-    size = TigerSize(d_model=32, layers=2, heads=2, d_kv=16, ff=64, dropout=0.0, user_bins=10)
+    size = TigerSection(d_model=32, layers=2, heads=2, d_kv=16, ff=64, dropout=0.0, user_bins=10)
     model = build_tiger(cb.vocab_size, size, seed=seed).eval()
     trie = SidTrie.build(cb)
     tokens = item_tokens(cb.token_ids())

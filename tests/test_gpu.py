@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+from crabrec.config import TrainConfig
 from crabrec.decode.beam import beam_search
 from crabrec.decode.trie import SidTrie
-from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder, encode_rows, item_tokens, target_loss
+from crabrec.models.decoder import N_SPECIAL, build_decoder, encode_rows, item_tokens, target_loss
 from crabrec.sid.codebook import Codebook
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -19,7 +20,7 @@ def _setup(seed: int = 0):
     rng = np.random.default_rng(seed)
     codes = np.unique(rng.integers(0, 16, (300, 3)), axis=0)
     cb = Codebook(codes=codes, sizes=[16] * 3, item_ids=[str(i) for i in range(len(codes))])
-    model = build_decoder(N_SPECIAL + cb.vocab_size, DecoderSize(hidden=64, layers=2, heads=4, ff=128), seed=seed)
+    model = build_decoder(N_SPECIAL + cb.vocab_size, TrainConfig(hidden=64, layers=2, heads=4, ff=128), seed=seed)
     return rng, cb, model.eval()
 
 
@@ -62,7 +63,7 @@ def test_training_loop_runs_on_gpu(tmp_path):
 
 
 def test_saved_models_are_loaded_onto_the_gpu_for_evaluation(tmp_path):
-    from crabrec.stages.model_stages import load_generator
+    from crabrec.evaluation import load_generator
 
     _, cb, model = _setup(2)
     model.save_pretrained(tmp_path / "model")

@@ -41,7 +41,7 @@ def ids_only_args(folder: Path, runs: Path) -> list[str]:
 def test_ids_only_run_skips_embed_and_rebalances_on_model_vectors(beauty_slice, tmp_path, capsys):
     runs = tmp_path / "runs"
     args = ids_only_args(beauty_slice, runs)
-    for stage in ("evaluate", "tiger", "finetune"):
+    for stage in ("evaluate", "tiger-eval", "crab-eval"):
         assert cli(["run", *args, "--until", stage])[0] == 0
     run = runs / "ids"
     assert not (run / "embeddings.npy").exists()

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from crabrec.config import TrainConfig
 from crabrec.data.dataset import Samples
-from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder, encode_rows, target_loss
+from crabrec.models.decoder import N_SPECIAL, build_decoder, encode_rows, target_loss
 from crabrec.models.packing import build_chains, pack_batch
 
 
@@ -38,7 +39,7 @@ def test_packed_equals_rows_for_one_layer(seed):
     tokens = N_SPECIAL + rng.integers(0, 30, (20, width))
     seqs = [rng.integers(0, 20, int(rng.integers(3, 12))).tolist() for _ in range(4)]
     s = windows(seqs, h)
-    model = build_decoder(N_SPECIAL + 30, DecoderSize(hidden=16, layers=1, heads=2, ff=32), seed=seed)
+    model = build_decoder(N_SPECIAL + 30, TrainConfig(hidden=16, layers=1, heads=2, ff=32), seed=seed)
     params = list(model.parameters())
     ids, mask, labels = encode_rows(s.history, s.length, s.target, tokens)
     rows_loss = target_loss(model, ids, mask, labels)

@@ -10,7 +10,6 @@ import torch
 from crabrec.config import TrainConfig
 from crabrec.models.decoder import (
     N_SPECIAL,
-    DecoderSize,
     add_dropout,
     build_decoder,
     encode_rows,
@@ -28,7 +27,7 @@ def _batch(n: int = 8, seed: int = 0):
 
 
 def _decoder(**kw):
-    return build_decoder(N_SPECIAL + 30, DecoderSize(hidden=16, layers=2, heads=2, ff=32, **kw), seed=0)
+    return build_decoder(N_SPECIAL + 30, TrainConfig(hidden=16, layers=2, heads=2, ff=32, **kw), seed=0)
 
 
 def test_dropout_acts_in_training_only_and_leaves_weights_alone():

@@ -10,7 +10,7 @@ TRAINED = ("train", "tiger", "sasrec", "rw", "d2lr", "finetune")
 
 
 def keys(**overrides) -> dict[str, str]:
-    ctx = RunContext(cfg=load_config(overrides=overrides), stages=registry())
+    ctx = RunContext(config=load_config(overrides=overrides), stages=registry())
     return {name: ctx.key(name) for name in ctx.stages}
 
 

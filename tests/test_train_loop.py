@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from crabrec.config import TrainConfig
-from crabrec.models.decoder import N_SPECIAL, DecoderSize, build_decoder, encode_rows, item_tokens, target_loss
+from crabrec.models.decoder import N_SPECIAL, build_decoder, encode_rows, item_tokens, target_loss
 from crabrec.train.loop import train
 
 
 def _run(tmp_path, epochs: int, fingerprint: str, fresh: bool = False) -> tuple[int, list[dict]]:
     rng = np.random.default_rng(0)
     tokens = item_tokens(np.arange(30).reshape(10, 3))
-    model = build_decoder(N_SPECIAL + 30, DecoderSize(hidden=16, layers=1, heads=2, ff=32), seed=0)
+    model = build_decoder(N_SPECIAL + 30, TrainConfig(hidden=16, layers=1, heads=2, ff=32), seed=0)
     hist, length, target = rng.integers(0, 10, (32, 4)), rng.integers(1, 5, 32), rng.integers(0, 10, 32)
     steps = []
 

@@ -12,11 +12,13 @@ import typer
 from crabrec.config import RunConfig, deep_merge, load_config, parse_overrides
 from crabrec.errors import CrabError
 
+APP_HELP = (
+    "crabrec: generative recommendation with semantic IDs and CRAB codebook rebalancing.\n\n"
+    "Stages: {stages}. `crabrec run` runs them all on the embedded Office dataset (or --config); "
+    "`crabrec methods` lists the compared methods."
+)
 app = typer.Typer(
-    help="crabrec: generative recommendation with semantic IDs and CRAB codebook rebalancing.\n\n"
-    "Stages: data -> embed -> tokenize -> train -> evaluate -> tiger -> sasrec -> rw -> rr -> d2lr -> rebalance -> "
-    "finetune -> report. "
-    "`crabrec run` runs every available stage on the embedded Office dataset (or --config).",
+    help=APP_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -39,6 +41,24 @@ DataPathOpt = Annotated[str | None, typer.Option("--data", help="Dataset path (d
 FormatOpt = Annotated[str | None, typer.Option("--format", help="auto|lcrec|minionerec|recbole|table.")]
 NameOpt = Annotated[str | None, typer.Option("--name", help="Run name: artifacts go to <runs_dir>/<name>/.")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for every random choice.")]
+# Help texts that list registered methods or stages are filled in from the registries when the CLI starts.
+ANY_METHOD = typer.Option("--model", "--method", help="")
+TRAINED_METHOD = typer.Option("--method", "--model", help="")
+UNTIL = typer.Option("--until", help="")
+FORCE_STAGES = typer.Option("--force", help="")
+
+
+def refresh_help() -> None:
+    """Fill the help texts that name methods and stages from the registries (so a registered method shows up)."""
+    from crabrec.methods import methods
+    from crabrec.stages import registry
+
+    stages = list(registry())
+    ANY_METHOD.help = "One of: " + ", ".join(m.name for m in methods()) + "."
+    TRAINED_METHOD.help = "One of: " + ", ".join(m.name for m in methods() if m.trains) + "."
+    UNTIL.help = "Stop after this stage (and what it needs): " + ", ".join(stages) + "."
+    FORCE_STAGES.help = "Re-run this stage even if cached (repeatable): " + ", ".join(stages) + "."
+    app.info.help = APP_HELP.format(stages=" -> ".join(stages))
 
 
 def build_config(config: str | None, preset: str | None, sets: list[str] | None, **flags: Any) -> RunConfig:
@@ -85,28 +105,25 @@ def run(
     data_format: FormatOpt = None,
     name: NameOpt = None,
     seed: SeedOpt = None,
-    force: Annotated[list[str] | None, typer.Option("--force", help="Re-run this stage even if cached.")] = None,
-    until: Annotated[str | None, typer.Option("--until", help="Stop after this stage (and what it needs).")] = None,
+    force: Annotated[list[str] | None, FORCE_STAGES] = None,
+    until: Annotated[str | None, UNTIL] = None,
 ) -> None:
-    """Run every stage (cached stages are skipped): data -> ... -> CRAB -> report."""
+    """Run every stage (cached stages are skipped): data -> ... -> every method -> report."""
     from crabrec.pipeline import RunContext
-    from crabrec.stages import missing, preflight, registry
+    from crabrec.stages import preflight, registry
 
     cfg = build_config(config, preset, sets, data_path=data, data_format=data_format, name=name, seed=seed)
     stages = registry()
     for name_ in [*(force or []), *([until] if until else [])]:
         if name_ not in stages:
             raise CrabError(f"stage {name_!r}: expected one of {', '.join(stages)}")
-    ctx = RunContext(cfg=cfg, stages=stages, force=set(force or []))
+    ctx = RunContext(config=cfg, stages=stages, force=set(force or []))
     start = time.perf_counter()
     log.info("run %s -> %s", cfg.name, cfg.run_dir)
     ctx.ensure("data")
     preflight(ctx)
     for stage_name in [until] if until else stages:
         ctx.ensure(stage_name)
-    absent = missing()
-    if absent:
-        log.info("not available yet: %s", ", ".join(absent))
     log.info("finished in %.1fs; artifacts in %s", time.perf_counter() - start, cfg.run_dir)
 
 
@@ -138,7 +155,7 @@ def run_stage(cfg: RunConfig, stage_name: str, force: bool = False) -> dict[str,
     from crabrec.pipeline import RunContext
     from crabrec.stages import preflight, registry
 
-    ctx = RunContext(cfg=cfg, stages=registry(), force={stage_name} if force else set())
+    ctx = RunContext(config=cfg, stages=registry(), force={stage_name} if force else set())
     if stage_name not in ("data", "embed", "tokenize", "rebalance"):  # the stages that rank items
         ctx.ensure("data")
         preflight(ctx)
@@ -179,14 +196,14 @@ def tokenize(
     force: ForceOpt = False,
 ) -> None:
     """Build semantic IDs -> <run>/sid/codebook.json, and print the per-level table."""
-    from crabrec.io import read_json
+    from crabrec.runfiles import RunFiles, read_checked
     from crabrec.sid.build import format_level_table
 
     options = {"quantizer": quantizer, "levels": levels, "codebook_size": codebook_size, "import_path": import_path}
     tok = {k: v for k, v in options.items() if v is not None}
     cfg = build_config(config, preset, sets, data_path=data, name=name, tokenize=tok or None)
     run_stage(cfg, "tokenize", force)
-    typer.echo(format_level_table(read_json(cfg.run_dir / "sid" / "stats.json")))
+    typer.echo(format_level_table(read_checked(RunFiles(cfg.run_dir).sid_file("stats.json"), list)))
 
 
 @app.command()
@@ -215,13 +232,14 @@ def rebalance(
         crab["lam"] = lam
     cfg = build_config(config, preset, sets, data_path=data, name=name, crab=crab or None)
     run_stage(cfg, "rebalance", force)
-    typer.echo((cfg.run_dir / "crab" / "report.txt").read_text().rstrip())
+    from crabrec.runfiles import RunFiles
+
+    typer.echo(RunFiles(cfg.run_dir).sid_file("report.txt", rebalanced=True).read_text().rstrip())
 
 
 RunDirArg = Annotated[
     str | None, typer.Argument(help="An existing run directory (its config.yaml is used); default: from the config.")
 ]
-METHODS = {"mor": "train", "tiger": "tiger", "sasrec": "sasrec", "rw": "rw", "d2lr": "d2lr"}
 
 
 def config_for(run_dir: str | None, config: str | None, preset: str | None, sets: list[str] | None, **flags: Any):
@@ -238,9 +256,9 @@ def config_for(run_dir: str | None, config: str | None, preset: str | None, sets
 
 
 def _print_metrics(cfg: RunConfig, model: str) -> None:
-    from crabrec.io import read_json
+    from crabrec.runfiles import RunFiles
 
-    m = read_json(cfg.run_dir / "models" / model / "metrics.json")
+    m = RunFiles(cfg.run_dir).load_metrics(model) or {}
     keys = ("HR@10", "NDCG@10", "MGU@10", "DGU@10", "popular_share@10")
     typer.echo(f"{model}: " + ", ".join(f"{k} {m[k]:.4f}" for k in keys if k in m))
 
@@ -251,24 +269,24 @@ def train(
     config: ConfigOpt = None,
     preset: PresetOpt = None,
     sets: SetOpt = None,
-    method: Annotated[str, typer.Option("--method", "--model", help="mor | tiger | sasrec | rw | d2lr.")] = "mor",
+    method: Annotated[str, TRAINED_METHOD] = "mor",
     backbone: Annotated[
         str | None, typer.Option(help="MOR on a local Hugging Face causal LM (LoRA), e.g. from `backbone import-gguf`.")
     ] = None,
     force: ForceOpt = False,
 ) -> None:
-    """Train one model (and the stages it needs), evaluate it on the test rows, print its metrics."""
-    if method not in METHODS:
-        raise CrabError(f"--method {method!r}: expected one of {', '.join(METHODS)}")
+    """Train one method (and the stages it needs), evaluate it on the test rows, print its metrics."""
+    from crabrec.methods import get
+
+    chosen = get(method, trained=True)
     if backbone and method != "mor":
-        raise CrabError(f"--backbone: only for --model mor (got --model {method})")
+        raise CrabError(f"--backbone: only for --method mor (got --method {method})")
     if backbone:
         sets = [*(sets or []), f"train.backbone={backbone}"]
     cfg = config_for(run_dir, config, preset, sets)
-    run_stage(cfg, METHODS[method], force)
-    if method == "mor":
-        run_stage(cfg, "evaluate")
-    _print_metrics(cfg, method)
+    run_stage(cfg, chosen.trains or chosen.evaluates, force)
+    run_stage(cfg, chosen.evaluates)
+    _print_metrics(cfg, chosen.name)
 
 
 @backbone_app.command("import-gguf")
@@ -296,35 +314,20 @@ def evaluate(
     config: ConfigOpt = None,
     preset: PresetOpt = None,
     sets: SetOpt = None,
-    model: Annotated[str, typer.Option(help="mor | tiger | sasrec | rw | d2lr | crab.")] = "mor",
-    rerank: Annotated[str | None, typer.Option(help="rr: IFairLRS re-ranking of the base model's beams.")] = None,
+    model: Annotated[str, ANY_METHOD] = "mor",
+    rerank: Annotated[str | None, typer.Option(help="rr: the same as --model rr.")] = None,
     force: ForceOpt = False,
 ) -> None:
-    """Test metrics (metrics.json + rankings.parquet) of a trained model; --force re-runs the evaluation only."""
-    from crabrec.pipeline import RunContext
-    from crabrec.sid.codebook import Codebook
-    from crabrec.stages import registry
-    from crabrec.stages.model_stages import evaluate_model
+    """Test metrics (metrics.json + rankings.parquet) of a method, training it first if needed; --force re-runs the
+    evaluation only (the trained model is kept)."""
+    from crabrec.methods import get
 
     if rerank not in (None, "rr"):
         raise CrabError(f"--rerank {rerank!r}: expected rr")
-    if model not in (*METHODS, "crab"):
-        raise CrabError(f"--model {model!r}: expected one of {', '.join([*METHODS, 'crab'])}")
+    chosen = get(rerank or model)
     cfg = config_for(run_dir, config, preset, sets)
-    if rerank:
-        run_stage(cfg, "rr", force)
-        _print_metrics(cfg, "rr")
-        return
-    stage = {"mor": "evaluate", "crab": "finetune"}.get(model, METHODS.get(model))
-    ctx = RunContext(cfg=cfg, stages=registry())
-    run_stage(cfg, stage)
-    if force and model == "mor":
-        ctx.force.add("evaluate")
-        ctx.ensure("evaluate")
-    elif force and model != "sasrec":
-        codebook = "crab" if model == "crab" else "sid"
-        evaluate_model(ctx, ctx.path("models", model), Codebook.load(ctx.path(codebook, "codebook.json")))
-    _print_metrics(cfg, model)
+    run_stage(cfg, chosen.evaluates, force)
+    _print_metrics(cfg, chosen.name)
 
 
 @app.command()
@@ -339,9 +342,17 @@ def finetune(
     """CRAB stage 2 on the trained base model (runs rebalance first if needed), then evaluates it."""
     if method != "crab":
         raise CrabError(f"--method {method!r}: expected crab")
-    cfg = config_for(run_dir, config, preset, sets)
-    run_stage(cfg, "finetune", force)
-    _print_metrics(cfg, "crab")
+    train(run_dir, config, preset, sets, method="crab", backbone=None, force=force)
+
+
+@app.command("methods")
+def list_methods() -> None:
+    """The compared methods: name, Table 1 label, stages, config section and frontier knob."""
+    from crabrec.methods import methods
+
+    for m in methods():
+        stages = " -> ".join(s.name for s in m.stages)
+        typer.echo(f"{m.name:8s} {m.label:24s} stages: {stages}; settings: {m.section}; knob: {m.knob or '-'}")
 
 
 @app.command()
@@ -370,13 +381,15 @@ def analyze(
     """The paper's CRAB analyses on a finished run: ratio sweep 5-20% (Fig. 3 left), top-5% split at one level
     (Fig. 3 right), γ sweep and LoRA on/off (Fig. 4), token-popularity GU (tokens). Writes a table and a PNG under
     <run>/analysis/."""
-    from crabrec.crab import analysis as an
+    from crabrec import analyses as an
 
     choices = ("ratio", "levels", "gamma", "lora", "tokens")
     if analysis not in choices:
         raise CrabError(f"analysis {analysis!r}: expected one of {', '.join(choices)}")
     cfg = config_for(run_dir, config, preset, sets)
-    if not (cfg.run_dir / "models" / "mor" / "metrics.json").is_file():
+    from crabrec.runfiles import RunFiles
+
+    if not RunFiles(cfg.run_dir).metrics("mor").is_file():
         raise CrabError(f"{cfg.run_dir}: no evaluated base model; run `crabrec run --until evaluate` first")
     out = cfg.run_dir / "analysis" / analysis
     if analysis == "tokens":
@@ -421,15 +434,15 @@ def sid_stats(
     """Per-level table: used codes, collisions, parents per token, max/mean P, Gini, top-5% share."""
     import numpy as np
 
-    from crabrec.io import load_npz
+    from crabrec.runfiles import RunFiles
     from crabrec.sid.build import format_level_table
     from crabrec.sid.codebook import Codebook
 
     cfg = build_config(config, preset, sets, data_path=data, name=name)
-    path = codebook or str(cfg.run_dir / "sid" / "codebook.json")
+    files = RunFiles(cfg.run_dir)
+    path = codebook or str(files.codebook())
     cb = Codebook.load(path)
-    pop_path = cfg.run_dir / "data" / "popularity.npz"
-    freq = load_npz(pop_path)["freq"] if pop_path.is_file() else None
+    freq = files.load_popularity().freq if files.popularity.is_file() else None
     if freq is not None and len(freq) != cb.n_items:
         raise CrabError(f"{path}: codebook has {cb.n_items} items but the run's data has {len(freq)}")
     typer.echo(
@@ -442,6 +455,7 @@ def sid_stats(
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit code 2."""
     _setup_logging()
+    refresh_help()
     try:
         app(args=argv, prog_name="crabrec", standalone_mode=True)
     except CrabError as exc:

@@ -15,6 +15,11 @@ PRESETS = ("quick", "paper")
 Schedule = Literal["linear", "cosine", "plateau", "inverse_sqrt"]
 
 
+def speed_only(default: Any, **kw: Any) -> Any:
+    """A setting that changes how fast a stage runs, never what it produces: left out of every stage's cache key."""
+    return Field(default, json_schema_extra={"speed_only": True}, **kw)
+
+
 class Strict(BaseModel):
     """Base model: unknown keys are errors, assignments are validated."""
 
@@ -48,7 +53,7 @@ class EmbedConfig(Strict):
     fields: list[str] = Field(default_factory=lambda: ["title", "description"])
     template: str | None = Field(None, description="e.g. '{title}. {brand}'; overrides `fields`")
     max_chars: int = Field(2000, ge=16, description="texts are cut to this many characters")
-    batch_size: int = Field(64, ge=1)
+    batch_size: int = speed_only(64, ge=1, description="texts per encoder batch")
     normalize: bool = True
     device: str = "cpu"
 
@@ -71,19 +76,9 @@ class TokenizeConfig(Strict):
     rqvae_beta: float = Field(0.25, ge=0)
 
 
-class TrainConfig(Strict):
-    """The MOR-style decoder and its training loop (shared by every method)."""
+class LoopConfig(Strict):
+    """The training loop every trained method shares (each method's section carries its own copy of these)."""
 
-    hidden: int = Field(128, ge=8)
-    layers: int = Field(2, ge=1)
-    heads: int = Field(4, ge=1)
-    ff: int = Field(512, ge=8)
-    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on token embeddings and residual branches")
-    attention_dropout: float = Field(0.0, ge=0, lt=1, description="dropout on attention probabilities")
-    label_smoothing: float = Field(0.0, ge=0, lt=1, description="label smoothing of the training cross-entropy")
-    packing: Literal["rows", "packed"] = Field(
-        "packed", description="packed: one sequence per user with a window mask (~8x faster); rows: one per sample"
-    )
     epochs: int = Field(3, ge=1)
     batch_size: int = Field(128, ge=1, description="rows per step (packed: users per step scaled to match)")
     grad_accum: int = Field(1, ge=1)
@@ -98,18 +93,33 @@ class TrainConfig(Strict):
     )
     plateau_factor: float = Field(0.5, gt=0, le=1, description="schedule=plateau: learning-rate factor per bad epoch")
     patience: int = Field(2, ge=1, description="early stopping on validation NDCG@10 after this many bad epochs")
-    valid_samples: int = Field(1000, ge=1, description="validation rows used for NDCG@10 each epoch")
     max_minutes: float | None = Field(
         None, gt=0, description="wall-clock budget: stop after the epoch that reaches it (the best epoch is kept)"
     )
-    valid_beam: int = Field(20, ge=1)
-    threads: int = Field(0, ge=0, description="torch threads (0 = leave as is)")
+
+
+class TrainConfig(LoopConfig):
+    """The MOR-style decoder, its training loop and the validation every trained method uses."""
+
+    hidden: int = Field(128, ge=8)
+    layers: int = Field(2, ge=1)
+    heads: int = Field(4, ge=1)
+    ff: int = Field(512, ge=8)
+    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on token embeddings and residual branches")
+    attention_dropout: float = Field(0.0, ge=0, lt=1, description="dropout on attention probabilities")
+    label_smoothing: float = Field(0.0, ge=0, lt=1, description="label smoothing of the training cross-entropy")
+    packing: Literal["rows", "packed"] = Field(
+        "packed", description="packed: one sequence per user with a window mask (~8x faster); rows: one per sample"
+    )
+    valid_samples: int = Field(1000, ge=1, description="validation rows used for NDCG@10 each epoch (every method)")
+    valid_beam: int = Field(20, ge=1, description="beam width of the per-epoch validation (generative methods)")
+    threads: int = speed_only(0, ge=0, description="torch threads for every stage (0 = leave as is)")
     backbone: str | None = Field(
         None, description="a local Hugging Face causal-LM folder: LoRA fine-tune it instead of the from-scratch decoder"
     )
 
 
-class SASRecSection(Strict):
+class SASRecSection(LoopConfig):
     """SASRec baseline (item ids, full ranking)."""
 
     hidden: int = Field(64, ge=8)
@@ -119,11 +129,12 @@ class SASRecSection(Strict):
     loss: Literal["ce", "bce"] = "ce"
     epochs: int = Field(30, ge=1)
     batch_size: int = Field(256, ge=1)
-    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    warmup_steps: int = Field(0, ge=0)
     patience: int = Field(3, ge=1)
 
 
-class TigerSection(Strict):
+class TigerSection(LoopConfig):
     """TIGER baseline: T5 encoder-decoder from scratch (paper sizes: d_model 128, 4+4 layers, 6×64 heads, FFN 1024)."""
 
     d_model: int = Field(128, ge=8)
@@ -133,26 +144,20 @@ class TigerSection(Strict):
     ff: int = Field(1024, ge=8)
     dropout: float = Field(0.1, ge=0, lt=1)
     user_bins: int = Field(2000, ge=0, description="hashed user tokens prepended to the encoder input (0 = none)")
-    epochs: int = Field(3, ge=1)
     batch_size: int = Field(256, ge=1)
-    lr: float = Field(1e-3, gt=0)
     weight_decay: float = Field(1e-4, ge=0)
-    schedule: Schedule = Field("linear", description="as train.schedule (the paper: inverse_sqrt)")
-    plateau_factor: float = Field(0.5, gt=0, le=1, description="schedule=plateau: learning-rate factor per bad epoch")
-    warmup_steps: int = Field(20, ge=0)
-    patience: int = Field(2, ge=1)
 
 
 class EvalConfig(Strict):
     beam: int = Field(20, ge=1, description="beam width = length of the ranked list")
-    batch_size: int = Field(64, ge=1)
+    batch_size: int = speed_only(64, ge=1, description="test rows per decoding batch")
     ks: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 20])
     fairness_ks: list[int] = Field(default_factory=lambda: [1, 5, 10, 20])
     max_samples: int | None = Field(None, ge=1, description="evaluate only the first N test rows")
 
 
 class CrabConfig(Strict):
-    """CRAB stage 1 (rebalance) settings; stage 2 settings join here with fine-tuning."""
+    """CRAB: stage 1 (rebalance: ratio … exact_limit) and stage 2 (fine-tune: gamma … init_noise)."""
 
     ratio: float | list[float] = Field(0.10, description="share of used tokens split per level (or one per level)")
     levels: list[int] | None = Field(None, description="semantic levels to rebalance (0-based); None = all")
@@ -174,7 +179,7 @@ class CrabConfig(Strict):
 
 
 class BaselinesConfig(Strict):
-    """Debiasing baselines on the MOR backbone (METHOD_SPEC §5)."""
+    """Debiasing baselines on the MOR backbone (docs/METHOD.md, "Baselines")."""
 
     d2lr_alpha: float = Field(0.5, ge=0, lt=1, description="D²LR position decay α of the token propensities")
     d2lr_clip: float = Field(50.0, gt=0, description="D²LR upper clip of the IPS weights")
@@ -214,6 +219,34 @@ class RunConfig(Strict):
     @property
     def run_dir(self) -> Path:
         return Path(self.runs_dir) / self.name
+
+
+def leaf_keys(model: type[BaseModel] = RunConfig, prefix: str = "") -> dict[str, Any]:
+    """Every setting as ``dotted.key -> FieldInfo`` (sections are walked, not listed)."""
+    out: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        kind = info.annotation
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            out.update(leaf_keys(kind, f"{prefix}{name}."))
+        else:
+            out[f"{prefix}{name}"] = info
+    return out
+
+
+def is_speed_only(key: str) -> bool:
+    """Whether ``key`` (dotted) only changes speed (see :func:`speed_only`)."""
+    info = leaf_keys().get(key)
+    return bool(info is not None and (info.json_schema_extra or {}).get("speed_only"))
+
+
+class Overlay:
+    """Read ``fields`` from ``top`` and everything else from ``base`` (e.g. CRAB's lr/epochs over MOR's loop)."""
+
+    def __init__(self, base: Any, top: Any, fields: tuple[str, ...]) -> None:
+        self._base, self._top, self._fields = base, top, fields
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._top if name in self._fields else self._base, name)
 
 
 def preset_dict(name: str) -> dict[str, Any]:

@@ -1,4 +1,9 @@
-"""Stage orchestration: each stage is keyed by its config sections and its inputs' keys, and skipped when cached.
+"""Stage orchestration: a stage is keyed by the settings it reads and its inputs' keys, and skipped when cached.
+
+Each stage declares the settings it reads (``Stage.reads``: dotted keys, or a whole section). While it runs it sees
+the config through a :class:`ConfigView` that refuses anything undeclared and records what was read, so the cache
+key (a hash of the declared settings, minus speed-only ones, and of the inputs' keys) covers exactly what can change
+its result. Every stage starts from the same random state: Python, NumPy and torch are seeded at its start.
 
 A stage writes its artifacts under the run directory and then a small state file ``stages/<name>.json`` (atomically,
 last), so a run killed at any point resumes from the last finished stage.
@@ -14,51 +19,118 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
-from crabrec.config import RunConfig
-from crabrec.io import read_json, sha256_of, write_json, write_text
+from crabrec.config import RunConfig, is_speed_only, leaf_keys
+from crabrec.io import sha256_of, write_json, write_text
+from crabrec.runfiles import RunFiles
 
 log = logging.getLogger("crabrec")
+
+# Where a run lives: never part of a result, readable by every stage.
+LOCATION = frozenset({"name", "runs_dir", "run_dir", "preset"})
 
 
 @dataclass
 class Stage:
-    """One step of the experiment: ``fn(ctx)`` writes ``artifacts`` and returns a JSON summary."""
+    """One step of the experiment: ``fn(ctx)`` writes ``artifacts`` and returns a JSON summary.
+
+    ``reads`` lists the settings ``fn`` may read: dotted keys (``train.lr``), whole sections (``tiger``) or ``seed``.
+    """
 
     name: str
     fn: Callable[[RunContext], dict[str, Any]]
-    sections: tuple[str, ...]
+    reads: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
     artifacts: tuple[str, ...] = ()
     describe: str = ""
     needs_if: Callable[[RunContext], tuple[str, ...]] | None = None  # inputs that depend on what earlier stages made
 
+    def declared_keys(self) -> set[str]:
+        """Every setting this stage may read, sections expanded to their keys."""
+        keys = leaf_keys()
+        out = set()
+        for read in self.reads:
+            if read in keys:
+                out.add(read)
+            else:
+                matched = {k for k in keys if k.startswith(read + ".")}
+                if not matched:
+                    raise ValueError(f"stage {self.name}: reads {read!r}, which is no setting or section")
+                out |= matched
+        return out
+
+
+class UndeclaredRead(RuntimeError):
+    """A stage read a setting it does not declare: its cache key would miss it (a bug in the stage)."""
+
+
+class ConfigView:
+    """Attribute access to a config (or one of its sections) limited to ``allowed`` keys; reads go into ``seen``."""
+
+    def __init__(self, node: BaseModel, allowed: set[str], seen: set[str], stage: str, prefix: str = "") -> None:
+        self._node, self._allowed, self._seen, self._stage, self._prefix = node, allowed, seen, stage, prefix
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        value = getattr(self._node, name)
+        key = self._prefix + name
+        if isinstance(value, BaseModel):
+            return ConfigView(value, self._allowed, self._seen, self._stage, key + ".")
+        if key in LOCATION:
+            return value
+        if key not in self._allowed:
+            raise UndeclaredRead(f"stage {self._stage!r} read {key!r}, which its Stage.reads does not declare")
+        self._seen.add(key)
+        return value
+
 
 @dataclass
 class RunContext:
-    cfg: RunConfig
+    config: RunConfig
     stages: dict[str, Stage]
     force: set[str] = field(default_factory=set)
     _keys: dict[str, str] = field(default_factory=dict)
     _checked: set[str] = field(default_factory=set)
     running: str = ""  # the stage being computed (its key tags training checkpoints)
+    _view: ConfigView | None = None
+
+    @property
+    def cfg(self) -> Any:
+        """The config: inside a running stage, the view of what it declared; elsewhere the whole config."""
+        return self._view if self._view is not None else self.config
 
     @property
     def run_dir(self) -> Path:
-        return self.cfg.run_dir
+        return self.config.run_dir
+
+    @property
+    def files(self) -> RunFiles:
+        return RunFiles(self.run_dir)
 
     def path(self, *parts: str) -> Path:
         return self.run_dir.joinpath(*parts)
 
+    def settings(self, name: str) -> dict[str, Any]:
+        """The declared, result-changing settings of stage ``name`` with their values (its key's config part)."""
+        dump = self.config.model_dump(mode="json")
+        out = {}
+        for key in sorted(self.stages[name].declared_keys()):
+            if is_speed_only(key):
+                continue
+            node: Any = dump
+            for part in key.split("."):
+                node = node[part]
+            out[key] = node
+        return out
+
     def key(self, name: str) -> str:
-        """Cache key = hash of (stage name, its config sections, the seed, its inputs' keys)."""
+        """Cache key = hash of (stage name, the settings it reads, its inputs' keys)."""
         if name not in self._keys:
-            stage = self.stages[name]
-            dump = self.cfg.model_dump(mode="json")
             payload = {
                 "stage": name,
-                "seed": self.cfg.seed,
-                "config": {s: dump[s] for s in stage.sections},
+                "config": self.settings(name),
                 "inputs": {n: self.key(n) for n in self.needs(name)},
             }
             self._keys[name] = sha256_of(payload)
@@ -83,21 +155,18 @@ class RunContext:
         return {"fingerprint": self.running_key(), "fresh": self.forced}
 
     def state_path(self, name: str) -> Path:
-        return self.path("stages", f"{name}.json")
+        return self.files.state(name)
 
     def is_done(self, name: str) -> bool:
-        state = self.state_path(name)
-        if not state.is_file():
-            return False
-        try:
-            saved = read_json(state)
-        except (OSError, ValueError):
+        saved = self.files.load_state(name)
+        if saved is None:
             return False
         stage = self.stages[name]
         return saved.get("key") == self.key(name) and all(self.path(a).exists() for a in stage.artifacts)
 
     def summary(self, name: str) -> dict[str, Any]:
-        return read_json(self.state_path(name)).get("summary", {})
+        summary = (self.files.load_state(name) or {}).get("summary", {})
+        return summary if isinstance(summary, dict) else {}
 
     def ensure(self, name: str) -> dict[str, Any]:
         """Run ``name`` (after its inputs) unless a finished result with the same key exists."""
@@ -112,22 +181,45 @@ class RunContext:
                 log.info("[%s] cached (%s)", name, _one_line(summary))
             self._checked.add(name)
             return summary
+        seen: set[str] = set()
         start = time.perf_counter()
         self.running = name
-        summary = stage.fn(self)
+        self._view = ConfigView(self.config, stage.declared_keys(), seen, name)
+        try:
+            start_stage(self.config, "seed" in stage.reads)
+            summary = stage.fn(self)
+        finally:
+            self._view, self.running = None, ""
         seconds = time.perf_counter() - start
-        write_config(self.cfg)  # after success: a failing stage leaves the run directory as it was
-        write_json(self.state_path(name), {"key": self.key(name), "seconds": round(seconds, 3), "summary": summary})
+        write_config(self.config)  # after success: a failing stage leaves the run directory as it was
+        state = {"key": self.key(name), "seconds": round(seconds, 3), "summary": summary, "read": sorted(seen)}
+        write_json(self.state_path(name), state)
         log.info("[%s] done in %.1fs (%s)", name, seconds, _one_line(summary))
         self.force.discard(name)
         self._checked.add(name)
         return summary
 
 
+def start_stage(cfg: RunConfig, seeded: bool) -> None:
+    """Put the process in the same state at the start of every stage: threads, and Python/NumPy/torch seeds (the
+    run's seed for a stage that reads ``seed``, 0 for one that does not, so its result cannot depend on it)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    seed = cfg.seed if seeded else 0
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
 def write_config(cfg: RunConfig) -> None:
     """The resolved config of the run, next to its artifacts."""
     text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
-    target = cfg.run_dir / "config.yaml"
+    target = RunFiles(cfg.run_dir).config
     if not target.exists() or target.read_text() != text:
         write_text(target, text)
 

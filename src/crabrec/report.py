@@ -16,47 +16,44 @@ import numpy as np
 import pandas as pd
 
 from crabrec.errors import CrabError
-from crabrec.io import load_npz, read_json, write_json, write_text
+from crabrec.io import write_json, write_text
+from crabrec.runfiles import RunFiles
 
-# (row label, model folder, time source) in the paper's order
-ROWS = [
-    ("MOR (base)", "mor"),
-    ("TIGER", "tiger"),
-    ("SASRec", "sasrec"),
-    ("RW", "rw"),
-    ("RR", "rr"),
-    ("D²LR (reconstruction)", "d2lr"),
-    ("CRAB", "crab"),
-]
 COLUMNS = [("HR@10", "max"), ("NDCG@10", "max"), ("DGU@10", "min"), ("MGU@10", "min")]
 
 
-def model_times(run: Path, model: str) -> tuple[float | None, float | None]:
-    """(training-side seconds of the method, test inference seconds) from the stored summaries."""
-    metrics = _maybe_json(run / "models" / model / "metrics.json") or {}
-    infer = metrics.get("inference_seconds")
-    if model == "crab":
-        return (metrics.get("time") or {}).get("total_seconds"), infer
-    if model == "rr":
-        return (_maybe_json(run / "models" / "rr" / "rerank.json") or {}).get("tune_seconds"), infer
-    summary = _maybe_json(run / "models" / model / "train_summary.json") or {}
-    return summary.get("train_seconds"), infer
+def method_seconds(files: RunFiles, method) -> float | None:
+    """A method's own cost: the time of its ``cost`` stages (a training stage counts its training loop, which
+    survives a resume; any other stage its wall-clock). None when one of them has not run."""
+    total = 0.0
+    for stage in method.cost:
+        state = files.load_state(stage)
+        if state is None:
+            return None
+        summary = state.get("summary") if isinstance(state.get("summary"), dict) else {}
+        total += float(summary.get("train_seconds", state.get("seconds", 0.0)))
+    return round(total, 1)
 
 
 def table_rows(run: Path) -> list[dict[str, Any]]:
-    rows = []
-    for label, model in ROWS:
-        metrics = _maybe_json(run / "models" / model / "metrics.json")
+    """Table 1: one row per evaluated method, in the registry's order."""
+    from crabrec.methods import methods
+
+    files, rows = RunFiles(run), []
+    for method in methods():
+        metrics = files.load_metrics(method.name)
         if metrics is None:
             continue
-        train_s, infer_s = model_times(run, model)
+        missing = [c for c, _ in COLUMNS if not isinstance(metrics.get(c), (int, float))]
+        if missing:
+            raise CrabError(f"{files.metrics(method.name)}: no {', '.join(missing)}; re-run its evaluation")
         rows.append(
             {
-                "method": label,
-                "model": model,
+                "method": method.label,
+                "model": method.name,
                 **{c: metrics[c] for c, _ in COLUMNS},
-                "train_s": train_s,
-                "infer_s": infer_s,
+                "train_s": method_seconds(files, method),
+                "infer_s": metrics.get("inference_seconds"),
             }
         )
     return rows
@@ -102,7 +99,7 @@ def exposure_by_group(run: Path) -> dict[str, list[float]]:
     """GP@10 per popularity group (least → most popular) for SASRec, MOR and CRAB, plus GH (history share)."""
     out: dict[str, list[float]] = {}
     for label, model in (("SASRec", "sasrec"), ("MOR", "mor"), ("CRAB", "crab")):
-        m = _maybe_json(run / "models" / model / "metrics.json")
+        m = RunFiles(run).load_metrics(model)
         if m:
             out.setdefault("history (GH)", m["groups"]["GH"])
             out[label] = m["groups"]["GP@10"]
@@ -111,21 +108,20 @@ def exposure_by_group(run: Path) -> dict[str, list[float]]:
 
 def token_group_analysis(run: Path, k: int = 10) -> dict[str, list[dict[str, Any]]]:
     """GU of G_pop / G_neu / G_unp per level (token groups of the BASE codebook), for MOR and for CRAB."""
-    from crabrec.data.dataset import Splits
     from crabrec.metrics.token_groups import token_group_gu
-    from crabrec.sid.codebook import Codebook
 
-    if not (run / "sid" / "codebook.json").is_file():
+    files = RunFiles(run)
+    if not files.codebook().is_file():
         return {}
-    codebook = Codebook.load(run / "sid" / "codebook.json")
-    freq = load_npz(run / "data" / "popularity.npz")["freq"]
+    codebook = files.load_codebook()
+    freq = files.load_popularity().freq
     out = {}
     for label, model in (("MOR", "mor"), ("CRAB", "crab")):
-        path = run / "models" / model / "rankings.parquet"
+        path = files.rankings(model)
         if not path.is_file():
             continue
         frame = pd.read_parquet(path)
-        test = Splits.load(run / "data" / "splits.npz").test.take(frame["row"].to_numpy())
+        test = files.load_splits().test.take(frame["row"].to_numpy())
         out[label] = token_group_gu(codebook, freq, np.stack(frame["items"]), test.history_items(), k)
     return out
 
@@ -135,11 +131,11 @@ def token_popularity_curves(run: Path) -> dict[str, dict[str, list[float]]]:
     from crabrec.sid.codebook import Codebook
 
     out: dict[str, dict[str, list[float]]] = {}
-    pop = run / "data" / "popularity.npz"
-    if not pop.is_file():
+    files = RunFiles(run)
+    if not files.popularity.is_file():
         return out
-    freq = load_npz(pop)["freq"]
-    for label, path in (("before", run / "sid" / "codebook.json"), ("after CRAB", run / "crab" / "codebook.json")):
+    freq = files.load_popularity().freq
+    for label, path in (("before", files.codebook()), ("after CRAB", files.codebook(rebalanced=True))):
         if not path.is_file():
             continue
         cb = Codebook.load(path)
@@ -214,23 +210,29 @@ def figures(exposure, tokens, curves) -> dict[str, str]:
 
 def write_report(run_dir: str | Path) -> list[Path]:
     """Write ``report.md``, ``report.html`` and ``report_data.json`` into ``run_dir``; returns their paths."""
+    from crabrec.methods import methods
+    from crabrec.stages import registry
+
     run = Path(run_dir)
-    if not (run / "config.yaml").is_file():
+    if not RunFiles(run).config.is_file():
         raise CrabError(f"{run}: not a run directory (no config.yaml)")
     rows = table_rows(run)
     if not rows:
         raise CrabError(f"{run}: no evaluated model yet (no models/*/metrics.json); run `crabrec run` first")
     exposure, tokens, curves = exposure_by_group(run), token_group_analysis(run), token_popularity_curves(run)
     svgs = figures(exposure, tokens, curves)
-    rebalance = (run / "crab" / "report.txt").read_text() if (run / "crab" / "report.txt").is_file() else ""
-    definitions = (_maybe_json(run / "models" / "mor" / "metrics.json") or {}).get("definitions", {})
-    config = (run / "config.yaml").read_text()
-    states = {p.stem: read_json(p) for p in sorted((run / "stages").glob("*.json")) if p.stem != "report"}
+    files = RunFiles(run)
+    text = files.sid_file("report.txt", rebalanced=True)
+    rebalance = text.read_text() if text.is_file() else ""
+    definitions = (files.load_metrics(rows[0]["model"]) or {}).get("definitions", {})
+    config = files.config.read_text()
+    states = {name: files.load_state(name) for name in registry() if name != "report"}
+    states = {name: state for name, state in states.items() if state is not None}
     stage_times = {_stage_label(name, state): state.get("seconds") for name, state in states.items()}
-    vectors = (_maybe_json(run / "stages" / "rebalance.json") or {}).get("summary", {}).get("vectors")
+    vectors = (states.get("rebalance") or {}).get("summary", {}).get("vectors")
     if rebalance and vectors:
         rebalance = f"clustered on: {vectors}\n{rebalance}"
-    missing = [label for label, model in ROWS if model not in {r["model"] for r in rows}]
+    missing = [m.label for m in methods() if m.name not in {r["model"] for r in rows}]
     data = {"table": rows, "exposure": exposure, "token_groups": tokens, "stage_seconds": stage_times}
     write_json(run / "report_data.json", data)
     figdir = run / "report_files"
@@ -328,7 +330,3 @@ def _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times)
     out += [f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in definitions.items()]
     out.append(f"</ul><h2>Config</h2><pre>{e(config)}</pre></body></html>")
     return "\n".join(out)
-
-
-def _maybe_json(path: Path) -> Any:
-    return read_json(path) if path.is_file() else None

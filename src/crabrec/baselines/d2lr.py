@@ -1,4 +1,4 @@
-"""D²LR, training-stage debiasing (METHOD_SPEC §5.3, a RECONSTRUCTION: no official code exists).
+"""D²LR, training-stage debiasing (docs/METHOD.md, "Baselines"; a RECONSTRUCTION: no official code exists).
 
 Token-level inverse-propensity weights with position decay on the target's SID tokens:
 ``p_y = max(f_y, 1) / max_j f_j``, ``ρ_{y,t} = max(p_y (1 − α t/T), 1e-6)`` for ``t = 1..T``,
@@ -20,13 +20,15 @@ def token_weights(freq: np.ndarray, item: np.ndarray, level: np.ndarray, n_level
 
 
 def token_weight_fn(freq: np.ndarray, n_levels: int, alpha: float = 0.5, clip: float = 50.0):
-    """Weight function for :func:`crabrec.baselines.weighted.weighted_loss` (batch mean of weights = 1)."""
-    p = torch.from_numpy(np.maximum(freq, 1) / max(int(freq.max()), 1)).float()
+    """Weight function for :func:`crabrec.baselines.weighted.weighted_loss` (batch mean of weights = 1): a lookup in
+    the ``[items, levels]`` table of :func:`token_weights`."""
+    items, levels = np.arange(len(freq))[:, None], np.arange(n_levels)[None, :]
+    table = torch.from_numpy(token_weights(freq, items, levels, n_levels, alpha, clip)).float()
 
     def fn(item: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
         on = item >= 0
-        rho = (p.to(item.device)[item.clamp(min=0)] * (1.0 - alpha * (level + 1).float() / n_levels)).clamp(min=1e-6)
-        w = torch.where(on, (1.0 / rho).clamp(max=clip), torch.zeros((), device=item.device))
+        w = table.to(item.device)[item.clamp(min=0), level.clamp(min=0, max=n_levels - 1)]
+        w = torch.where(on, w, torch.zeros((), device=item.device))
         mean = w[on].mean() if on.any() else torch.ones((), device=item.device)
         return w / mean
 

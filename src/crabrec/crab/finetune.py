@@ -1,14 +1,12 @@
 """CRAB stage 2: fine-tune the trained decoder on the rebalanced codebook with L_Rec + γ·L_T.
 
-Trainable (METHOD_SPEC §6.6): LoRA (r=8, α=16, dropout 0.05) on q/k/v/o plus every SID embedding row (the tied
-output rows train with them; the special-token rows are masked), embeddings without weight decay; or every
-parameter (``crab.params=full``). The best model is exported with the LoRA weights merged.
+Trainable (docs/METHOD.md, "CRAB stage 2"): LoRA (``crab.lora_r``/``lora_alpha``/``lora_dropout``) on q/k/v/o plus
+every SID embedding row (the tied output rows train with them; the special-token rows are masked), embeddings without
+weight decay; or every parameter (``crab.params=full``). The best model is exported with the LoRA weights merged.
 """
 
 from __future__ import annotations
 
-import copy
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -16,8 +14,6 @@ import torch
 from crabrec.config import CrabConfig
 from crabrec.crab.alignment import Hierarchy, alignment_loss
 from crabrec.models.decoder import N_SPECIAL, target_loss
-
-ATTENTION = ["q_proj", "k_proj", "v_proj", "o_proj"]
 
 
 def crab_loss(h: Hierarchy, gamma: float, normalize: bool):
@@ -37,14 +33,9 @@ def prepare_trainable(model, cfg: CrabConfig) -> tuple[Any, list[dict[str, Any]]
     """Wrap with LoRA (or not) and return the model and its AdamW parameter groups."""
     emb = model.get_input_embeddings()
     if cfg.params == "lora":
-        from peft import LoraConfig, get_peft_model
+        from crabrec.models.lora import add_lora
 
-        model = get_peft_model(
-            model,
-            LoraConfig(
-                r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=ATTENTION
-            ),
-        )
+        model = add_lora(model, cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout)
         emb = model.get_input_embeddings()
         emb.weight.requires_grad_(True)
     row_mask = torch.ones(emb.weight.shape[0], 1, device=emb.weight.device)
@@ -53,10 +44,3 @@ def prepare_trainable(model, cfg: CrabConfig) -> tuple[Any, list[dict[str, Any]]
     others = [p for p in model.parameters() if p.requires_grad and p is not emb.weight]
     groups = [{"params": others}, {"params": [emb.weight], "weight_decay": 0.0}]
     return model, groups
-
-
-def export_merged(model, path: Path) -> None:
-    """Save a plain HF model (LoRA merged) so evaluation needs no peft."""
-    if hasattr(model, "merge_and_unload"):
-        model = copy.deepcopy(model).merge_and_unload()
-    model.save_pretrained(path)

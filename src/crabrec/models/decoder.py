@@ -14,20 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from crabrec.config import TrainConfig
+
 PAD, BOS = 0, 1
 N_SPECIAL = 2
 IGNORE = -100
-
-
-@dataclass
-class DecoderSize:
-    hidden: int = 128
-    layers: int = 2
-    heads: int = 4
-    ff: int = 512
-    dropout: float = 0.0  # on the token embeddings and on each residual branch (attention and MLP outputs)
-    attention_dropout: float = 0.0  # on the attention probabilities
-    label_smoothing: float = 0.0  # of the training cross-entropy
 
 
 @dataclass(frozen=True)
@@ -40,8 +31,9 @@ class Prompt:
     answer_end: tuple[int, ...] = ()  # after the target SID (training only)
 
 
-def build_decoder(vocab_size: int, size: DecoderSize, max_positions: int = 1024, seed: int = 0):
-    """A small ``Qwen2ForCausalLM`` from a config (tied input/output embeddings), seeded."""
+def build_decoder(vocab_size: int, size: TrainConfig, max_positions: int = 1024, seed: int = 0):
+    """A small ``Qwen2ForCausalLM`` (tied input/output embeddings), seeded, sized by ``size``'s hidden, layers, heads,
+    ff, dropout, attention_dropout and label_smoothing."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)

@@ -8,26 +8,14 @@ shared, tied embedding table. The decoder starts from ``PAD`` (T5's convention).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
+from crabrec.config import TigerSection
 from crabrec.models.decoder import IGNORE, N_SPECIAL, PAD
 
 
-@dataclass
-class TigerSize:
-    d_model: int = 128
-    layers: int = 4
-    heads: int = 6
-    d_kv: int = 64
-    ff: int = 1024
-    dropout: float = 0.1
-    user_bins: int = 2000
-
-
-def build_tiger(sid_vocab: int, size: TigerSize, seed: int = 0):
+def build_tiger(sid_vocab: int, size: TigerSection, seed: int = 0):
     """``T5ForConditionalGeneration`` with ``size.layers`` encoder and decoder blocks (ReLU FFN, tied embeddings)."""
     from transformers import T5Config, T5ForConditionalGeneration
 

@@ -49,7 +49,12 @@ def empirical_residuals(x: np.ndarray, codes: np.ndarray) -> tuple[list[np.ndarr
 
 
 def build_codebook(
-    cfg: TokenizeConfig, embeddings: np.ndarray | None, item_ids: list[str], seed: int, model_dir: Path | None = None
+    cfg: TokenizeConfig,
+    embeddings: np.ndarray | None,
+    item_ids: list[str],
+    seed: int,
+    model_dir: Path | None = None,
+    source: str = "embeddings",
 ) -> Codebook:
     """Quantize, then add the dedup level if requested and needed; collision rates go into ``meta``.
 
@@ -60,7 +65,7 @@ def build_codebook(
             raise CrabError(f"tokenize.quantizer={cfg.quantizer} needs item embeddings; this dataset has none")
     elif not np.isfinite(embeddings).all():
         bad = int(np.flatnonzero(~np.isfinite(embeddings).all(1))[0])
-        raise CrabError(f"embeddings: item {item_ids[bad]!r} has a non-finite value (NaN or inf)")
+        raise CrabError(f"{source}: item {item_ids[bad]!r} (row {bad}) has a non-finite value (NaN or inf)")
     start = time.perf_counter()
     prefixes: list[str] = []
     if cfg.quantizer == "import":

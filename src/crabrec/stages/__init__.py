@@ -1,73 +1,52 @@
-"""The stages of ``crabrec run``, in order; later capabilities register theirs here."""
+"""The pipeline's stages, in run order: the shared ones (data -> embed -> tokenize), every registered method's own
+stages (see :mod:`crabrec.methods`), then the report that reads them all."""
 
 from __future__ import annotations
 
-from crabrec.pipeline import Stage
-from crabrec.stages.baseline_stages import D2LR_STAGE, RR_STAGE, RW_STAGE
-from crabrec.stages.crab_stages import FINETUNE_STAGE, REBALANCE_STAGE
-from crabrec.stages.data_stage import DATA_STAGE
-from crabrec.stages.model_stages import EVALUATE_STAGE, TRAIN_STAGE
-from crabrec.stages.report_stage import REPORT_STAGE
-from crabrec.stages.sasrec_stage import SASREC_STAGE
-from crabrec.stages.sid_stages import EMBED_STAGE, TOKENIZE_STAGE
-from crabrec.stages.tiger_stage import TIGER_STAGE
+from typing import Any
 
-# Planned stages that are not implemented yet: `crabrec run` names them so users know what is missing.
-PLANNED = (
-    "data",
-    "embed",
-    "tokenize",
-    "train",
-    "evaluate",
-    "tiger",
-    "sasrec",
-    "rw",
-    "rr",
-    "d2lr",
-    "rebalance",
-    "finetune",
-    "report",
-)
+from crabrec.errors import CrabError
+from crabrec.pipeline import RunContext, Stage
+from crabrec.stages.data import DATA_STAGE
+from crabrec.stages.sid import EMBED_STAGE, TOKENIZE_STAGE
+
+
+def run_report(ctx: RunContext) -> dict[str, Any]:
+    from crabrec.report import write_report
+
+    paths = write_report(ctx.run_dir)
+    return {"report": str(paths[-1])}
 
 
 def registry() -> dict[str, Stage]:
-    stages = [
-        DATA_STAGE,
-        EMBED_STAGE,
-        TOKENIZE_STAGE,
-        TRAIN_STAGE,
-        EVALUATE_STAGE,
-        TIGER_STAGE,
-        SASREC_STAGE,
-        RW_STAGE,
-        RR_STAGE,
-        D2LR_STAGE,
-        REBALANCE_STAGE,
-        FINETUNE_STAGE,
-        REPORT_STAGE,
-    ]
-    return {s.name: s for s in stages}
+    """Every stage by name, in the order ``crabrec run`` runs them."""
+    from crabrec.methods import methods
+
+    stages = [DATA_STAGE, EMBED_STAGE, TOKENIZE_STAGE]
+    for method in methods():
+        stages += method.stages
+    report = Stage(
+        name="report",
+        fn=run_report,
+        needs=tuple(m.evaluates for m in methods()),
+        artifacts=("report.md", "report.html"),
+        describe="Table 1, Figure 1, token popularity curves -> report.md / report.html",
+    )
+    return {s.name: s for s in [*stages, report]}
 
 
-def missing() -> list[str]:
-    have = registry()
-    return [name for name in PLANNED if name not in have]
-
-
-def preflight(ctx) -> None:
+def preflight(ctx: RunContext) -> None:
     """Resource guards checked once the data is loaded, before any expensive stage starts."""
-    from crabrec.errors import CrabError
-    from crabrec.io import load_npz
-
-    n_items = len(load_npz(ctx.path("data", "popularity.npz"))["freq"])
-    cfg = ctx.cfg
+    cfg = ctx.config
+    n_items = ctx.files.n_items()
     for key, value in (("evaluate.beam", cfg.evaluate.beam), ("train.valid_beam", cfg.train.valid_beam)):
         if value > n_items:
             raise CrabError(f"{key}={value} is larger than the catalogue ({n_items} items); use at most {n_items}")
-    if max(cfg.evaluate.ks + cfg.evaluate.fairness_ks) > cfg.evaluate.beam:
+    top = max(cfg.evaluate.ks + cfg.evaluate.fairness_ks)
+    if top > cfg.evaluate.beam:
         raise CrabError(
-            f"evaluate.ks/fairness_ks go up to {max(cfg.evaluate.ks + cfg.evaluate.fairness_ks)} but evaluate.beam="
-            f"{cfg.evaluate.beam} ranks fewer items; raise evaluate.beam"
+            f"evaluate.ks/fairness_ks go up to {top} but evaluate.beam={cfg.evaluate.beam} ranks fewer items; "
+            "raise evaluate.beam"
         )
     if cfg.train.backbone:
         from pathlib import Path

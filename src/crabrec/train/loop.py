@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from crabrec.config import TrainConfig
+from crabrec.config import LoopConfig
 from crabrec.io import write_json
 
 log = logging.getLogger("crabrec")
@@ -110,7 +110,7 @@ def train(
     make_batch: Callable[[np.ndarray], Batch],
     loss_fn: LossFn,
     validate: Callable[[Any], float],
-    cfg: TrainConfig,
+    cfg: LoopConfig,
     out_dir: Path,
     seed: int,
     param_groups: list[dict[str, Any]] | None = None,
@@ -127,8 +127,6 @@ def train(
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
 
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     torch.manual_seed(seed)
     cuda = torch.cuda.is_available()
     AcceleratorState._reset_state()  # precision/accumulation are per run (a process may train several models)
@@ -232,6 +230,20 @@ def train(
         accelerator.wait_for_everyone()
     seconds = time.perf_counter() - start_time
     return TrainResult(state["epoch"], state["best_epoch"], state["best_score"], seconds, state["history"])
+
+
+def training_summary(result: TrainResult, out_dir: Path) -> dict[str, Any]:
+    """The summary every trained method records (``out_dir/train_summary.json``) and returns to its stage."""
+    epoch_seconds = [h["epoch_seconds"] for h in result.history]
+    summary = {
+        "epochs_run": result.epochs_run,
+        "best_epoch": result.best_epoch,
+        "best_valid_ndcg@10": round(result.best_score, 4),
+        "train_seconds": round(result.seconds, 1),
+        "seconds_per_epoch": round(float(np.mean(epoch_seconds)), 1) if epoch_seconds else 0.0,
+    }
+    write_json(out_dir / "train_summary.json", summary)
+    return summary
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:

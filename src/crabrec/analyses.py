@@ -1,9 +1,9 @@
 """The paper's CRAB analyses on an existing run: sweeps of the splitting ratio, of which level is split, of γ and
-of LoRA on/off (Fig. 3, Fig. 4), and the token-popularity analysis (spec §4.3).
+of LoRA on/off (Fig. 3, Fig. 4), and the token-popularity analysis (docs/METHOD.md, "Token groups").
 
 Each setting is a sibling run under ``<run>/analysis/<sweep>/<setting>/`` that links the base run's data, embeddings,
 codebook and trained MOR model (their cached stage states are reused, nothing is retrained) and runs only
-``rebalance`` + ``finetune`` with its CRAB overrides. Results: ``<sweep>.csv``, ``<sweep>.md`` and ``<sweep>.png``.
+CRAB's stages with its overrides. Results: ``<sweep>.csv``, ``<sweep>.md`` and ``<sweep>.png``.
 Choose settings on validation (``best_valid_ndcg@10`` column), not on the test metrics shown next to it.
 """
 
@@ -16,7 +16,8 @@ from typing import Any
 import pandas as pd
 
 from crabrec.config import RunConfig
-from crabrec.io import read_json, write_text
+from crabrec.io import write_text
+from crabrec.runfiles import RunFiles, read_checked
 
 SHARED = ("data", "embeddings.npy", "embeddings.items.json", "sid", "models/mor")
 SHARED_STAGES = ("data", "embed", "tokenize", "train", "evaluate")
@@ -50,14 +51,15 @@ def link_base(base: Path, target: Path) -> None:
 
 def run_sweep(cfg: RunConfig, sweep: str) -> pd.DataFrame:
     """Run every setting of ``sweep`` (cached per setting) and collect validation + test metrics."""
+    from crabrec.methods import get
     from crabrec.pipeline import RunContext
-    from crabrec.sid.codebook import Codebook
+    from crabrec.report import method_seconds
     from crabrec.stages import registry
 
-    base = cfg.run_dir
-    n_levels = Codebook.load(base / "sid" / "codebook.json").semantic_levels
+    base, crab_method = cfg.run_dir, get("crab")
+    n_levels = RunFiles(base).load_codebook().semantic_levels
     rows = []
-    base_metrics = read_json(base / "models" / "mor" / "metrics.json")
+    base_metrics = RunFiles(base).load_metrics("mor") or {}
     rows.append({"setting": "MOR (base)", **_pick(base_metrics), "best_valid_ndcg@10": None})
     for label, crab in sweeps(n_levels)[sweep]:
         tag = label.replace("%", "pct").replace(" ", "_").replace("=", "").replace("γ", "gamma")
@@ -69,18 +71,18 @@ def run_sweep(cfg: RunConfig, sweep: str) -> pd.DataFrame:
             }
         )
         link_base(base, sub.run_dir)
-        ctx = RunContext(cfg=sub, stages=registry())
-        ctx.ensure("finetune")
-        m = read_json(sub.run_dir / "models" / "crab" / "metrics.json")
-        summary = read_json(sub.run_dir / "models" / "crab" / "train_summary.json")
-        split = read_json(sub.run_dir / "crab" / "report.json")
+        RunContext(config=sub, stages=registry()).ensure(crab_method.evaluates)
+        files = RunFiles(sub.run_dir)
+        m = files.load_metrics("crab") or {}
+        summary = read_checked(files.train_summary("crab"), dict)
+        split = read_checked(files.sid_file("report.json", rebalanced=True), list)
         rows.append(
             {
                 "setting": label,
                 **_pick(m),
                 "best_valid_ndcg@10": summary["best_valid_ndcg@10"],
                 "tokens_split": sum(r["split"] for r in split),
-                "time_s": (m.get("time") or {}).get("total_seconds"),
+                "time_s": method_seconds(files, crab_method),
             }
         )
     return pd.DataFrame(rows)
@@ -122,7 +124,7 @@ def markdown(frame: pd.DataFrame) -> str:
 
 
 def token_table(run: Path) -> pd.DataFrame:
-    """GU@10 of the items under T_pop / T_neu / T_unp tokens per level, MOR vs CRAB (spec §4.3)."""
+    """GU@10 of the items under T_pop / T_neu / T_unp tokens per level, MOR vs CRAB."""
     from crabrec.report import token_group_analysis
 
     rows = []

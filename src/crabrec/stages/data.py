@@ -4,23 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from crabrec.data import compute_popularity, load_dataset, make_splits
-from crabrec.data.stats import dataset_stats
+import numpy as np
+
 from crabrec.io import write_json, write_npz
 from crabrec.pipeline import RunContext, Stage
 
 
 def run_data(ctx: RunContext) -> dict[str, Any]:
-    cfg = ctx.cfg.data
+    from crabrec.data import compute_popularity, load_dataset, make_splits
+    from crabrec.data.stats import dataset_stats
+
+    cfg, files = ctx.cfg.data, ctx.files
     ds = load_dataset(cfg)
     splits = make_splits(ds, cfg.split, cfg.max_history)
     pop = compute_popularity(splits.train, ds.n_items, cfg.n_groups, cfg.popular_share)
     stats = dataset_stats(ds, splits, pop)
-    splits.save(ctx.path("data", "splits.npz"))
-    write_npz(ctx.path("data", "popularity.npz"), freq=pop.freq, group=pop.group, popular=pop.popular)
-    items = {"name": ds.name, "item_ids": ds.item_ids, "text": ds.item_text, "has_text": ds.has_text}
-    write_json(ctx.path("data", "items.json"), items)
-    write_json(ctx.path("data", "stats.json"), stats)
+    splits.save(files.splits)
+    arrays = {"freq": pop.freq, "group": pop.group, "popular": pop.popular, "n_groups": np.int64(pop.n_groups)}
+    write_npz(files.popularity, **arrays)
+    write_json(files.items, {"name": ds.name, "item_ids": ds.item_ids, "text": ds.item_text, "has_text": ds.has_text})
+    write_json(files.data_stats, stats)
     return {
         "users": stats["users"],
         "items": stats["items"],
@@ -35,7 +38,7 @@ def run_data(ctx: RunContext) -> dict[str, Any]:
 DATA_STAGE = Stage(
     name="data",
     fn=run_data,
-    sections=("data",),
+    reads=("data",),
     artifacts=("data/splits.npz", "data/popularity.npz", "data/items.json", "data/stats.json"),
     describe="load, k-core, split into samples, item popularity and groups",
 )

@@ -1,0 +1,135 @@
+"""Test evaluation shared by every method: rank the test rows, score them, write ``metrics.json`` and
+``rankings.parquet`` under ``models/<method>/``, and load saved generative models for it.
+
+Metrics are defined in docs/METHOD.md ("Metrics"); :func:`metric_definitions` writes the same definitions, with this
+run's numbers of groups and popular share, into every ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from crabrec.config import EvalConfig
+from crabrec.data.dataset import Samples
+from crabrec.errors import CrabError
+from crabrec.io import atomic_path, write_json
+from crabrec.runfiles import RunFiles, first_rows
+
+HEADLINE = ("HR@10", "NDCG@10", "MGU@10", "DGU@10")
+
+
+def metric_definitions(n_groups: int, popular_share: float) -> dict[str, str]:
+    return {
+        "HR@K": "mean over test rows of 1[target's SID is among the top-K generated SIDs]",
+        "NDCG@K": "mean of 1[pos < K] / log2(pos + 2), pos = 0-based rank of the target's SID",
+        "GP@K(G)": "share of all top-K slots whose item is in popularity group G (a SID of m items gives each 1/m)",
+        "GH(G)": "share of all history entries of the test rows whose item is in G",
+        "MGU@K": "mean over groups of |GP@K(G) - GH(G)|",
+        "DGU@K": "max over groups of GU@K(G) - min over groups of GU@K(G)",
+        "groups": f"{n_groups} equal-size item groups by training frequency f_i (targets of training rows), "
+        "group 0 least popular",
+        "popular_share@10": f"share of top-10 slots going to the top {popular_share:.0%} most frequent items",
+    }
+
+
+def test_rows(files: RunFiles, cfg: EvalConfig) -> Samples:
+    """The evaluated test rows: all of them, or the first ``evaluate.max_samples``."""
+    return first_rows(files.load_splits().test, cfg.max_samples)
+
+
+def write_evaluation(
+    files: RunFiles,
+    method: str,
+    items: np.ndarray,
+    scores: np.ndarray,
+    test: Samples,
+    seconds: float,
+    trie,
+    cfg: EvalConfig,
+) -> dict[str, Any]:
+    """Score ``items`` (``[N, K]`` rankings of the test rows) and write ``metrics.json`` + ``rankings.parquet``."""
+    from crabrec.decode.rank import score_rankings
+
+    pop = files.load_popularity()
+    ks, fairness_ks = list(cfg.ks), list(cfg.fairness_ks)
+    metrics = score_rankings(items, test, pop.group, pop.popular, pop.n_groups, trie, ks, fairness_ks)
+    metrics.update(
+        inference_seconds=round(seconds, 2),
+        users_per_s=round(len(test) / max(seconds, 1e-9), 1),
+        test_rows=len(test),
+        definitions=metric_definitions(pop.n_groups, float(pop.popular.mean())),
+        ks=ks,
+    )
+    out = files.model_dir(method)
+    frame = pd.DataFrame(
+        {"row": np.arange(len(test)), "user": test.user, "target": test.target, "items": list(items)}
+        | {"scores": list(scores)}
+    )
+    with atomic_path(out / "rankings.parquet") as tmp:
+        frame.to_parquet(tmp)
+    write_json(out / "metrics.json", metrics)
+    return {k: round(metrics[k], 4) for k in HEADLINE if k in metrics}
+
+
+def inference_device():
+    """Where saved models are evaluated: the GPU when there is one (fp32 weights, as trained), else the CPU."""
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_generator(model_dir: Path, codebook):
+    """A saved decoder or TIGER model, checked against ``codebook`` (a model from another codebook is an error)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    from crabrec.models.backbone import is_backbone_dir
+    from crabrec.models.decoder import N_SPECIAL
+
+    if not (model_dir / "config.json").is_file():
+        raise CrabError(f"{model_dir}: no trained model here (expected config.json + model.safetensors)")
+    config = AutoConfig.from_pretrained(model_dir)
+    seq2seq = bool(getattr(config, "is_encoder_decoder", False))
+    sid_vocab = (config.crabrec_user_offset if seq2seq else config.vocab_size) - N_SPECIAL
+    if is_backbone_dir(model_dir):  # a pretrained backbone: its tokenizer's SID tokens are checked by generator_io
+        sid_vocab = codebook.vocab_size
+    if sid_vocab != codebook.vocab_size:
+        raise CrabError(
+            f"{model_dir}: model has {sid_vocab} SID tokens but the codebook has {codebook.vocab_size}; "
+            "it was trained on another codebook"
+        )
+    model = (AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM).from_pretrained(model_dir)
+    return model.to(inference_device())
+
+
+def generator_io(model_dir: Path, codebook):
+    """How the saved model at ``model_dir`` reads SIDs (a backbone folder carries its tokenizer and prompts)."""
+    from crabrec.models.backbone import decoder_io, is_backbone_dir, load_tokenizer
+
+    return decoder_io(codebook, load_tokenizer(model_dir) if is_backbone_dir(model_dir) else None)
+
+
+def rank_with(model_dir: Path, codebook, rows: Samples, beam: int, batch_size: int, desc: str):
+    """``(items, scores)``: the saved generative model's constrained beam search over ``rows``."""
+    from crabrec.decode.rank import rank_samples
+    from crabrec.decode.trie import SidTrie
+
+    model = load_generator(model_dir, codebook)
+    io = generator_io(model_dir, codebook)
+    trie = SidTrie.build(codebook)
+    return rank_samples(model, trie, rows, io.tokens, beam, batch_size, desc=desc, prompt=io.test_prompt, base=io.base)
+
+
+def evaluate_generator(files: RunFiles, method: str, codebook, cfg: EvalConfig) -> dict[str, Any]:
+    """Rank the test rows with ``models/<method>/model`` and write its metrics and rankings."""
+    from crabrec.decode.trie import SidTrie
+
+    test = test_rows(files, cfg)
+    start = time.perf_counter()
+    items, scores = rank_with(files.weights(method), codebook, test, cfg.beam, cfg.batch_size, f"evaluate {method}")
+    seconds = time.perf_counter() - start
+    return write_evaluation(files, method, items, scores, test, seconds, SidTrie.build(codebook), cfg)

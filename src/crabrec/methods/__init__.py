@@ -1,0 +1,77 @@
+"""The method registry: every recommender the toolkit compares, in Table 1's order.
+
+A method is one module under ``crabrec/methods/`` that defines its stages and a :class:`Method`, plus one line in
+:func:`_builtin`. The pipeline (``crabrec run``), the CLI (``train``/``evaluate``/``finetune`` and their help), the
+report's Table 1 and the analyses all read this registry; nothing else lists methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from crabrec.errors import CrabError
+from crabrec.pipeline import Stage
+
+
+@dataclass(frozen=True)
+class Method:
+    """One compared method.
+
+    ``stages`` are its own pipeline stages in order; ``trains`` is the one that fits it (None: nothing to fit) and
+    ``evaluates`` the one that writes ``models/<name>/metrics.json``. ``cost`` names the stages whose time is the
+    method's cost in Table 1. ``knob`` is the setting that trades accuracy against popularity bias (None: none).
+    """
+
+    name: str
+    label: str
+    stages: tuple[Stage, ...]
+    evaluates: str
+    trains: str | None = None
+    cost: tuple[str, ...] = ()
+    section: str = ""
+    knob: str | None = None
+    describe: str = ""
+
+
+_REGISTRY: dict[str, Method] = {}
+
+
+def register(method: Method) -> Method:
+    """Add ``method`` (after the built-in ones); its name and stage names must be new."""
+    _load()
+    taken = {s.name for m in _REGISTRY.values() for s in m.stages}
+    clash = [s.name for s in method.stages if s.name in taken]
+    if method.name in _REGISTRY or clash:
+        raise ValueError(f"method {method.name!r}: name or stages {clash} already registered")
+    _REGISTRY[method.name] = method
+    return method
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def methods() -> list[Method]:
+    """Every registered method, in Table 1's order."""
+    _load()
+    return list(_REGISTRY.values())
+
+
+def get(name: str, trained: bool = False) -> Method:
+    """The method called ``name`` (``trained``: one that has a training stage), else a one-line error."""
+    choices = [m.name for m in methods() if m.trains or not trained]
+    if name not in choices:
+        raise CrabError(f"method {name!r}: expected one of {', '.join(choices)}")
+    return _REGISTRY[name]
+
+
+def _load() -> None:
+    if not _REGISTRY:
+        for method in _builtin():
+            _REGISTRY[method.name] = method
+
+
+def _builtin() -> list[Method]:
+    from crabrec.methods import crab, d2lr, mor, rr, rw, sasrec, tiger
+
+    return [mor.METHOD, tiger.METHOD, sasrec.METHOD, rw.METHOD, rr.METHOD, d2lr.METHOD, crab.METHOD]

@@ -1,0 +1,45 @@
+"""Stage builders the methods share: the test evaluation of a saved generative model, and decoder training."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crabrec.pipeline import RunContext, Stage
+
+EVAL_ARTIFACTS = ("metrics.json", "rankings.parquet")
+
+
+def eval_stage(name: str, method: str, needs: tuple[str, ...], rebalanced: bool = False) -> Stage:
+    """Stage ``name``: constrained beam search over the test rows with ``models/<method>/model``."""
+
+    def run(ctx: RunContext) -> dict[str, Any]:
+        from crabrec.evaluation import evaluate_generator
+
+        codebook = ctx.files.load_codebook(rebalanced)
+        return evaluate_generator(ctx.files, method, codebook, ctx.cfg.evaluate)
+
+    return Stage(
+        name=name,
+        fn=run,
+        reads=("evaluate",),
+        needs=needs,
+        artifacts=tuple(f"models/{method}/{a}" for a in EVAL_ARTIFACTS),
+        describe=f"{method}: constrained beam search on the test rows -> metrics.json, rankings.parquet",
+    )
+
+
+def train_from_scratch(ctx: RunContext, method: str, loss_fn=None) -> dict[str, Any]:
+    """The MOR decoder (or ``train.backbone``) trained on the base codebook into ``models/<method>/``."""
+    from crabrec.train.decoder import initial_decoder, train_decoder
+
+    cfg, seed = ctx.cfg.train, ctx.cfg.seed
+    codebook = ctx.files.load_codebook()
+    model, io, export = initial_decoder(codebook, cfg, seed)
+    out = ctx.files.model_dir(method)
+    splits = ctx.files.load_splits()
+    policy = ctx.checkpoint_policy()
+    return train_decoder(model, io, codebook, splits, cfg, out, seed, loss_fn, export=export, **policy)
+
+
+def weights_artifact(method: str) -> str:
+    return f"models/{method}/model/model.safetensors"

@@ -1,0 +1,134 @@
+"""CRAB, post-hoc on the trained MOR model: stage 1 ``rebalance`` splits over-popular tokens of the base codebook,
+stage 2 ``finetune`` adapts the model to the new codebook with L_Rec + γ·L_T, then ``crab-eval`` tests it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crabrec.errors import CrabError
+from crabrec.io import write_json, write_text
+from crabrec.methods import Method
+from crabrec.methods.common import eval_stage, weights_artifact
+from crabrec.pipeline import RunContext, Stage
+
+REBALANCE_READS = ("ratio", "levels", "max_split", "lam", "n_init", "max_iter", "exact_limit")
+FINETUNE_READS = ("gamma", "normalize_lt", "params", "lora_r", "lora_alpha", "lora_dropout", "init_noise")
+OWN_LOOP = ("epochs", "lr", "weight_decay")  # the fine-tune's own; the rest of its loop is MOR's
+MOR_LOOP = ("batch_size", "grad_accum", "warmup_steps", "schedule", "plateau_factor", "patience", "max_minutes")
+VALIDATION = ("valid_samples", "valid_beam", "packing", "backbone")
+
+
+def run_rebalance(ctx: RunContext) -> dict[str, Any]:
+    from crabrec.crab.rebalance import RebalanceConfig, format_report, rebalance
+
+    c, files = ctx.cfg.crab, ctx.files
+    cfg = RebalanceConfig(**{k: getattr(c, k) for k in REBALANCE_READS}, seed=ctx.cfg.seed)
+    base = files.load_codebook()
+    vectors = "text embeddings"
+    if base.residuals is None:  # ids-only data: cluster on the trained MOR model's token embeddings instead
+        base.residuals, vectors = model_residuals(ctx, base), "MOR token embeddings (no item text)"
+    out = rebalance(base, files.load_popularity().freq, cfg)
+    out.codebook.save(files.codebook(rebalanced=True))
+    write_json(files.sid_file("index.json", True), out.codebook.to_index())
+    write_json(files.sid_file("token_map.json", True), {"old_to_new": out.token_map, "parent": out.parent})
+    write_json(files.sid_file("report.json", True), out.report)
+    write_text(files.sid_file("report.txt", True), format_report(out.report) + "\n")
+    return {
+        "split": sum(r["split"] for r in out.report),
+        "created": sum(r["created"] for r in out.report),
+        "collisions": out.codebook.collisions(),
+        "vectors": vectors,
+    }
+
+
+def model_residuals(ctx: RunContext, codebook) -> list:
+    """Residuals from the trained MOR decoder's SID token embeddings (see ``token_residuals``)."""
+    from safetensors import safe_open
+
+    from crabrec.crab.rebalance import token_residuals
+    from crabrec.models.decoder import item_tokens
+
+    weights = ctx.files.weights("mor") / "model.safetensors"
+    if ctx.cfg.train.backbone or not weights.is_file():
+        raise CrabError(
+            f"{ctx.files.codebook()}: no per-item residuals (the dataset has no item text) and no from-scratch MOR "
+            "model to take token embeddings from; run `crabrec train` first"
+        )
+    with safe_open(str(weights), framework="np") as f:
+        table = f.get_tensor("model.embed_tokens.weight")
+    return token_residuals(item_tokens(codebook.token_ids()), table)
+
+
+def needs_model_vectors(ctx: RunContext) -> tuple[str, ...]:
+    """Stage 1 clusters on text residuals when the codebook has them, else on the trained MOR's embeddings.
+
+    Decided from the codebook on disk, which ``ensure`` has built before it asks; before one exists, text is assumed.
+    """
+    codebook = ctx.files.codebook()
+    without = codebook.is_file() and not codebook.with_name("codebook.residuals.npz").is_file()
+    return ("train",) if without else ()
+
+
+def run_finetune(ctx: RunContext) -> dict[str, Any]:
+    """CRAB stage 2 on the trained MOR model, on the rebalanced codebook."""
+    from transformers import AutoModelForCausalLM
+
+    from crabrec.config import Overlay
+    from crabrec.crab.alignment import expand_embeddings, hierarchy
+    from crabrec.crab.finetune import crab_loss, prepare_trainable
+    from crabrec.models.backbone import decoder_io
+    from crabrec.models.decoder import add_dropout
+    from crabrec.models.lora import export_merged
+    from crabrec.runfiles import read_checked
+    from crabrec.train.decoder import train_decoder
+
+    c, files, seed = ctx.cfg.crab, ctx.files, ctx.cfg.seed
+    if ctx.cfg.train.backbone:
+        raise CrabError("CRAB fine-tuning with train.backbone: not implemented yet (the from-scratch decoder only)")
+    old, new = files.load_codebook(), files.load_codebook(rebalanced=True)
+    parent = read_checked(files.sid_file("token_map.json", True), dict)["parent"]
+    model = add_dropout(AutoModelForCausalLM.from_pretrained(files.weights("mor")))
+    expand_embeddings(model, old, new, parent, seed, c.init_noise)
+    model, groups = prepare_trainable(model, c)
+    loop = Overlay(ctx.cfg.train, c, OWN_LOOP)
+    loss = crab_loss(hierarchy(new), c.gamma, c.normalize_lt)
+    out = files.model_dir("crab")
+    policy = ctx.checkpoint_policy()
+    return train_decoder(
+        model, decoder_io(new), new, files.load_splits(), loop, out, seed, loss,
+        param_groups=groups, export=export_merged, **policy,
+    )  # fmt: skip
+
+
+REBALANCE = Stage(
+    name="rebalance",
+    fn=run_rebalance,
+    reads=(*(f"crab.{k}" for k in REBALANCE_READS), "seed", "train.backbone"),
+    needs=("data", "tokenize"),
+    needs_if=needs_model_vectors,
+    artifacts=("crab/codebook.json", "crab/token_map.json", "crab/report.json"),
+    describe="CRAB stage 1: split over-popular tokens with balance-regularized K-means",
+)
+FINETUNE = Stage(
+    name="finetune",
+    fn=run_finetune,
+    reads=(
+        *(f"crab.{k}" for k in FINETUNE_READS + OWN_LOOP),
+        *(f"train.{k}" for k in MOR_LOOP + VALIDATION),
+        "seed",
+    ),
+    needs=("data", "tokenize", "train", "rebalance"),
+    artifacts=(weights_artifact("crab"), "models/crab/train_summary.json"),
+    describe="CRAB stage 2: fine-tune with L_Rec + γ·L_T on the rebalanced codebook",
+)
+METHOD = Method(
+    name="crab",
+    label="CRAB",
+    stages=(REBALANCE, FINETUNE, eval_stage("crab-eval", "crab", ("data", "tokenize", "finetune"), rebalanced=True)),
+    trains="finetune",
+    evaluates="crab-eval",
+    cost=("rebalance", "finetune"),
+    section="crab",
+    knob="crab.ratio",
+    describe="CRAB: codebook rebalancing + hierarchical alignment fine-tune",
+)

@@ -1,0 +1,45 @@
+"""D²LR (reconstruction): the MOR decoder retrained with token-level inverse-propensity weights, the propensity of
+a SID token decaying with its position by ``baselines.d2lr_alpha`` and the weights clipped at
+``baselines.d2lr_clip`` (docs/METHOD.md, "Baselines")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crabrec.errors import CrabError
+from crabrec.methods import Method
+from crabrec.methods.common import eval_stage, train_from_scratch, weights_artifact
+from crabrec.pipeline import RunContext, Stage
+
+
+def run_d2lr(ctx: RunContext) -> dict[str, Any]:
+    from crabrec.baselines.d2lr import token_weight_fn
+    from crabrec.baselines.weighted import weighted_loss
+
+    b = ctx.cfg.baselines
+    if ctx.cfg.train.backbone:
+        raise CrabError("d2lr with train.backbone: not implemented (the weighted losses assume bare SID rows)")
+    levels = ctx.files.load_codebook().n_levels
+    weights = token_weight_fn(ctx.files.load_popularity().freq, levels, b.d2lr_alpha, b.d2lr_clip)
+    return train_from_scratch(ctx, "d2lr", weighted_loss(weights))
+
+
+TRAIN = Stage(
+    name="d2lr",
+    fn=run_d2lr,
+    reads=("train", "seed", "baselines.d2lr_alpha", "baselines.d2lr_clip"),
+    needs=("data", "tokenize"),
+    artifacts=(weights_artifact("d2lr"),),
+    describe="D²LR baseline (reconstruction): decoder retrained with token-level IPS weights",
+)
+METHOD = Method(
+    name="d2lr",
+    label="D²LR (reconstruction)",
+    stages=(TRAIN, eval_stage("d2lr-eval", "d2lr", needs=("data", "tokenize", "d2lr"))),
+    trains="d2lr",
+    evaluates="d2lr-eval",
+    cost=("d2lr",),
+    section="baselines",
+    knob="baselines.d2lr_alpha",
+    describe="D²LR: token-level inverse-propensity retraining",
+)

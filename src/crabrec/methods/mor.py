@@ -1,0 +1,35 @@
+"""MOR (MiniOneRec-style): a causal decoder generating the next item's SID, trained from scratch on the base
+codebook (or LoRA on a pretrained backbone, ``train.backbone``). The base model CRAB and RR start from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crabrec.methods import Method
+from crabrec.methods.common import eval_stage, train_from_scratch, weights_artifact
+from crabrec.pipeline import RunContext, Stage
+
+
+def run_train(ctx: RunContext) -> dict[str, Any]:
+    return train_from_scratch(ctx, "mor")
+
+
+TRAIN = Stage(
+    name="train",
+    fn=run_train,
+    reads=("train", "seed"),
+    needs=("data", "tokenize"),
+    artifacts=(weights_artifact("mor"), "models/mor/train_summary.json"),
+    describe="MOR-style decoder trained from scratch on the base codebook",
+)
+EVALUATE = eval_stage("evaluate", "mor", needs=("data", "tokenize", "train"))
+METHOD = Method(
+    name="mor",
+    label="MOR (base)",
+    stages=(TRAIN, EVALUATE),
+    trains="train",
+    evaluates="evaluate",
+    cost=("train",),
+    section="train",
+    describe="the generative backbone (causal decoder over SID tokens)",
+)

@@ -1,0 +1,150 @@
+"""Where every artifact of a run lives, and the loaders that read them back (each checks what it reads).
+
+A run directory holds ``data/`` (splits, popularity, items), ``embeddings.npy``, ``sid/`` (the base codebook),
+``crab/`` (the rebalanced codebook), ``models/<method>/`` (weights, ``metrics.json``, ``rankings.parquet``),
+``stages/<stage>.json`` (cache state) and the reports. Nothing else in the package spells these paths out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from crabrec.errors import CrabError
+from crabrec.io import load_npz, read_json
+
+
+class RunFiles:
+    """Paths of one run directory's artifacts, and checked loaders for them."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def __truediv__(self, rel: str) -> Path:
+        return self.root / rel
+
+    # -- paths ------------------------------------------------------------------------------------------------------
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def splits(self) -> Path:
+        return self.root / "data" / "splits.npz"
+
+    @property
+    def popularity(self) -> Path:
+        return self.root / "data" / "popularity.npz"
+
+    @property
+    def items(self) -> Path:
+        return self.root / "data" / "items.json"
+
+    @property
+    def data_stats(self) -> Path:
+        return self.root / "data" / "stats.json"
+
+    @property
+    def embeddings(self) -> Path:
+        return self.root / "embeddings.npy"
+
+    @property
+    def embedding_items(self) -> Path:
+        return self.root / "embeddings.items.json"
+
+    def codebook(self, rebalanced: bool = False) -> Path:
+        """The base codebook (``sid/``) or CRAB's rebalanced one (``crab/``)."""
+        return self.root / ("crab" if rebalanced else "sid") / "codebook.json"
+
+    def sid_file(self, name: str, rebalanced: bool = False) -> Path:
+        """Another file beside a codebook: ``index.json``, ``stats.json``, ``token_map.json``, ``report.json`` ..."""
+        return self.codebook(rebalanced).with_name(name)
+
+    def model_dir(self, method: str) -> Path:
+        """``models/<method>/``: ``model/`` (weights), ``metrics.json``, ``rankings.parquet``, summaries."""
+        return self.root / "models" / method
+
+    def weights(self, method: str) -> Path:
+        return self.model_dir(method) / "model"
+
+    def metrics(self, method: str) -> Path:
+        return self.model_dir(method) / "metrics.json"
+
+    def rankings(self, method: str) -> Path:
+        return self.model_dir(method) / "rankings.parquet"
+
+    def train_summary(self, method: str) -> Path:
+        return self.model_dir(method) / "train_summary.json"
+
+    def state(self, stage: str) -> Path:
+        return self.root / "stages" / f"{stage}.json"
+
+    # -- loaders ----------------------------------------------------------------------------------------------------
+    def load_splits(self):
+        from crabrec.data.dataset import Splits
+
+        return Splits.load(self.splits)
+
+    def load_popularity(self):
+        """Item frequencies, popularity groups and the popular flag written by the ``data`` stage."""
+        from crabrec.data.popularity import Popularity
+
+        arrays = load_npz(self.popularity)
+        need = ("freq", "group", "popular")
+        if any(k not in arrays for k in need) or len({len(arrays[k]) for k in need}) != 1:
+            raise CrabError(f"{self.popularity}: expected arrays freq, group, popular of one length; re-run `data`")
+        n_groups = int(arrays["n_groups"]) if "n_groups" in arrays else int(arrays["group"].max(initial=0)) + 1
+        return Popularity(arrays["freq"], arrays["group"], arrays["popular"].astype(bool), n_groups)
+
+    def load_items(self) -> dict[str, Any]:
+        items = read_checked(self.items, dict)
+        if not isinstance(items.get("item_ids"), list):
+            raise CrabError(f"{self.items}: expected an object with an `item_ids` list; re-run `data`")
+        return items
+
+    def load_codebook(self, rebalanced: bool = False):
+        from crabrec.sid.codebook import Codebook
+
+        return Codebook.load(self.codebook(rebalanced))
+
+    def has_embeddings(self) -> bool:
+        """Whether the run embedded its item text (an ids-only dataset has no ``embeddings.npy``)."""
+        return self.embeddings.is_file() or "skipped" not in read_checked(self.embedding_items, dict)
+
+    def load_metrics(self, method: str) -> dict[str, Any] | None:
+        """A method's ``metrics.json``, or None when it has not been evaluated."""
+        path = self.metrics(method)
+        return read_checked(path, dict) if path.is_file() else None
+
+    def load_state(self, stage: str) -> dict[str, Any] | None:
+        """A stage's cache state, or None when it has not finished (or the file is not a state)."""
+        path = self.state(stage)
+        try:
+            state = read_json(path)
+        except (OSError, ValueError):
+            return None
+        return state if isinstance(state, dict) else None
+
+    def n_items(self) -> int:
+        return int(len(self.load_popularity().freq))
+
+
+def read_checked(path: Path, kind: type) -> Any:
+    """A JSON artifact that must hold a ``kind`` (dict or list): anything else is a one-line error naming it."""
+    try:
+        value = read_json(path)
+    except FileNotFoundError:
+        raise CrabError(f"{path}: missing; run the stage that writes it") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise CrabError(f"{path}: unreadable JSON ({reason}); re-run the stage that writes it with --force") from None
+    if not isinstance(value, kind):
+        raise CrabError(f"{path}: expected a JSON {kind.__name__}, got {type(value).__name__}; re-run with --force")
+    return value
+
+
+def first_rows(samples, limit: int | None):
+    """The first ``limit`` rows of ``samples`` (all of them when ``limit`` is None)."""
+    return samples if limit is None else samples.take(np.arange(min(limit, len(samples))))
