@@ -93,3 +93,35 @@ def tiny_run(office_slice, tmp_path_factory) -> Path:
     code, _ = cli(["run", "--data", str(office_slice), "--set", f"runs_dir={runs}", "--name", "e2e", *TINY])
     assert code == 0
     return runs / "e2e"
+
+
+@pytest.fixture(scope="session")
+def beauty_slice(tmp_path_factory) -> Path:
+    """The first 300 users of the shared Beauty benchmark, ids and imported SIDs only (no item.json)."""
+    src = shared_path("amazon14_beauty_ids")
+    inter = json.loads((src / "Beauty.inter.json").read_text())
+    index = json.loads((src / "Beauty.rqvae_native.index.json").read_text())
+    users = dict(list(inter.items())[:300])
+    folder = tmp_path_factory.mktemp("beauty_slice")
+    (folder / "Beauty.inter.json").write_text(json.dumps(users))
+    used = {str(i) for seq in users.values() for i in seq}
+    (folder / "index.json").write_text(json.dumps({k: v for k, v in index.items() if k in used}))
+    return folder
+
+
+def ids_only_args(folder: Path, runs: Path) -> list[str]:
+    return [
+        "--data", str(folder), "--set", f"runs_dir={runs}", "--name", "ids", *TINY,
+        "--set", "tokenize.quantizer=import", "--set", f"tokenize.import_path={folder / 'index.json'}",
+        "--set", "train.dropout=0.1", "--set", "train.attention_dropout=0.1", "--set", "train.label_smoothing=0.1",
+        "--set", "train.schedule=plateau", "--set", "tiger.schedule=inverse_sqrt",
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def ids_run(beauty_slice, tmp_path_factory) -> Path:
+    """`crabrec run` up to CRAB's evaluation (MOR, TIGER, CRAB) on the ids-only Beauty slice."""
+    runs = tmp_path_factory.mktemp("ids_runs")
+    for stage in ("evaluate", "tiger-eval", "crab-eval"):
+        assert cli(["run", *ids_only_args(beauty_slice, runs), "--until", stage])[0] == 0
+    return runs / "ids"

@@ -81,5 +81,5 @@ def test_small_catalogue_warns_and_shrinks(caplog):
 def test_nan_embeddings_rejected(x):
     bad = x.copy()
     bad[5, 0] = np.nan
-    with pytest.raises(CrabError, match="item '5' has a non-finite value"):
+    with pytest.raises(CrabError, match="row 5: item '5' has a non-finite value"):
         build_codebook(TokenizeConfig(levels=2, codebook_size=4), bad, [str(i) for i in range(len(x))], seed=0)

@@ -1,26 +1,102 @@
-"""Stage cache keys: a stage is re-run when a setting it reads changes, and only then."""
+"""Stage cache keys: a setting invalidates exactly the stages that read it.
+
+Three links make the guarantee: (1) a stage's key hashes the settings it declares (minus speed-only ones), checked
+by changing every setting of the config in turn; (2) while it runs, a stage can read nothing it has not declared
+(the config view refuses it); (3) every declared setting is really read, checked on the states of two real runs
+(text data and ids-only data), which record what each stage read.
+"""
 
 from __future__ import annotations
 
-from crabrec.config import load_config
-from crabrec.pipeline import RunContext
+import json
+from typing import Any
+
+import pytest
+
+from crabrec.config import is_speed_only, leaf_keys, load_config
+from crabrec.pipeline import ConfigView, RunContext, UndeclaredRead
 from crabrec.stages import registry
 
-TRAINED = ("train", "tiger", "sasrec", "rw", "d2lr", "finetune")
+# Settings whose use depends on the dataset's format (data.item_table, data.user_col, ...): a run reads some of them.
+FORMAT_DEPENDENT = "data."
 
 
-def keys(**overrides) -> dict[str, str]:
-    ctx = RunContext(config=load_config(overrides=overrides), stages=registry())
-    return {name: ctx.key(name) for name in ctx.stages}
+class Dumped:
+    """A stand-in config whose dump is a given dict (so any setting can be changed, valid or not); attribute reads
+    (which settings a choice brings in) go to the unchanged config."""
+
+    def __init__(self, dump: dict[str, Any], real: Any) -> None:
+        self._dump, self._real = dump, real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def model_dump(self, mode: str = "json") -> dict[str, Any]:
+        return self._dump
 
 
-def test_validation_sample_size_is_part_of_every_trained_stage_key():
-    base, other = keys(), keys(train={"valid_samples": 4905})
-    assert all(base[name] != other[name] for name in TRAINED)
-    assert all(base[name] == other[name] for name in ("data", "embed", "tokenize", "rebalance"))
+def direct_invalidations(key: str) -> set[str]:
+    """Stages whose own config part of the key changes when ``key`` changes."""
+    cfg = load_config()
+    stages = registry()
+    before = RunContext(config=cfg, stages=stages)
+    dump = cfg.model_dump(mode="json")
+    node = dump
+    *parents, last = key.split(".")
+    for part in parents:
+        node = node[part]
+    node[last] = ["changed", node[last]]
+    after = RunContext(config=Dumped(dump, cfg), stages=stages)  # type: ignore[arg-type]
+    return {name for name in stages if before.settings(name) != after.settings(name)}
+
+
+def test_each_setting_invalidates_exactly_the_stages_that_declare_it():
+    stages, cfg = registry(), load_config()
+    table = {}
+    for key in leaf_keys():
+        readers = {name for name, stage in stages.items() if key in stage.declared_keys(cfg)}
+        expected = set() if is_speed_only(key) else readers
+        table[key] = direct_invalidations(key)
+        assert table[key] == expected, key
+    # the review's examples
+    assert table["train.hidden"] == {"train", "rw", "d2lr"}  # not TIGER, SASRec or the CRAB fine-tune's own key
+    assert table["evaluate.batch_size"] == set() and table["train.threads"] == set()
+    assert "rebalance" not in table["crab.gamma"] and table["crab.gamma"] == {"finetune"}
+    assert table["baselines.rr_alphas"] == {"rr"}
+    assert table["seed"] >= {"tokenize", "train", "tiger", "sasrec", "rw", "d2lr", "rebalance", "finetune"}
+    assert table["tokenize.rqvae_epochs"] == set()  # the default quantizer is rqkmeans: RQ-VAE settings are unused
+    assert table["tokenize.kmeans_iters"] == {"tokenize"}
 
 
 def test_a_new_codebook_reruns_what_uses_semantic_ids_but_not_sasrec():
+    def keys(**overrides) -> dict[str, str]:
+        ctx = RunContext(config=load_config(overrides=overrides), stages=registry())
+        return {name: ctx.key(name) for name in ctx.stages}
+
     base, other = keys(), keys(tokenize={"levels": 2})
     assert base["sasrec"] == other["sasrec"] and base["embed"] == other["embed"]
-    assert all(base[name] != other[name] for name in ("tokenize", "train", "evaluate", "tiger", "rebalance", "report"))
+    changed = ("tokenize", "train", "evaluate", "tiger", "tiger-eval", "rebalance", "finetune", "crab-eval", "report")
+    assert all(base[name] != other[name] for name in changed)
+
+
+def test_a_stage_cannot_read_a_setting_it_does_not_declare():
+    seen: set[str] = set()
+    view = ConfigView(load_config(), {"train.lr"}, seen, "demo")
+    assert view.train.lr == load_config().train.lr and view.run_dir.name == "office-quick"
+    with pytest.raises(UndeclaredRead, match="'train.hidden'"):
+        _ = view.train.hidden
+    assert seen == {"train.lr"}
+
+
+def test_every_declared_setting_is_read_by_a_real_run(tiny_run, ids_run):
+    read: dict[str, set[str]] = {}
+    declared: dict[str, set[str]] = {}
+    for run in (tiny_run, ids_run):  # rqkmeans on text, imported SIDs without text
+        cfg = load_config(str(run / "config.yaml"))
+        for state in (run / "stages").glob("*.json"):
+            read.setdefault(state.stem, set()).update(json.loads(state.read_text()).get("read", []))
+            declared.setdefault(state.stem, set()).update(registry()[state.stem].declared_keys(cfg))
+    for name in declared:
+        unread = {k for k in declared[name] - read[name] if not k.startswith(FORMAT_DEPENDENT) and not is_speed_only(k)}
+        assert not unread, f"stage {name} declares settings it never read: {sorted(unread)}"
+    assert {"train", "tiger", "sasrec", "rw", "d2lr", "rr", "rebalance", "finetune", "crab-eval"} <= set(read)

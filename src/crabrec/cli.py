@@ -150,12 +150,14 @@ def data_stats(
     typer.echo(json.dumps(stats, indent=2) if as_json else format_stats(stats))
 
 
-def run_stage(cfg: RunConfig, stage_name: str, force: bool = False) -> dict[str, Any]:
-    """Run one stage (and whatever it needs) in the run directory of ``cfg``."""
+def run_stage(cfg: RunConfig, stage_name: str, force: bool = False, forced: str | None = None) -> dict[str, Any]:
+    """Run one stage (and whatever it needs) in the run directory of ``cfg``; ``force`` re-runs it, ``forced``
+    re-runs that one of its inputs instead (and, since an input changed, the stage)."""
     from crabrec.pipeline import RunContext
     from crabrec.stages import preflight, registry
 
-    ctx = RunContext(config=cfg, stages=registry(), force={stage_name} if force else set())
+    again = {stage_name} if force and forced is None else {forced} if force else set()
+    ctx = RunContext(config=cfg, stages=registry(), force=again)
     if stage_name not in ("data", "embed", "tokenize", "rebalance"):  # the stages that rank items
         ctx.ensure("data")
         preflight(ctx)
@@ -284,8 +286,7 @@ def train(
     if backbone:
         sets = [*(sets or []), f"train.backbone={backbone}"]
     cfg = config_for(run_dir, config, preset, sets)
-    run_stage(cfg, chosen.trains or chosen.evaluates, force)
-    run_stage(cfg, chosen.evaluates)
+    run_stage(cfg, chosen.evaluates, force, forced=chosen.trains or chosen.evaluates)
     _print_metrics(cfg, chosen.name)
 
 
@@ -324,7 +325,7 @@ def evaluate(
 
     if rerank not in (None, "rr"):
         raise CrabError(f"--rerank {rerank!r}: expected rr")
-    chosen = get(rerank or model)
+    chosen = get(rerank or model, flag="--model")
     cfg = config_for(run_dir, config, preset, sets)
     run_stage(cfg, chosen.evaluates, force)
     _print_metrics(cfg, chosen.name)

@@ -55,7 +55,7 @@ class EmbedConfig(Strict):
     max_chars: int = Field(2000, ge=16, description="texts are cut to this many characters")
     batch_size: int = speed_only(64, ge=1, description="texts per encoder batch")
     normalize: bool = True
-    device: str = "cpu"
+    device: str = speed_only("cpu", description="where the encoder runs (cpu, cuda)")
 
 
 class TokenizeConfig(Strict):

@@ -35,7 +35,8 @@ LOCATION = frozenset({"name", "runs_dir", "run_dir", "preset"})
 class Stage:
     """One step of the experiment: ``fn(ctx)`` writes ``artifacts`` and returns a JSON summary.
 
-    ``reads`` lists the settings ``fn`` may read: dotted keys (``train.lr``), whole sections (``tiger``) or ``seed``.
+    ``reads`` lists the settings ``fn`` may read: dotted keys (``train.lr``), whole sections (``tiger``) or ``seed``;
+    ``reads_if(config)`` adds those that depend on a choice in the config (e.g. the quantizer's own settings).
     """
 
     name: str
@@ -45,12 +46,14 @@ class Stage:
     artifacts: tuple[str, ...] = ()
     describe: str = ""
     needs_if: Callable[[RunContext], tuple[str, ...]] | None = None  # inputs that depend on what earlier stages made
+    reads_if: Callable[[Any], tuple[str, ...]] | None = None
 
-    def declared_keys(self) -> set[str]:
-        """Every setting this stage may read, sections expanded to their keys."""
+    def declared_keys(self, config: Any = None) -> set[str]:
+        """Every setting this stage may read under ``config``, sections expanded to their keys."""
         keys = leaf_keys()
         out = set()
-        for read in self.reads:
+        extra = self.reads_if(config) if self.reads_if and config is not None else ()
+        for read in (*self.reads, *extra):
             if read in keys:
                 out.add(read)
             else:
@@ -58,7 +61,20 @@ class Stage:
                 if not matched:
                     raise ValueError(f"stage {self.name}: reads {read!r}, which is no setting or section")
                 out |= matched
-        return out
+        return out if config is None else {k for k in out if _applies(k, config)}
+
+
+# Settings that only matter under one choice of a sibling setting: ``<section>.plateau_factor`` is read only when
+# ``<section>.schedule`` is ``plateau``, so under another schedule it is no input of the stage.
+CHOICE_DEPENDENT = {"plateau_factor": ("schedule", "plateau")}
+
+
+def _applies(key: str, config: Any) -> bool:
+    section, _, field_name = key.rpartition(".")
+    if field_name not in CHOICE_DEPENDENT or not section:
+        return True
+    choice, value = CHOICE_DEPENDENT[field_name]
+    return getattr(getattr(config, section), choice, value) == value
 
 
 class UndeclaredRead(RuntimeError):
@@ -95,6 +111,7 @@ class RunContext:
     _checked: set[str] = field(default_factory=set)
     running: str = ""  # the stage being computed (its key tags training checkpoints)
     _view: ConfigView | None = None
+    _ran: set[str] = field(default_factory=set)  # stages computed (not taken from the cache) by this context
 
     @property
     def cfg(self) -> Any:
@@ -116,7 +133,7 @@ class RunContext:
         """The declared, result-changing settings of stage ``name`` with their values (its key's config part)."""
         dump = self.config.model_dump(mode="json")
         out = {}
-        for key in sorted(self.stages[name].declared_keys()):
+        for key in sorted(self.stages[name].declared_keys(self.config)):
             if is_speed_only(key):
                 continue
             node: Any = dump
@@ -169,13 +186,17 @@ class RunContext:
         return summary if isinstance(summary, dict) else {}
 
     def ensure(self, name: str) -> dict[str, Any]:
-        """Run ``name`` (after its inputs) unless a finished result with the same key exists."""
+        """Run ``name`` (after its inputs) unless a finished result with the same key exists and none of its inputs
+    was recomputed by this context."""
         stage = self.stages[name]
         for dep in stage.needs:
             self.ensure(dep)
         for dep in self.needs(name)[len(stage.needs) :]:
             self.ensure(dep)
-        if name not in self.force and self.is_done(name):
+        if name in self._ran:  # computed by this context already
+            return self.summary(name)
+        fresh_input = any(dep in self._ran for dep in self.needs(name))  # e.g. a forced re-training
+        if name not in self.force and not fresh_input and self.is_done(name):
             summary = self.summary(name)
             if name not in self._checked:
                 log.info("[%s] cached (%s)", name, _one_line(summary))
@@ -184,7 +205,7 @@ class RunContext:
         seen: set[str] = set()
         start = time.perf_counter()
         self.running = name
-        self._view = ConfigView(self.config, stage.declared_keys(), seen, name)
+        self._view = ConfigView(self.config, stage.declared_keys(self.config), seen, name)
         try:
             start_stage(self.config, "seed" in stage.reads)
             summary = stage.fn(self)
@@ -197,6 +218,7 @@ class RunContext:
         log.info("[%s] done in %.1fs (%s)", name, seconds, _one_line(summary))
         self.force.discard(name)
         self._checked.add(name)
+        self._ran.add(name)
         return summary
 
 

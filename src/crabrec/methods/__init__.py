@@ -57,11 +57,11 @@ def methods() -> list[Method]:
     return list(_REGISTRY.values())
 
 
-def get(name: str, trained: bool = False) -> Method:
+def get(name: str, trained: bool = False, flag: str = "--method") -> Method:
     """The method called ``name`` (``trained``: one that has a training stage), else a one-line error."""
     choices = [m.name for m in methods() if m.trains or not trained]
     if name not in choices:
-        raise CrabError(f"method {name!r}: expected one of {', '.join(choices)}")
+        raise CrabError(f"{flag} {name!r}: expected one of {', '.join(choices)}")
     return _REGISTRY[name]
 
 

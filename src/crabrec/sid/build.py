@@ -65,7 +65,7 @@ def build_codebook(
             raise CrabError(f"tokenize.quantizer={cfg.quantizer} needs item embeddings; this dataset has none")
     elif not np.isfinite(embeddings).all():
         bad = int(np.flatnonzero(~np.isfinite(embeddings).all(1))[0])
-        raise CrabError(f"{source}: item {item_ids[bad]!r} (row {bad}) has a non-finite value (NaN or inf)")
+        raise CrabError(f"{source}: row {bad}: item {item_ids[bad]!r} has a non-finite value (NaN or inf)")
     start = time.perf_counter()
     prefixes: list[str] = []
     if cfg.quantizer == "import":

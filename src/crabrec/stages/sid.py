@@ -82,10 +82,23 @@ EMBED_STAGE = Stage(
     artifacts=("embeddings.items.json",),  # + embeddings.npy unless the dataset has no text (checked by tokenize)
     describe="item text -> vectors (frozen encoder); skipped for ids-only data",
 )
+def quantizer_settings(config) -> tuple[str, ...]:
+    """The settings the chosen quantizer reads (the others cannot change its codebook)."""
+    own = {
+        "rqkmeans": ("levels", "codebook_size", "kmeans_iters", "kmeans_init"),
+        "balanced": ("levels", "codebook_size", "kmeans_iters", "kmeans_init"),
+        "rqvae": ("levels", "codebook_size", "rqvae_latent_dim", "rqvae_hidden", "rqvae_epochs", "rqvae_lr")
+        + ("rqvae_batch_size", "rqvae_beta"),
+        "import": ("import_path",),
+    }[config.tokenize.quantizer]
+    return tuple(f"tokenize.{k}" for k in own)
+
+
 TOKENIZE_STAGE = Stage(
     name="tokenize",
     fn=run_tokenize,
-    reads=("tokenize", "seed"),
+    reads=("tokenize.quantizer", "tokenize.dedup", "seed"),
+    reads_if=quantizer_settings,
     needs=("data", "embed"),
     artifacts=("sid/codebook.json", "sid/index.json"),
     describe="embeddings -> semantic IDs (codebook)",

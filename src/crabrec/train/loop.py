@@ -142,16 +142,18 @@ def train(
     total = max(1, sum(math.ceil(len(p) / cfg.grad_accum) for p in plans.values()))
 
     plateau = {"scale": 1.0}  # schedule=plateau: shrunk after each epoch that does not improve validation
+    kind, warmup = cfg.schedule, cfg.warmup_steps
+    factor = cfg.plateau_factor if kind == "plateau" else 1.0
 
     def schedule(step: int) -> float:
-        if step < cfg.warmup_steps:
-            return (step + 1) / (cfg.warmup_steps + 1)
-        if cfg.schedule == "plateau":
+        if step < warmup:
+            return (step + 1) / (warmup + 1)
+        if kind == "plateau":
             return plateau["scale"]
-        if cfg.schedule == "inverse_sqrt":
-            return math.sqrt(max(1, cfg.warmup_steps) / (step + 1))
-        left = max(0.0, (total - step) / max(1, total - cfg.warmup_steps))
-        return left if cfg.schedule == "linear" else 0.5 * (1.0 - math.cos(math.pi * left))
+        if kind == "inverse_sqrt":
+            return math.sqrt(max(1, warmup) / (step + 1))
+        left = max(0.0, (total - step) / max(1, total - warmup))
+        return left if kind == "linear" else 0.5 * (1.0 - math.cos(math.pi * left))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     model, optimizer = accelerator.prepare(model, optimizer)
@@ -218,8 +220,8 @@ def train(
                 tmp.rename(best)
         else:
             state["bad_epochs"] += 1
-            if cfg.schedule == "plateau":
-                state["lr_scale"] = plateau["scale"] = plateau["scale"] * cfg.plateau_factor
+            if kind == "plateau":
+                state["lr_scale"] = plateau["scale"] = plateau["scale"] * factor
                 for group, base in zip(optimizer.param_groups, scheduler.base_lrs):  # from the next step on
                     group["lr"] = base * schedule(scheduler.last_epoch)
         state["epoch"] = epoch
