@@ -26,7 +26,7 @@ def test_rw_weights_hand_example():
     # histories: 0,1,0,2,1,3 -> group 0: 4/6, group 1: 2/6; targets: all group 1 -> GH_ta = [0, 1]
     w = reweight.group_weights(train, group, 2)
     np.testing.assert_allclose(w, [1.0, 2 / 6])  # absent target group -> 1; over-represented group -> < 1
-    np.testing.assert_allclose(reweight.item_weights(train, group, 2), [1.0, 1.0, 1 / 3, 1 / 3])
+    np.testing.assert_allclose(reweight.group_weights(train, group, 2)[group], [1.0, 1.0, 1 / 3, 1 / 3])
 
 
 def test_d2lr_weights_decay_with_position_and_clip():

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from crabrec.config import CrabConfig, TrainConfig
-from crabrec.crab.alignment import alignment_loss, expand_embeddings, hierarchy, remap_tokens
+from crabrec.crab.alignment import alignment_loss, expand_embeddings, hierarchy
 from crabrec.crab.finetune import crab_loss, prepare_trainable
-from crabrec.crab.rebalance import RebalanceConfig, rebalance
+from crabrec.crab.rebalance import rebalance
 from crabrec.models.decoder import N_SPECIAL, build_decoder, encode_rows, item_tokens
 from crabrec.sid.codebook import Codebook
 
@@ -27,7 +27,7 @@ def setup():
     )
     cb.residuals = [rng.normal(size=(n, 4)).astype(np.float32) for _ in range(3)]
     freq = rng.integers(0, 30, n)
-    out = rebalance(cb, freq, RebalanceConfig(ratio=0.34, seed=0), progress=False)
+    out = rebalance(cb, freq, CrabConfig(ratio=0.34), 0, progress=False)
     model = build_decoder(N_SPECIAL + cb.vocab_size, TrainConfig(hidden=16, layers=1, heads=2, ff=32), seed=0)
     return cb, out, model
 
@@ -47,6 +47,15 @@ def test_alignment_loss_matches_literal_sum(setup):
     h = hierarchy(out.codebook)
     torch.testing.assert_close(alignment_loss(w, h), literal_lt(w, out.codebook))
     torch.testing.assert_close(alignment_loss(w, h, normalize=True), literal_lt(w, out.codebook) / h.n_parents)
+
+
+def remap_tokens(old, new) -> np.ndarray:
+    """Old vocabulary id -> new vocabulary id for the tokens both codebooks share."""
+    out = np.arange(N_SPECIAL + old.vocab_size)
+    for level in range(old.n_levels):
+        ids = np.arange(old.sizes[level])
+        out[N_SPECIAL + old.offsets[level] + ids] = N_SPECIAL + new.offsets[level] + ids
+    return out
 
 
 def test_expand_keeps_old_rows_and_copies_parents(setup):

@@ -1,12 +1,12 @@
-"""CRAB stage 1: the regularized K-means and the invariants of rebalancing (METHOD_SPEC §6.2–6.3)."""
+"""CRAB stage 1: the regularized K-means and the invariants of rebalancing (docs/METHOD.md, "CRAB stage 1")."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from crabrec.config import TokenizeConfig
-from crabrec.crab.rebalance import RebalanceConfig, rebalance
+from crabrec.config import CrabConfig, TokenizeConfig
+from crabrec.crab.rebalance import rebalance
 from crabrec.crab.reg_kmeans import Units, enumerate_best, kmeanspp_init, lloyd, lpt_init, objective, reg_kmeans
 from crabrec.sid.build import build_codebook
 
@@ -54,7 +54,7 @@ def office_codebook():
 
 def test_rebalance_invariants_on_office(office_codebook):
     cb, freq = office_codebook
-    out = rebalance(cb, freq, RebalanceConfig(ratio=0.1, seed=0), progress=False)
+    out = rebalance(cb, freq, CrabConfig(ratio=0.1), 0, progress=False)
     new = out.codebook
     assert new.codes.shape == cb.codes.shape  # every item keeps L tokens
     assert new.collisions() <= cb.collisions()  # splitting only refines
@@ -87,8 +87,8 @@ def test_rebalance_invariants_on_office(office_codebook):
 
 def test_rebalance_is_deterministic_and_respects_levels(office_codebook):
     cb, freq = office_codebook
-    a = rebalance(cb, freq, RebalanceConfig(levels=[1], seed=3), progress=False)
-    b = rebalance(cb, freq, RebalanceConfig(levels=[1], seed=3), progress=False)
+    a = rebalance(cb, freq, CrabConfig(levels=[1]), 3, progress=False)
+    b = rebalance(cb, freq, CrabConfig(levels=[1]), 3, progress=False)
     assert np.array_equal(a.codebook.codes, b.codebook.codes)
     assert np.array_equal(a.codebook.codes[:, [0, 2]], cb.codes[:, [0, 2]])
     assert all(k.startswith("<b_") for k in a.token_map)

@@ -1,4 +1,4 @@
-"""Hand-computed metric examples (METHOD_SPEC §4.2, §1.8)."""
+"""Hand-computed metric examples (docs/METHOD.md, "Metrics")."""
 
 from __future__ import annotations
 

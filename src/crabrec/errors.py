@@ -7,7 +7,3 @@ class CrabError(Exception):
     The CLI prints ``crabrec: error: <message>`` and exits with code 2.
     """
 
-
-def fail(message: str) -> None:
-    """Raise a :class:`CrabError` with ``message``."""
-    raise CrabError(message)

@@ -1,1 +1,1 @@
-"""Popularity-debiasing baselines on the generative backbone (METHOD_SPEC §5): RW, RR, D²LR."""
+"""Popularity-debiasing baselines on the generative backbone (docs/METHOD.md, "Baselines"): RW, RR, D²LR."""

@@ -1,4 +1,4 @@
-"""IFairLRS Reranking (METHOD_SPEC §5.2), adapted to beam search: inference only.
+"""IFairLRS Reranking (docs/METHOD.md, "Baselines"), adapted to beam search: inference only.
 
 ``U_G = Σ_K γ_K GU@K(G)`` on the validation rankings of the base model (``γ_K = K / Σ K'``), ``Û_G = U_G / max|U|``,
 ``Û_i`` = mean of ``Û`` over the items of candidate ``i``'s SID; the candidates' distances ``D_i = −score_i`` are

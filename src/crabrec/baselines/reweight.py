@@ -1,4 +1,4 @@
-"""IFairLRS Reweighting (METHOD_SPEC §5.1), per sample (not the reference code's batch-mean bug).
+"""IFairLRS Reweighting (docs/METHOD.md, "Baselines"), per sample (not the reference code's batch-mean bug).
 
 ``W_G = GH_train(G) / GH_target(G)`` over the popularity groups (histories vs targets of the training rows; ``W_G = 1``
 where ``GH_target(G) = 0``); every target token of a row gets ``W_{g(target)}``, so the loss is
@@ -20,11 +20,6 @@ def group_weights(train: Samples, group: np.ndarray, n_groups: int) -> np.ndarra
     gh_tr = hist / max(hist.sum(), 1.0)
     gh_ta = tgt / max(tgt.sum(), 1.0)
     return np.where(gh_ta > 0, gh_tr / np.where(gh_ta > 0, gh_ta, 1.0), 1.0)
-
-
-def item_weights(train: Samples, group: np.ndarray, n_groups: int) -> np.ndarray:
-    """``W_i = W_{g(i)}`` for every item (the weight a row with target ``i`` gets)."""
-    return group_weights(train, group, n_groups)[group]
 
 
 def token_weight_fn(weights: np.ndarray):

@@ -1,5 +1,5 @@
 """CRAB stage 2 pieces: grow the decoder's vocabulary for the rebalanced codebook, and the hierarchical semantic
-alignment regularizer L_T (METHOD_SPEC §6.4–6.5).
+alignment regularizer L_T (docs/METHOD.md, "CRAB stage 2").
 
     L_T = Σ_{parents k} (1/|Ch(k)|) Σ_{c ∈ Ch(k)} ‖e(c) − ē_k‖²,   ē_k = mean_{c ∈ Ch(k)} e(c)
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from crabrec.models.decoder import N_SPECIAL
@@ -88,12 +87,3 @@ def expand_embeddings(
     model.get_input_embeddings().weight.data.copy_(new_w)
     if model.config.tie_word_embeddings:
         model.tie_weights()
-
-
-def remap_tokens(old: Codebook, new: Codebook) -> np.ndarray:
-    """Old vocabulary id -> new vocabulary id for the tokens both codebooks share."""
-    out = np.arange(N_SPECIAL + old.vocab_size)
-    for level in range(old.n_levels):
-        ids = np.arange(old.sizes[level])
-        out[N_SPECIAL + old.offsets[level] + ids] = N_SPECIAL + new.offsets[level] + ids
-    return out

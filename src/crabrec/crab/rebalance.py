@@ -1,4 +1,4 @@
-"""CRAB stage 1: split over-popular tokens, level by level, top-down (METHOD_SPEC §6.2–6.4).
+"""CRAB stage 1: split over-popular tokens, level by level, top-down (docs/METHOD.md, "CRAB stage 1").
 
 At each semantic level the top ``ratio`` of used tokens by popularity ``P(c)`` are split into
 ``M = clamp(round(P(c)/mean P), 2, max_split)`` tokens. The units moved together are the child tokens restricted to
@@ -8,28 +8,16 @@ cluster (by popularity) keeps the old id; new ids continue the level's index (``
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from crabrec.config import CrabConfig
 from crabrec.crab.reg_kmeans import Units, reg_kmeans
 from crabrec.errors import CrabError
-from crabrec.sid.codebook import Codebook, gini
-
-
-@dataclass
-class RebalanceConfig:
-    ratio: float | list[float] = 0.10
-    levels: list[int] | None = None
-    max_split: int = 3
-    lam: float = 1.0
-    n_init: int = 10
-    max_iter: int = 100
-    exact_limit: float = 1e6
-    seed: int = 0
+from crabrec.sid.codebook import Codebook
 
 
 @dataclass
@@ -40,21 +28,7 @@ class Rebalanced:
     report: list[dict[str, Any]] = field(default_factory=list)
 
 
-def level_popularity_stats(cb: Codebook, freq: np.ndarray, level: int) -> dict[str, float]:
-    used = cb.used(level)
-    p = cb.popularity(freq, level)[used]
-    k = math.ceil(0.05 * len(used))
-    return {
-        "tokens": len(used),
-        "max_p": float(p.max()),
-        "mean_p": round(float(p.mean()), 3),
-        "max_over_mean": round(float(p.max() / p.mean()), 3) if p.mean() > 0 else 0.0,
-        "gini": round(gini(p), 4),
-        "top5_share": round(float(np.sort(p)[::-1][:k].sum() / p.sum()), 4) if p.sum() > 0 else 0.0,
-    }
-
-
-def _ratio(cfg: RebalanceConfig, level: int) -> float:
+def _ratio(cfg: CrabConfig, level: int) -> float:
     if isinstance(cfg.ratio, list):
         if level >= len(cfg.ratio):
             raise CrabError(f"rebalance ratio: {len(cfg.ratio)} values given, none for level {level}")
@@ -73,7 +47,7 @@ def token_residuals(token_ids: np.ndarray, table: np.ndarray) -> list[np.ndarray
     return [np.ascontiguousarray(tails[:, level]) for level in range(token_ids.shape[1])]
 
 
-def rebalance(cb: Codebook, freq: np.ndarray, cfg: RebalanceConfig, progress: bool = True) -> Rebalanced:
+def rebalance(cb: Codebook, freq: np.ndarray, cfg: CrabConfig, seed: int, progress: bool = True) -> Rebalanced:
     """Return a new codebook whose over-popular tokens are split; the input codebook is not modified."""
     if cb.residuals is None:
         raise CrabError("rebalance: the codebook has no per-item residuals (re-run tokenize)")
@@ -93,7 +67,7 @@ def rebalance(cb: Codebook, freq: np.ndarray, cfg: RebalanceConfig, progress: bo
     report = []
     work = Codebook(codes=codes, sizes=sizes, item_ids=cb.item_ids, prefixes=cb.prefixes, dedup_levels=cb.dedup_levels)
     for level in sorted(levels):
-        before = level_popularity_stats(work, freq, level)
+        before = work.popularity_profile(freq, level)
         used = work.used(level)
         pop = work.popularity(freq, level)
         mean_p = float(pop[used].mean())
@@ -118,7 +92,7 @@ def rebalance(cb: Codebook, freq: np.ndarray, cfg: RebalanceConfig, progress: bo
             rsum = np.zeros((j, residuals[level].shape[1]))
             np.add.at(rsum, unit_of, residuals[level][items])
             units = Units(r=rsum / n[:, None], n=n, p=p)
-            z = reg_kmeans(units, m, cfg.lam, cfg.seed + 7919 * level + c, cfg.n_init, cfg.max_iter, cfg.exact_limit)
+            z = reg_kmeans(units, m, cfg.lam, seed + 7919 * level + c, cfg.n_init, cfg.max_iter, cfg.exact_limit)
             cluster_p = np.bincount(z, weights=p, minlength=m)
             keep = int(np.lexsort((np.arange(m), -cluster_p))[0])
             new_ids = {}
@@ -155,7 +129,7 @@ def rebalance(cb: Codebook, freq: np.ndarray, cfg: RebalanceConfig, progress: bo
         work = Codebook(
             codes=codes, sizes=sizes, item_ids=cb.item_ids, prefixes=cb.prefixes, dedup_levels=cb.dedup_levels
         )
-        after = level_popularity_stats(work, freq, level)
+        after = work.popularity_profile(freq, level)
         report.append(
             {
                 "level": cb.prefixes[level],
@@ -174,7 +148,7 @@ def rebalance(cb: Codebook, freq: np.ndarray, cfg: RebalanceConfig, progress: bo
             "levels": levels,
             "lam": cfg.lam,
             "max_split": cfg.max_split,
-            "seed": cfg.seed,
+            "seed": seed,
         },
     }
     out = Codebook(

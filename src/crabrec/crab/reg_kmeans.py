@@ -1,4 +1,4 @@
-"""Balance-regularized K-means over weighted units (CRAB Eq. kmeans; METHOD_SPEC §6.3).
+"""Balance-regularized K-means over weighted units (CRAB Eq. kmeans; docs/METHOD.md, "CRAB stage 1").
 
 Scale-free objective over assignments ``z`` (centres are the exact n-weighted means):
 

@@ -104,6 +104,3 @@ class Dataset:
     @property
     def n_interactions(self) -> int:
         return int(sum(len(s) for s in self.sequences))
-
-    def item_index(self) -> dict[str, int]:
-        return {raw: i for i, raw in enumerate(self.item_ids)}

@@ -1,4 +1,4 @@
-"""Item popularity ``f_i`` and the equal-size popularity groups of METHOD_SPEC §4.1."""
+"""Item popularity ``f_i`` and the equal-size popularity groups (docs/METHOD.md, "Data and popularity")."""
 
 from __future__ import annotations
 

@@ -19,15 +19,14 @@ VALIDATION = ("valid_samples", "valid_beam", "packing", "backbone")
 
 
 def run_rebalance(ctx: RunContext) -> dict[str, Any]:
-    from crabrec.crab.rebalance import RebalanceConfig, format_report, rebalance
+    from crabrec.crab.rebalance import format_report, rebalance
 
     c, files = ctx.cfg.crab, ctx.files
-    cfg = RebalanceConfig(**{k: getattr(c, k) for k in REBALANCE_READS}, seed=ctx.cfg.seed)
     base = files.load_codebook()
     vectors = "text embeddings"
     if base.residuals is None:  # ids-only data: cluster on the trained MOR model's token embeddings instead
         base.residuals, vectors = model_residuals(ctx, base), "MOR token embeddings (no item text)"
-    out = rebalance(base, files.load_popularity().freq, cfg)
+    out = rebalance(base, files.load_popularity().freq, c, ctx.cfg.seed)
     out.codebook.save(files.codebook(rebalanced=True))
     write_json(files.sid_file("index.json", True), out.codebook.to_index())
     write_json(files.sid_file("token_map.json", True), {"old_to_new": out.token_map, "parent": out.parent})

@@ -1,4 +1,4 @@
-"""Group unfairness (IFairLRS; METHOD_SPEC §4.2) and the share of exposure going to popular items.
+"""Group unfairness (IFairLRS; docs/METHOD.md, "Metrics") and the share of exposure going to popular items.
 
 GP@K(G) = share of all top-K slots whose item is in G; GH(G) = share of all history entries in G;
 GU@K(G) = GP@K(G) − GH(G); MGU@K = mean_G |GU@K(G)|; DGU@K = max_G GU − min_G GU.

@@ -1,4 +1,5 @@
-"""CRAB §3 analysis: GU of the items under popular (T_pop) vs unpopular (T_unp) tokens at each level."""
+"""The token-group analysis (docs/METHOD.md, "Token groups"): GU of the items under popular (T_pop) vs
+unpopular (T_unp) tokens at each level."""
 
 from __future__ import annotations
 

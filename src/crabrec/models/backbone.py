@@ -66,7 +66,7 @@ def sid_base(tokenizer, sizes: list[int]) -> int:
 
 
 def prompts(tokenizer) -> tuple[Prompt, Prompt]:
-    """``(train prompt, test prompt)`` as token ids: instruction and input pieces encoded separately (spec §1.5)."""
+    """``(train prompt, test prompt)`` as token ids: instruction and input pieces encoded separately (as MiniOneRec)."""
 
     def enc(text: str) -> tuple[int, ...]:
         return tuple(tokenizer.encode(text, add_special_tokens=False)) if text else ()

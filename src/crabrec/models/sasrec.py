@@ -1,5 +1,5 @@
-"""SASRec (METHOD_SPEC §3): causal self-attention over item-id histories, full-softmax cross-entropy over all
-items (the BCE variant with one sampled negative as an option), full ranking at evaluation.
+"""SASRec (docs/METHOD.md, "Backbones"): causal self-attention over item-id histories, full-softmax cross-entropy
+over all items (the BCE variant with one sampled negative as an option), full ranking at evaluation.
 
 A ``transformers.PreTrainedModel`` so it saves and loads with ``save_pretrained`` / ``from_pretrained``.
 """

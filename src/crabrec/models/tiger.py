@@ -1,5 +1,5 @@
-"""TIGER (METHOD_SPEC §2): a T5 encoder-decoder from a config that reads the history's SID tokens (after one hashed
-user token) and generates the next item's SID tokens.
+"""TIGER (docs/METHOD.md, "Backbones"): a T5 encoder-decoder from a config that reads the history's SID tokens
+(after one hashed user token) and generates the next item's SID tokens.
 
 Vocabulary = the decoder's layout (``N_SPECIAL + codebook global id``) followed by ``user_bins`` user tokens; one
 shared, tied embedding table. The decoder starts from ``PAD`` (T5's convention). ``config.crabrec_user_bins`` and

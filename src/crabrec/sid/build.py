@@ -33,7 +33,7 @@ def effective_codebook_size(n_items: int, cfg: TokenizeConfig) -> int:
 
 
 def empirical_residuals(x: np.ndarray, codes: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """RQ residuals when only SIDs are known: codeword = mean residual of the token (METHOD_SPEC §6.3.3 fallback)."""
+    """RQ residuals when only SIDs are known: codeword = mean residual of the token (docs/METHOD.md, "CRAB stage 1")."""
     residual = np.asarray(x, np.float32)
     residuals, codewords = [], []
     for level in range(codes.shape[1]):

@@ -148,7 +148,9 @@ class Codebook:
 
     def collisions(self) -> int:
         """Items beyond the first that share a full SID."""
-        return int(self.n_items - len(np.unique(self.codes, axis=0)))
+        from crabrec.sid.collisions import collision_count
+
+        return collision_count(self.codes)
 
     def level_stats(self, freq: np.ndarray | None = None) -> list[dict[str, Any]]:
         rows = []
@@ -164,17 +166,24 @@ class Codebook:
             if level > 0:
                 row["parents_per_token"] = round(float(np.mean([len(v) for v in self.parents(level).values()])), 2)
             if freq is not None:
-                p = self.popularity(freq, level)[used]
-                k = math.ceil(0.05 * len(used))
-                row.update(
-                    max_p=float(p.max()),
-                    mean_p=round(float(p.mean()), 2),
-                    max_over_mean=round(float(p.max() / p.mean()), 2) if p.mean() > 0 else 0.0,
-                    gini=round(gini(p), 4),
-                    top5_share=round(float(np.sort(p)[::-1][:k].sum() / p.sum()), 4) if p.sum() > 0 else 0.0,
-                )
+                row.update(self.popularity_profile(freq, level))
             rows.append(row)
         return rows
+
+    def popularity_profile(self, freq: np.ndarray, level: int) -> dict[str, float]:
+        """How concentrated ``P(c)`` is over the used tokens of ``level``: count, max, mean, max/mean, Gini and the
+        share of the top 5% of tokens."""
+        used = self.used(level)
+        p = self.popularity(freq, level)[used]
+        k = math.ceil(0.05 * len(used))
+        return {
+            "tokens": len(used),
+            "max_p": float(p.max()),
+            "mean_p": round(float(p.mean()), 3),
+            "max_over_mean": round(float(p.max() / p.mean()), 3) if p.mean() > 0 else 0.0,
+            "gini": round(gini(p), 4),
+            "top5_share": round(float(np.sort(p)[::-1][:k].sum() / p.sum()), 4) if p.sum() > 0 else 0.0,
+        }
 
     # ------------------------------------------------------------------ persistence
     def to_index(self) -> dict[str, list[str]]:

@@ -1,4 +1,4 @@
-"""RQ-VAE (METHOD_SPEC §1.3.1): MLP encoder/decoder, residual codebooks initialised by k-means, STE training.
+"""RQ-VAE (docs/METHOD.md, "Semantic IDs"): MLP encoder/decoder, k-means-initialised residual codebooks, STE training.
 
 Loss = MSE(decoder(Σ x_q), x) + mean over levels of [MSE(x_q, sg[r]) + β·MSE(sg[x_q], r)].
 The trained model is saved as safetensors so per-item latent residuals can be recomputed (CRAB needs them).
