@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -32,6 +37,9 @@ app.add_typer(backbone_app, name="backbone")
 
 log = logging.getLogger("crabrec")
 
+RunDirArg = Annotated[
+    str | None, typer.Argument(help="An existing run directory: its saved config.yaml is used (then --set applies).")
+]
 ConfigOpt = Annotated[str | None, typer.Option("--config", "-c", help="YAML config file (merged over the preset).")]
 PresetOpt = Annotated[str | None, typer.Option("--preset", help="quick (CPU, default) or paper (GPU).")]
 SetOpt = Annotated[
@@ -41,6 +49,81 @@ DataPathOpt = Annotated[str | None, typer.Option("--data", help="Dataset path (d
 FormatOpt = Annotated[str | None, typer.Option("--format", help="auto|lcrec|minionerec|recbole|table.")]
 NameOpt = Annotated[str | None, typer.Option("--name", help="Run name: artifacts go to <runs_dir>/<name>/.")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for every random choice.")]
+RUN_OPTIONS = {
+    "run_dir": RunDirArg,
+    "config": ConfigOpt,
+    "preset": PresetOpt,
+    "sets": SetOpt,
+    "data": DataPathOpt,
+    "data_format": FormatOpt,
+    "name": NameOpt,
+    "seed": SeedOpt,
+}
+
+
+@dataclass
+class RunOptions:
+    """What every run command takes to know its run: ``RUN_DIR`` or preset <- --config <- flags <- --set."""
+
+    run_dir: str | None = None
+    config: str | None = None
+    preset: str | None = None
+    sets: list[str] | None = None
+    data: str | None = None
+    data_format: str | None = None
+    name: str | None = None
+    seed: int | None = None
+
+    def resolve(self, **sections: dict[str, Any] | None) -> RunConfig:
+        """The run's config; ``sections`` are a command's own options (e.g. ``tokenize={"levels": 4}``)."""
+        named: dict[str, Any] = {k: v for k, v in sections.items() if v}
+        if self.data is not None:
+            named.setdefault("data", {})["path"] = self.data
+        if self.data_format is not None:
+            named.setdefault("data", {})["format"] = self.data_format
+        if self.seed is not None:
+            named["seed"] = self.seed
+        overrides = deep_merge(named, parse_overrides(self.sets or []))
+        if self.run_dir is None:
+            if self.name is not None:
+                overrides["name"] = self.name
+            return load_config(self.config, overrides, self.preset)
+        given = (
+            ("--data", self.data),
+            ("--format", self.data_format),
+            ("--name", self.name),
+            ("--config", self.config),
+        )
+        extra = [flag for flag, value in given if value]
+        if extra:
+            raise CrabError(
+                f"{self.run_dir}: a run directory fixes its config; drop {', '.join(extra)} (--set applies)"
+            )
+        path = Path(self.run_dir)
+        if not (path / "config.yaml").is_file():
+            raise CrabError(f"{self.run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
+        location = {"name": path.resolve().name, "runs_dir": str(path.resolve().parent)}
+        return load_config(str(path / "config.yaml"), deep_merge(overrides, location), self.preset)
+
+
+def run_command(fn: Callable[..., None]) -> Callable[..., None]:
+    """Give a command the shared run options (after its own parameters); it receives them as ``opts``."""
+    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "opts"]
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=kind)
+        for name, kind in RUN_OPTIONS.items()
+    ]
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs: Any) -> None:
+        opts = RunOptions(**{name: kwargs.pop(name) for name in RUN_OPTIONS})
+        fn(opts=opts, **kwargs)
+
+    wrapper.__signature__ = inspect.Signature([*own, *shared])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *shared]}
+    return wrapper
+
+
 # Help texts that list registered methods or stages are filled in from the registries when the CLI starts.
 ANY_METHOD = typer.Option("--model", "--method", help="")
 TRAINED_METHOD = typer.Option("--method", "--model", help="")
@@ -61,25 +144,6 @@ def refresh_help() -> None:
     app.info.help = APP_HELP.format(stages=" -> ".join(stages))
 
 
-def build_config(config: str | None, preset: str | None, sets: list[str] | None, **flags: Any) -> RunConfig:
-    """Preset <- --config <- named flags <- --set overrides."""
-    named: dict[str, Any] = {}
-    mapping = {"data_path": ("data", "path"), "data_format": ("data", "format"), "name": ("name",), "seed": ("seed",)}
-    for flag, value in flags.items():
-        if value is None:
-            continue
-        if isinstance(value, dict):
-            named[flag] = value
-            continue
-        keys = mapping.get(flag, (flag,))
-        node = named
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-        node[keys[-1]] = value
-    overrides = deep_merge(named, parse_overrides(sets or []))
-    return load_config(config, overrides, preset)
-
-
 def _setup_logging(verbose: bool = False) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter())
@@ -97,14 +161,9 @@ class _Formatter(logging.Formatter):
 
 
 @app.command()
+@run_command
 def run(
-    config: ConfigOpt = None,
-    preset: PresetOpt = None,
-    sets: SetOpt = None,
-    data: DataPathOpt = None,
-    data_format: FormatOpt = None,
-    name: NameOpt = None,
-    seed: SeedOpt = None,
+    opts: RunOptions,
     force: Annotated[list[str] | None, FORCE_STAGES] = None,
     until: Annotated[str | None, UNTIL] = None,
 ) -> None:
@@ -112,7 +171,7 @@ def run(
     from crabrec.pipeline import RunContext
     from crabrec.stages import preflight, registry
 
-    cfg = build_config(config, preset, sets, data_path=data, data_format=data_format, name=name, seed=seed)
+    cfg = opts.resolve()
     stages = registry()
     for name_ in [*(force or []), *([until] if until else [])]:
         if name_ not in stages:
@@ -128,12 +187,9 @@ def run(
 
 
 @data_app.command("stats")
+@run_command
 def data_stats(
-    config: ConfigOpt = None,
-    preset: PresetOpt = None,
-    sets: SetOpt = None,
-    data: DataPathOpt = None,
-    data_format: FormatOpt = None,
+    opts: RunOptions,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Users, items, interactions, sequence lengths, samples per split and popularity concentration."""
@@ -142,7 +198,7 @@ def data_stats(
     from crabrec.data import compute_popularity, load_dataset, make_splits
     from crabrec.data.stats import dataset_stats, format_stats
 
-    cfg = build_config(config, preset, sets, data_path=data, data_format=data_format)
+    cfg = opts.resolve()
     ds = load_dataset(cfg.data)
     splits = make_splits(ds, cfg.data.split, cfg.data.max_history)
     pop = compute_popularity(splits.train, ds.n_items, cfg.data.n_groups, cfg.data.popular_share)
@@ -168,29 +224,22 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Re-run even if a cached
 
 
 @app.command()
+@run_command
 def embed(
-    config: ConfigOpt = None,
-    preset: PresetOpt = None,
-    sets: SetOpt = None,
-    data: DataPathOpt = None,
-    name: NameOpt = None,
+    opts: RunOptions,
     encoder: Annotated[
         str | None, typer.Option(help="all-MiniLM-L6-v2 (bundled), hashing-bow, or a model dir.")
     ] = None,
     force: ForceOpt = False,
 ) -> None:
     """Encode item text with a frozen encoder -> <run>/embeddings.npy (+ item order)."""
-    cfg = build_config(config, preset, sets, data_path=data, name=name, embed={"encoder": encoder} if encoder else None)
-    run_stage(cfg, "embed", force)
+    run_stage(opts.resolve(embed={"encoder": encoder} if encoder else None), "embed", force)
 
 
 @app.command()
+@run_command
 def tokenize(
-    config: ConfigOpt = None,
-    preset: PresetOpt = None,
-    sets: SetOpt = None,
-    data: DataPathOpt = None,
-    name: NameOpt = None,
+    opts: RunOptions,
     quantizer: Annotated[str | None, typer.Option(help="rqkmeans | rqvae | balanced | import.")] = None,
     levels: Annotated[int | None, typer.Option(help="Quantization levels.")] = None,
     codebook_size: Annotated[int | None, typer.Option(help="Codes per level.")] = None,
@@ -202,19 +251,15 @@ def tokenize(
     from crabrec.sid.build import format_level_table
 
     options = {"quantizer": quantizer, "levels": levels, "codebook_size": codebook_size, "import_path": import_path}
-    tok = {k: v for k, v in options.items() if v is not None}
-    cfg = build_config(config, preset, sets, data_path=data, name=name, tokenize=tok or None)
+    cfg = opts.resolve(tokenize={k: v for k, v in options.items() if v is not None})
     run_stage(cfg, "tokenize", force)
     typer.echo(format_level_table(read_checked(RunFiles(cfg.run_dir).sid_file("stats.json"), list)))
 
 
 @app.command()
+@run_command
 def rebalance(
-    config: ConfigOpt = None,
-    preset: PresetOpt = None,
-    sets: SetOpt = None,
-    data: DataPathOpt = None,
-    name: NameOpt = None,
+    opts: RunOptions,
     ratio: Annotated[
         str | None, typer.Option(help="Split ratio: one value (0.1) or one per level (0.05,0.1,0.1).")
     ] = None,
@@ -223,6 +268,8 @@ def rebalance(
     force: ForceOpt = False,
 ) -> None:
     """CRAB stage 1: split over-popular tokens -> <run>/crab/codebook.json, and print before/after per level."""
+    from crabrec.runfiles import RunFiles
+
     crab: dict[str, Any] = {}
     if ratio is not None:
         crab["ratio"] = _floats(ratio, "--ratio")
@@ -232,29 +279,9 @@ def rebalance(
         crab["levels"] = [int(v) for v in _floats(levels, "--levels")]
     if lam is not None:
         crab["lam"] = lam
-    cfg = build_config(config, preset, sets, data_path=data, name=name, crab=crab or None)
+    cfg = opts.resolve(crab=crab)
     run_stage(cfg, "rebalance", force)
-    from crabrec.runfiles import RunFiles
-
     typer.echo(RunFiles(cfg.run_dir).sid_file("report.txt", rebalanced=True).read_text().rstrip())
-
-
-RunDirArg = Annotated[
-    str | None, typer.Argument(help="An existing run directory (its config.yaml is used); default: from the config.")
-]
-
-
-def config_for(run_dir: str | None, config: str | None, preset: str | None, sets: list[str] | None, **flags: Any):
-    """The config of ``run_dir`` (its saved ``config.yaml``) or, without one, the usual preset/config/flags."""
-    from pathlib import Path
-
-    if run_dir is None:
-        return build_config(config, preset, sets, **flags)
-    path = Path(run_dir)
-    if not (path / "config.yaml").is_file():
-        raise CrabError(f"{run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
-    location = {"name": path.resolve().name, "runs_dir": str(path.resolve().parent)}
-    return load_config(str(path / "config.yaml"), deep_merge(parse_overrides(sets or []), location), preset)
 
 
 def _print_metrics(cfg: RunConfig, model: str) -> None:
@@ -266,11 +293,9 @@ def _print_metrics(cfg: RunConfig, model: str) -> None:
 
 
 @app.command()
+@run_command
 def train(
-    run_dir: RunDirArg = None,
-    config: ConfigOpt = None,
-    preset: PresetOpt = None,
-    sets: SetOpt = None,
+    opts: RunOptions,
     method: Annotated[str, TRAINED_METHOD] = "mor",
     backbone: Annotated[
         str | None, typer.Option(help="MOR on a local Hugging Face causal LM (LoRA), e.g. from `backbone import-gguf`.")
@@ -283,9 +308,7 @@ def train(
     chosen = get(method, trained=True)
     if backbone and method != "mor":
         raise CrabError(f"--backbone: only for --method mor (got --method {method})")
-    if backbone:
-        sets = [*(sets or []), f"train.backbone={backbone}"]
-    cfg = config_for(run_dir, config, preset, sets)
+    cfg = opts.resolve(train={"backbone": backbone} if backbone else None)
     run_stage(cfg, chosen.evaluates, force, forced=chosen.trains or chosen.evaluates)
     _print_metrics(cfg, chosen.name)
 
@@ -310,11 +333,9 @@ def import_gguf_cmd(
 
 
 @app.command()
+@run_command
 def evaluate(
-    run_dir: RunDirArg = None,
-    config: ConfigOpt = None,
-    preset: PresetOpt = None,
-    sets: SetOpt = None,
+    opts: RunOptions,
     model: Annotated[str, ANY_METHOD] = "mor",
     rerank: Annotated[str | None, typer.Option(help="rr: the same as --model rr.")] = None,
     force: ForceOpt = False,
@@ -326,24 +347,27 @@ def evaluate(
     if rerank not in (None, "rr"):
         raise CrabError(f"--rerank {rerank!r}: expected rr")
     chosen = get(rerank or model, flag="--model")
-    cfg = config_for(run_dir, config, preset, sets)
+    cfg = opts.resolve()
     run_stage(cfg, chosen.evaluates, force)
     _print_metrics(cfg, chosen.name)
 
 
 @app.command()
+@run_command
 def finetune(
-    run_dir: RunDirArg = None,
-    config: ConfigOpt = None,
-    preset: PresetOpt = None,
-    sets: SetOpt = None,
+    opts: RunOptions,
     method: Annotated[str, typer.Option(help="crab: rebalanced codebook + hierarchical alignment.")] = "crab",
     force: ForceOpt = False,
 ) -> None:
     """CRAB stage 2 on the trained base model (runs rebalance first if needed), then evaluates it."""
+    from crabrec.methods import get
+
     if method != "crab":
         raise CrabError(f"--method {method!r}: expected crab")
-    train(run_dir, config, preset, sets, method="crab", backbone=None, force=force)
+    chosen = get("crab")
+    cfg = opts.resolve()
+    run_stage(cfg, chosen.evaluates, force, forced=chosen.trains)
+    _print_metrics(cfg, chosen.name)
 
 
 @app.command("methods")
@@ -357,27 +381,20 @@ def list_methods() -> None:
 
 
 @app.command()
-def report(
-    run_dir: RunDirArg = None,
-    config: ConfigOpt = None,
-    preset: PresetOpt = None,
-    sets: SetOpt = None,
-) -> None:
+@run_command
+def report(opts: RunOptions) -> None:
     """Regenerate report.md and report.html from the run's stored artifacts (nothing is recomputed)."""
     from crabrec.report import write_report
 
-    cfg = config_for(run_dir, config, preset, sets)
-    paths = write_report(cfg.run_dir)
+    paths = write_report(opts.resolve().run_dir)
     typer.echo("\n".join(str(p) for p in paths))
 
 
 @app.command()
+@run_command
 def analyze(
     analysis: Annotated[str, typer.Argument(help="ratio | levels | gamma | lora | tokens")],
-    run_dir: RunDirArg = None,
-    config: ConfigOpt = None,
-    preset: PresetOpt = None,
-    sets: SetOpt = None,
+    opts: RunOptions,
 ) -> None:
     """The paper's CRAB analyses on a finished run: ratio sweep 5-20% (Fig. 3 left), top-5% split at one level
     (Fig. 3 right), γ sweep and LoRA on/off (Fig. 4), token-popularity GU (tokens). Writes a table and a PNG under
@@ -387,7 +404,7 @@ def analyze(
     choices = ("ratio", "levels", "gamma", "lora", "tokens")
     if analysis not in choices:
         raise CrabError(f"analysis {analysis!r}: expected one of {', '.join(choices)}")
-    cfg = config_for(run_dir, config, preset, sets)
+    cfg = opts.resolve()
     from crabrec.runfiles import RunFiles
 
     if not RunFiles(cfg.run_dir).metrics("mor").is_file():
@@ -422,12 +439,9 @@ def _floats(text: str, flag: str) -> list[float]:
 
 
 @sid_app.command("stats")
+@run_command
 def sid_stats(
-    config: ConfigOpt = None,
-    preset: PresetOpt = None,
-    sets: SetOpt = None,
-    data: DataPathOpt = None,
-    name: NameOpt = None,
+    opts: RunOptions,
     codebook: Annotated[
         str | None, typer.Option(help="A codebook.json (default: the run's sid/codebook.json).")
     ] = None,
@@ -439,8 +453,7 @@ def sid_stats(
     from crabrec.sid.build import format_level_table
     from crabrec.sid.codebook import Codebook
 
-    cfg = build_config(config, preset, sets, data_path=data, name=name)
-    files = RunFiles(cfg.run_dir)
+    files = RunFiles(opts.resolve().run_dir)
     path = codebook or str(files.codebook())
     cb = Codebook.load(path)
     freq = files.load_popularity().freq if files.popularity.is_file() else None

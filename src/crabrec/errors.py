@@ -6,4 +6,3 @@ class CrabError(Exception):
 
     The CLI prints ``crabrec: error: <message>`` and exits with code 2.
     """
-

@@ -187,7 +187,7 @@ class RunContext:
 
     def ensure(self, name: str) -> dict[str, Any]:
         """Run ``name`` (after its inputs) unless a finished result with the same key exists and none of its inputs
-    was recomputed by this context."""
+        was recomputed by this context."""
         stage = self.stages[name]
         for dep in stage.needs:
             self.ensure(dep)

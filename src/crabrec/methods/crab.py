@@ -8,7 +8,7 @@ from typing import Any
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_text
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, weights_artifact
+from crabrec.methods.common import eval_stage, train_stage
 from crabrec.pipeline import RunContext, Stage
 
 REBALANCE_READS = ("ratio", "levels", "max_split", "lam", "n_init", "max_iter", "exact_limit")
@@ -108,17 +108,13 @@ REBALANCE = Stage(
     artifacts=("crab/codebook.json", "crab/token_map.json", "crab/report.json"),
     describe="CRAB stage 1: split over-popular tokens with balance-regularized K-means",
 )
-FINETUNE = Stage(
-    name="finetune",
-    fn=run_finetune,
-    reads=(
-        *(f"crab.{k}" for k in FINETUNE_READS + OWN_LOOP),
-        *(f"train.{k}" for k in MOR_LOOP + VALIDATION),
-        "seed",
-    ),
+FINETUNE = train_stage(
+    "finetune",
+    "crab",
+    run_finetune,
+    (*(f"crab.{k}" for k in FINETUNE_READS + OWN_LOOP), *(f"train.{k}" for k in MOR_LOOP + VALIDATION), "seed"),
+    "CRAB stage 2: fine-tune with L_Rec + γ·L_T on the rebalanced codebook",
     needs=("data", "tokenize", "train", "rebalance"),
-    artifacts=(weights_artifact("crab"), "models/crab/train_summary.json"),
-    describe="CRAB stage 2: fine-tune with L_Rec + γ·L_T on the rebalanced codebook",
 )
 METHOD = Method(
     name="crab",

@@ -8,8 +8,8 @@ from typing import Any
 
 from crabrec.errors import CrabError
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, train_from_scratch, weights_artifact
-from crabrec.pipeline import RunContext, Stage
+from crabrec.methods.common import eval_stage, train_from_scratch, train_stage
+from crabrec.pipeline import RunContext
 
 
 def run_d2lr(ctx: RunContext) -> dict[str, Any]:
@@ -24,14 +24,8 @@ def run_d2lr(ctx: RunContext) -> dict[str, Any]:
     return train_from_scratch(ctx, "d2lr", weighted_loss(weights))
 
 
-TRAIN = Stage(
-    name="d2lr",
-    fn=run_d2lr,
-    reads=("train", "seed", "baselines.d2lr_alpha", "baselines.d2lr_clip"),
-    needs=("data", "tokenize"),
-    artifacts=(weights_artifact("d2lr"),),
-    describe="D²LR baseline (reconstruction): decoder retrained with token-level IPS weights",
-)
+READS = ("train", "seed", "baselines.d2lr_alpha", "baselines.d2lr_clip")
+TRAIN = train_stage("d2lr", "d2lr", run_d2lr, READS, "D²LR (reconstruction): decoder retrained with token IPS weights")
 METHOD = Method(
     name="d2lr",
     label="D²LR (reconstruction)",

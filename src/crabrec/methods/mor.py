@@ -6,22 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, train_from_scratch, weights_artifact
-from crabrec.pipeline import RunContext, Stage
+from crabrec.methods.common import eval_stage, train_from_scratch, train_stage
+from crabrec.pipeline import RunContext
 
 
 def run_train(ctx: RunContext) -> dict[str, Any]:
     return train_from_scratch(ctx, "mor")
 
 
-TRAIN = Stage(
-    name="train",
-    fn=run_train,
-    reads=("train", "seed"),
-    needs=("data", "tokenize"),
-    artifacts=(weights_artifact("mor"), "models/mor/train_summary.json"),
-    describe="MOR-style decoder trained from scratch on the base codebook",
-)
+TRAIN = train_stage("train", "mor", run_train, ("train", "seed"), "MOR-style decoder trained on the base codebook")
 EVALUATE = eval_stage("evaluate", "mor", needs=("data", "tokenize", "train"))
 METHOD = Method(
     name="mor",

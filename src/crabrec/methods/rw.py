@@ -8,8 +8,8 @@ from typing import Any
 from crabrec.errors import CrabError
 from crabrec.io import write_json
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, train_from_scratch, weights_artifact
-from crabrec.pipeline import RunContext, Stage
+from crabrec.methods.common import eval_stage, train_from_scratch, train_stage
+from crabrec.pipeline import RunContext
 
 
 def run_rw(ctx: RunContext) -> dict[str, Any]:
@@ -24,14 +24,7 @@ def run_rw(ctx: RunContext) -> dict[str, Any]:
     return train_from_scratch(ctx, "rw", weighted_loss(token_weight_fn(w_group[pop.group])))
 
 
-TRAIN = Stage(
-    name="rw",
-    fn=run_rw,
-    reads=("train", "seed"),
-    needs=("data", "tokenize"),
-    artifacts=(weights_artifact("rw"), "models/rw/group_weights.json"),
-    describe="Reweighting baseline: decoder retrained with per-sample group weights",
-)
+TRAIN = train_stage("rw", "rw", run_rw, ("train", "seed"), "Reweighting: decoder retrained with group weights")
 METHOD = Method(
     name="rw",
     label="RW",

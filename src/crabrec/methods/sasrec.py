@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from crabrec.methods import Method
+from crabrec.methods.common import train_stage
 from crabrec.pipeline import RunContext, Stage
 
 
@@ -57,14 +58,8 @@ def run_eval(ctx: RunContext) -> dict[str, Any]:
     return write_evaluation(ctx.files, "sasrec", items, scores, test, seconds, None, cfg)
 
 
-TRAIN = Stage(
-    name="sasrec",
-    fn=run_sasrec,
-    reads=("sasrec", "train.valid_samples", "seed"),
-    needs=("data",),
-    artifacts=("models/sasrec/model/model.safetensors", "models/sasrec/train_summary.json"),
-    describe="SASRec baseline (item ids, full ranking over all items)",
-)
+READS = ("sasrec", "train.valid_samples", "seed")
+TRAIN = train_stage("sasrec", "sasrec", run_sasrec, READS, "SASRec (item ids, full ranking)", needs=("data",))
 EVAL = Stage(
     name="sasrec-eval",
     fn=run_eval,

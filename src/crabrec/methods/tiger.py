@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, weights_artifact
-from crabrec.pipeline import RunContext, Stage
+from crabrec.methods.common import eval_stage, train_stage
+from crabrec.pipeline import RunContext
 
 
 def run_tiger(ctx: RunContext) -> dict[str, Any]:
@@ -40,14 +40,8 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
     return training_summary(result, out)
 
 
-TRAIN = Stage(
-    name="tiger",
-    fn=run_tiger,
-    reads=("tiger", "train.valid_samples", "train.valid_beam", "seed"),
-    needs=("data", "tokenize"),
-    artifacts=(weights_artifact("tiger"), "models/tiger/train_summary.json"),
-    describe="TIGER baseline: T5 encoder-decoder from scratch on the base codebook",
-)
+READS = ("tiger", "train.valid_samples", "train.valid_beam", "seed")
+TRAIN = train_stage("tiger", "tiger", run_tiger, READS, "TIGER: T5 encoder-decoder from scratch on the base codebook")
 METHOD = Method(
     name="tiger",
     label="TIGER",

@@ -82,6 +82,8 @@ EMBED_STAGE = Stage(
     artifacts=("embeddings.items.json",),  # + embeddings.npy unless the dataset has no text (checked by tokenize)
     describe="item text -> vectors (frozen encoder); skipped for ids-only data",
 )
+
+
 def quantizer_settings(config) -> tuple[str, ...]:
     """The settings the chosen quantizer reads (the others cannot change its codebook)."""
     own = {
