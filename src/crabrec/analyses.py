@@ -42,11 +42,11 @@ def link_base(base: Path, target: Path) -> None:
         dst.parent.mkdir(parents=True, exist_ok=True)
         if not dst.exists():
             os.symlink(src.resolve(), dst, target_is_directory=src.is_dir())
-    (target / "stages").mkdir(parents=True, exist_ok=True)
     for name in SHARED_STAGES:
-        state = base / "stages" / f"{name}.json"
+        state, copy = RunFiles(base).state(name), RunFiles(target).state(name)
         if state.is_file():
-            (target / "stages" / f"{name}.json").write_bytes(state.read_bytes())
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(state.read_bytes())
 
 
 def run_sweep(cfg: RunConfig, sweep: str) -> pd.DataFrame:

@@ -385,8 +385,9 @@ def list_methods() -> None:
 def report(opts: RunOptions) -> None:
     """Regenerate report.md and report.html from the run's stored artifacts (nothing is recomputed)."""
     from crabrec.report import write_report
+    from crabrec.stages import registry
 
-    paths = write_report(opts.resolve().run_dir)
+    paths = write_report(opts.resolve().run_dir, list(registry()))
     typer.echo("\n".join(str(p) for p in paths))
 
 

@@ -65,14 +65,10 @@ def write_evaluation(
         definitions=metric_definitions(pop.n_groups, float(pop.popular.mean())),
         ks=ks,
     )
-    out = files.model_dir(method)
-    frame = pd.DataFrame(
-        {"row": np.arange(len(test)), "user": test.user, "target": test.target, "items": list(items)}
-        | {"scores": list(scores)}
-    )
-    with atomic_path(out / "rankings.parquet") as tmp:
-        frame.to_parquet(tmp)
-    write_json(out / "metrics.json", metrics)
+    columns = {"row": np.arange(len(test)), "user": test.user, "target": test.target, "items": list(items)}
+    with atomic_path(files.rankings(method)) as tmp:
+        pd.DataFrame({**columns, "scores": list(scores)}).to_parquet(tmp)
+    write_json(files.metrics(method), metrics)
     return {k: round(metrics[k], 4) for k in HEADLINE if k in metrics}
 
 

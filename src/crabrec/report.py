@@ -168,7 +168,7 @@ def figures(exposure, tokens, curves) -> dict[str, str]:
         for j, name in enumerate(names):
             ax.bar(np.arange(n_groups) + j * width, exposure[name], width, label=name)
         ax.set_xticks(np.arange(n_groups) + 0.4 - width / 2, [f"G{g + 1}" for g in range(n_groups)])
-        ax.set_xlabel("item popularity group (G1 least popular → G5 most)")
+        ax.set_xlabel(f"item popularity group (G1 least popular → G{n_groups} most)")
         ax.set_ylabel("share of top-10 slots")
         ax.legend(frameon=False)
         ax.set_title("Recommendation frequency by item popularity")
@@ -208,10 +208,10 @@ def figures(exposure, tokens, curves) -> dict[str, str]:
     return out
 
 
-def write_report(run_dir: str | Path) -> list[Path]:
-    """Write ``report.md``, ``report.html`` and ``report_data.json`` into ``run_dir``; returns their paths."""
+def write_report(run_dir: str | Path, stages: list[str]) -> list[Path]:
+    """Write ``report.md``, ``report.html`` and ``report_data.json`` into ``run_dir`` (its wall-clock table lists
+    ``stages`` in that order); returns their paths."""
     from crabrec.methods import methods
-    from crabrec.stages import registry
 
     run = Path(run_dir)
     if not RunFiles(run).config.is_file():
@@ -226,7 +226,7 @@ def write_report(run_dir: str | Path) -> list[Path]:
     rebalance = text.read_text() if text.is_file() else ""
     definitions = (files.load_metrics(rows[0]["model"]) or {}).get("definitions", {})
     config = files.config.read_text()
-    states = {name: files.load_state(name) for name in registry() if name != "report"}
+    states = {name: files.load_state(name) for name in stages if name != "report"}
     states = {name: state for name, state in states.items() if state is not None}
     stage_times = {_stage_label(name, state): state.get("seconds") for name, state in states.items()}
     vectors = (states.get("rebalance") or {}).get("summary", {}).get("vectors")
@@ -256,7 +256,7 @@ TITLES = {
     "curves": "Token popularity per level before/after rebalancing (sorted P(c))",
 }
 NOTES = {
-    "exposure": "Share of all top-10 slots per popularity group (5 equal-size groups by training frequency); "
+    "exposure": "Share of all top-10 slots per popularity group (equal-size groups by training frequency); "
     "'history' is the groups' share of the test users' histories (GH). The closer to GH, the fairer.",
     "tokens": "Items grouped by the popularity of their token at each level (top 5% tokens T_pop, bottom 5% "
     "T_unp, the rest T_neu) in the base codebook, for both models; GU = share of top-10 slots − share of history.",

@@ -64,6 +64,6 @@ def subset_gu(
 
 
 def popular_share(rankings: np.ndarray, popular: np.ndarray, k: int, members: list[np.ndarray] | None = None) -> float:
-    """Share of top-K exposure that goes to the popular items (top 20% by training frequency)."""
+    """Share of top-K exposure that goes to the ``popular`` items (by default the top 20% by training frequency)."""
     mass = slot_mass(rankings[:, :k], len(popular), members)
     return float(mass[popular].sum() / mass.sum()) if mass.sum() else 0.0

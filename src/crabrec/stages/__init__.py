@@ -14,7 +14,7 @@ from crabrec.stages.sid import EMBED_STAGE, TOKENIZE_STAGE
 def run_report(ctx: RunContext) -> dict[str, Any]:
     from crabrec.report import write_report
 
-    paths = write_report(ctx.run_dir)
+    paths = write_report(ctx.run_dir, list(ctx.stages))
     return {"report": str(paths[-1])}
 
 
