@@ -87,7 +87,12 @@ class RunOptions:
         if self.run_dir is None:
             if self.name is not None:
                 overrides["name"] = self.name
-            return load_config(self.config, overrides, self.preset)
+            cfg = load_config(self.config, overrides, self.preset)
+            described = self.config or self.preset or self.data or self.data_format
+            if self.name is None or described or not (cfg.run_dir / "config.yaml").is_file():
+                return cfg
+            # --name of an existing run and nothing else that describes one: that run's saved config, as with RUN_DIR
+            return RunOptions(str(cfg.run_dir), sets=self.sets, seed=self.seed).resolve(**sections)
         given = (
             ("--data", self.data),
             ("--format", self.data_format),
@@ -168,7 +173,7 @@ def run(
     until: Annotated[str | None, UNTIL] = None,
 ) -> None:
     """Run every stage (cached stages are skipped): data -> ... -> every method -> report."""
-    from crabrec.pipeline import RunContext
+    from crabrec.pipeline import RunContext, run_lock
     from crabrec.stages import preflight, registry
 
     cfg = opts.resolve()
@@ -179,10 +184,11 @@ def run(
     ctx = RunContext(config=cfg, stages=stages, force=set(force or []))
     start = time.perf_counter()
     log.info("run %s -> %s", cfg.name, cfg.run_dir)
-    ctx.ensure("data")
-    preflight(ctx)
-    for stage_name in [until] if until else stages:
-        ctx.ensure(stage_name)
+    with run_lock(cfg.run_dir):
+        ctx.ensure("data")
+        preflight(ctx)
+        for stage_name in [until] if until else stages:
+            ctx.ensure(stage_name)
     log.info("finished in %.1fs; artifacts in %s", time.perf_counter() - start, cfg.run_dir)
 
 
@@ -209,15 +215,16 @@ def data_stats(
 def run_stage(cfg: RunConfig, stage_name: str, force: bool = False, forced: str | None = None) -> dict[str, Any]:
     """Run one stage (and whatever it needs) in the run directory of ``cfg``; ``force`` re-runs it, ``forced``
     re-runs that one of its inputs instead (and, since an input changed, the stage)."""
-    from crabrec.pipeline import RunContext
+    from crabrec.pipeline import RunContext, run_lock
     from crabrec.stages import preflight, registry
 
     again = {stage_name} if force and forced is None else {forced} if force else set()
     ctx = RunContext(config=cfg, stages=registry(), force=again)
-    if stage_name not in ("data", "embed", "tokenize", "rebalance"):  # the stages that rank items
-        ctx.ensure("data")
-        preflight(ctx)
-    return ctx.ensure(stage_name)
+    with run_lock(cfg.run_dir):
+        if stage_name not in ("data", "embed", "tokenize", "rebalance"):  # the stages that rank items
+            ctx.ensure("data")
+            preflight(ctx)
+        return ctx.ensure(stage_name)
 
 
 ForceOpt = Annotated[bool, typer.Option("--force", help="Re-run even if a cached result exists.")]
@@ -384,10 +391,13 @@ def list_methods() -> None:
 @run_command
 def report(opts: RunOptions) -> None:
     """Regenerate report.md and report.html from the run's stored artifacts (nothing is recomputed)."""
+    from crabrec.pipeline import run_lock
     from crabrec.report import write_report
     from crabrec.stages import registry
 
-    paths = write_report(opts.resolve().run_dir, list(registry()))
+    run_dir = opts.resolve().run_dir
+    with run_lock(run_dir):
+        paths = write_report(run_dir, list(registry()))
     typer.echo("\n".join(str(p) for p in paths))
 
 
@@ -426,7 +436,10 @@ def analyze(
         "gamma": "CRAB: weight γ of the hierarchical alignment loss",
         "lora": "CRAB: LoRA vs full fine-tuning",
     }
-    frame = an.run_sweep(cfg, analysis)
+    from crabrec.pipeline import run_lock
+
+    with run_lock(cfg.run_dir):
+        frame = an.run_sweep(cfg, analysis)
     paths = an.write_sweep(frame, out, titles[analysis])
     typer.echo(an.markdown(frame))
     typer.echo("\n".join(str(p) for p in paths))
@@ -468,17 +481,34 @@ def sid_stats(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: user errors become one line on stderr and exit code 2."""
+    """Entry point: user errors (bad options included) become one line on stderr and exit code 2; Ctrl-C says so
+    and exits 130."""
+    from typer._click import exceptions as click_errors
+
     _setup_logging()
     refresh_help()
     try:
-        app(args=argv, prog_name="crabrec", standalone_mode=True)
+        code = app(args=argv, prog_name="crabrec", standalone_mode=False)
     except CrabError as exc:
-        typer.echo(f"crabrec: error: {exc}", err=True)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        typer.echo("crabrec: interrupted", err=True)
-        sys.exit(130)
+        _fail(str(exc), 2)
+    except click_errors.NoArgsIsHelpError as exc:
+        typer.echo(exc.ctx.get_help())
+        sys.exit(0)
+    except click_errors.UsageError as exc:  # unknown option, bad option value, missing argument
+        where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+        _fail(where + exc.format_message(), 2)
+    except (KeyboardInterrupt, typer.Abort):
+        code = 130
+    if code == 130:  # typer turns Ctrl-C into exit code 130
+        _fail("interrupted (finished stages are kept; run the command again to resume)", 130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(message: str, code: int) -> None:
+    from crabrec.config import clip
+
+    typer.echo(f"crabrec: error: {clip(' '.join(message.split()), 2000)}", err=True)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
 
 from crabrec.errors import CrabError
 
 PRESETS = ("quick", "paper")
 Schedule = Literal["linear", "cosine", "plateau", "inverse_sqrt"]
+Share = Annotated[float, Field(gt=0, le=1)]
 
 
 def speed_only(default: Any, **kw: Any) -> Any:
@@ -23,7 +24,7 @@ def speed_only(default: Any, **kw: Any) -> Any:
 class Strict(BaseModel):
     """Base model: unknown keys are errors, assignments are validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class DataConfig(Strict):
@@ -113,7 +114,7 @@ class TrainConfig(LoopConfig):
     )
     valid_samples: int = Field(1000, ge=1, description="validation rows used for NDCG@10 each epoch (every method)")
     valid_beam: int = Field(20, ge=1, description="beam width of the per-epoch validation (generative methods)")
-    threads: int = speed_only(0, ge=0, description="torch threads for every stage (0 = leave as is)")
+    threads: int = speed_only(0, ge=0, le=4096, description="torch threads for every stage (0 = leave as is)")
     backbone: str | None = Field(
         None, description="a local Hugging Face causal-LM folder: LoRA fine-tune it instead of the from-scratch decoder"
     )
@@ -151,15 +152,22 @@ class TigerSection(LoopConfig):
 class EvalConfig(Strict):
     beam: int = Field(20, ge=1, description="beam width = length of the ranked list")
     batch_size: int = speed_only(64, ge=1, description="test rows per decoding batch")
-    ks: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 20])
-    fairness_ks: list[int] = Field(default_factory=lambda: [1, 5, 10, 20])
+    ks: list[PositiveInt] = Field(default_factory=lambda: [1, 3, 5, 10, 20], description="must include 10")
+    fairness_ks: list[PositiveInt] = Field(default_factory=lambda: [1, 5, 10, 20], description="must include 10")
+
+    @field_validator("ks", "fairness_ks")
+    @classmethod
+    def _has_ten(cls, v: list[int]) -> list[int]:
+        if 10 not in v:
+            raise ValueError("must include 10 (validation, Table 1 and RR use @10)")
+        return sorted(set(v))
     max_samples: int | None = Field(None, ge=1, description="evaluate only the first N test rows")
 
 
 class CrabConfig(Strict):
     """CRAB: stage 1 (rebalance: ratio … exact_limit) and stage 2 (fine-tune: gamma … init_noise)."""
 
-    ratio: float | list[float] = Field(0.10, description="share of used tokens split per level (or one per level)")
+    ratio: Share | list[Share] = Field(0.10, description="share of used tokens split per level (or one per level)")
     levels: list[int] | None = Field(None, description="semantic levels to rebalance (0-based); None = all")
     max_split: int = Field(3, ge=2, description="at most this many tokens per split token (M)")
     lam: float = Field(1.0, ge=0, description="balance weight λ of the scale-free objective")
@@ -187,7 +195,7 @@ class BaselinesConfig(Strict):
         default_factory=lambda: [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.2, 0.5, 1.0],
         description="RR α grid tuned on validation",
     )
-    rr_ks: list[int] = Field(default_factory=lambda: [1, 5, 10, 20], description="K set of RR's U_G")
+    rr_ks: list[PositiveInt] = Field(default_factory=lambda: [1, 5, 10, 20], description="K set of RR's U_G")
     rr_max_ndcg_drop: float = Field(0.05, ge=0, le=1, description="RR: keep validation NDCG@10 within this share")
     rr_valid_samples: int | None = Field(None, ge=1, description="validation rows ranked for RR (None = all)")
 
@@ -202,9 +210,16 @@ class BaselinesConfig(Strict):
 class RunConfig(Strict):
     """One experiment: every stage's config plus the run's name and seed."""
 
-    name: str = "office-quick"
+    name: str = Field("office-quick", description="run name: a folder under runs_dir (no path separators)")
     runs_dir: str = "runs"
-    seed: int = 2024
+    seed: int = Field(2024, ge=0, lt=2**32, description="seed of every random choice (0 ≤ seed < 2³²)")
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, v: str) -> str:
+        if not v.strip() or v in (".", "..") or any(c in v for c in "/\\\0"):
+            raise ValueError("must be a plain folder name (not empty, no '/', '\\', '.' or '..')")
+        return v
     preset: Literal["quick", "paper", "custom"] = "quick"
     data: DataConfig = Field(default_factory=DataConfig)
     embed: EmbedConfig = Field(default_factory=EmbedConfig)
@@ -266,7 +281,11 @@ def _read_yaml(path: str) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise CrabError(f"config {path}:{where} invalid YAML ({getattr(exc, 'problem', exc)})") from None
+        raise CrabError(f"config {path}:{where} invalid YAML ({clip(str(getattr(exc, 'problem', exc)))})") from None
+    except UnicodeDecodeError as exc:
+        raise CrabError(f"config {path}: not UTF-8 text (byte {exc.start})") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer too long, nesting too deep
+        raise CrabError(f"config {path}: unreadable YAML ({clip(str(exc))})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -293,7 +312,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             raise CrabError(f"override {item!r}: expected KEY=VALUE, e.g. data.kcore=3")
         try:
             value = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError:
+        except (yaml.YAMLError, ValueError):  # ValueError: an integer too long to convert
             value = raw
         node = out
         parts = key.strip().split(".")
@@ -326,13 +345,23 @@ def validate_config(data: dict[str, Any], source: str = "config") -> RunConfig:
         raise CrabError(f"{source}: {format_validation_error(exc)}") from None
 
 
+def clip(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters (an error never echoes a whole huge value)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def format_validation_error(exc: ValidationError) -> str:
     """All problems of a pydantic error on one line: ``key: what was expected (got value)``."""
-    parts = []
+    parts, seen = [], set()
     for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "<root>"
+        # a union (e.g. one ratio or a list) reports once per branch, tagged like "constrained-float": keep the first
+        path = [str(x) for x in err["loc"] if isinstance(x, int) or str(x).isidentifier()]
+        loc = ".".join(path) or "<root>"
+        if loc in seen:
+            continue
+        seen.add(loc)
         if err["type"] == "extra_forbidden":
             parts.append(f"{loc}: unknown key")
         else:
-            parts.append(f"{loc}: {err['msg']} (got {err.get('input')!r})")
+            parts.append(f"{loc}: {err['msg']} (got {clip(repr(err.get('input')))})")
     return "; ".join(parts)

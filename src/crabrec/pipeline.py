@@ -11,9 +11,11 @@ last), so a run killed at any point resumes from the last finished stage.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ import yaml
 from pydantic import BaseModel
 
 from crabrec.config import RunConfig, is_speed_only, leaf_keys
+from crabrec.errors import CrabError
 from crabrec.io import sha256_of, write_json, write_text
 from crabrec.runfiles import RunFiles
 
@@ -249,3 +252,46 @@ def write_config(cfg: RunConfig) -> None:
 def _one_line(summary: dict[str, Any]) -> str:
     items = [f"{k}={v}" for k, v in summary.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)]
     return ", ".join(items[:6])
+
+
+_HELD: set[Path] = set()  # run directories this process holds the lock of (a held lock is re-entered freely)
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold the run directory for this process: checked writable before any work, and an advisory lock
+    (``<runs_dir>/.<name>.lock``, beside the run so a failed command leaves the run as it was) refuses a second
+    process with a message naming the holder."""
+    import fcntl
+
+    run_dir = Path(run_dir).resolve()
+    if run_dir in _HELD:
+        yield
+        return
+    if run_dir.exists() and not run_dir.is_dir():
+        raise CrabError(f"{run_dir}: exists and is not a directory; choose another --name or runs_dir")
+    try:
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CrabError(f"{run_dir.parent}: cannot create the runs folder ({exc.strerror})") from None
+    target = run_dir if run_dir.exists() else run_dir.parent
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise CrabError(f"{target}: not writable; choose another runs_dir")
+    lock_path = run_dir.parent / f".{run_dir.name}.lock"
+    with open(lock_path, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise CrabError(f"{run_dir}: in use by {holder}; wait for it to finish or stop it") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"crabrec process {os.getpid()}")
+        handle.flush()
+        _HELD.add(run_dir)
+        try:
+            yield
+        finally:
+            _HELD.discard(run_dir)
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -342,7 +342,8 @@ def _load_minionerec(path: Path, cfg: DataConfig) -> Dataset:
         files = sorted((path / split).glob("*.csv")) if (path / split).is_dir() else []
         if not files:
             continue
-        given[split] = _read_minionerec_csv(files[0], index, user_index)
+        parts = [_read_minionerec_csv(f, index, user_index) for f in files]  # every CSV of the split, in name order
+        given[split] = tuple([x for part in parts for x in part[k]] for k in range(3))  # type: ignore[assignment]
         if split != "train":
             order.extend(zip(*given[split]))
     notes = []

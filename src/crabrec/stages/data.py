@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from crabrec.errors import CrabError
 from crabrec.io import write_json, write_npz
 from crabrec.pipeline import RunContext, Stage
 
@@ -17,6 +18,12 @@ def run_data(ctx: RunContext) -> dict[str, Any]:
     cfg, files = ctx.cfg.data, ctx.files
     ds = load_dataset(cfg)
     splits = make_splits(ds, cfg.split, cfg.max_history)
+    for part in ("train", "valid", "test"):
+        if len(getattr(splits, part)) == 0:
+            raise CrabError(
+                f"{cfg.path or 'the dataset'}: the {splits.kind} split leaves no {part} rows "
+                f"({ds.n_users} users, {len(ds.item_ids)} items); users need at least 3 interactions"
+            )
     pop = compute_popularity(splits.train, ds.n_items, cfg.n_groups, cfg.popular_share)
     stats = dataset_stats(ds, splits, pop)
     splits.save(files.splits)

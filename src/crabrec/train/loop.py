@@ -4,7 +4,9 @@ Built on ``accelerate``: on a CUDA machine the model and every batch go to the G
 ``accelerate launch`` spreads it over several GPUs.
 
 A checkpoint is a folder written to ``<dir>.tmp`` and renamed, holding ``save_pretrained`` weights (safetensors),
-the optimizer/scheduler state (plain tensors, loaded with ``weights_only=True``) and ``state.json`` last.
+the optimizer/scheduler state (plain tensors, loaded with ``weights_only=True``) and ``state.json`` last. The best
+model so far is staged in ``model.next`` and becomes ``model`` only when training completes, so an interrupted
+retraining never replaces a finished model. A non-finite loss stops training with an error.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ import torch
 from tqdm.auto import tqdm
 
 from crabrec.config import LoopConfig
+from crabrec.errors import CrabError
 from crabrec.io import write_json
 
 log = logging.getLogger("crabrec")
 
 Batch = dict[str, Any]
+STAGED = "model.next"  # the best model so far, while training runs
 LossFn = Callable[[Any, Batch], torch.Tensor]
 
 
@@ -90,8 +94,6 @@ def load_checkpoint(folder: Path, model, optimizer, scheduler) -> dict[str, Any]
     if not (folder / "state.json").is_file() or not (folder / "weights.safetensors").is_file():
         return None
     from safetensors.torch import load_model
-
-    from crabrec.errors import CrabError
 
     try:
         load_model(model, str(folder / "weights.safetensors"))
@@ -163,6 +165,7 @@ def train(
         why = "re-run forced" if fresh else "saved by another configuration"
         log.info("%s: %s; training from scratch", ckpt, why)
         shutil.rmtree(ckpt)
+        shutil.rmtree(out_dir / STAGED, ignore_errors=True)
     state = load_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler) or {
         "fingerprint": fingerprint,
         "epoch": 0,
@@ -195,7 +198,12 @@ def train(
                 if accelerator.sync_gradients:
                     scheduler.step()
                 optimizer.zero_grad()
-            total_loss += float(loss.detach()) * len(rows)
+            value = float(loss.detach())
+            if not math.isfinite(value):  # nothing of this epoch is kept: the last checkpoint stays the last good one
+                raise CrabError(
+                    f"training diverged in epoch {epoch}: the loss is {value}; lower the learning rate (lr={cfg.lr})"
+                )
+            total_loss += value * len(rows)
             count += len(rows)
             bar.set_postfix(loss=f"{total_loss / count:.4f}")
         model.eval()
@@ -211,7 +219,7 @@ def train(
         main = accelerator.is_main_process  # every process validates identically; one writes
         if score > state["best_score"]:
             state.update(best_score=score, best_epoch=epoch, bad_epochs=0)
-            best = out_dir / "model"
+            best = out_dir / STAGED  # published as out_dir/model only when training completes
             tmp = out_dir / "model.tmp"
             if main:  # only the writer touches model.tmp: another process must not delete it mid-write
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -228,10 +236,22 @@ def train(
         state["seconds"] = time.perf_counter() - start_time
         if main:
             save_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler, state)
-            write_json(out_dir / "train_log.json", state["history"])
         accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        publish(out_dir, state["history"])
+    accelerator.wait_for_everyone()
     seconds = time.perf_counter() - start_time
     return TrainResult(state["epoch"], state["best_epoch"], state["best_score"], seconds, state["history"])
+
+
+def publish(out_dir: Path, history: list[dict[str, float]]) -> None:
+    """Training completed: the staged best model becomes ``out_dir/model`` (replacing the previous one) and the
+    epoch log is written. Until then an interrupted retraining leaves the previous model in place."""
+    staged, best = out_dir / STAGED, out_dir / "model"
+    if staged.is_dir():
+        shutil.rmtree(best, ignore_errors=True)
+        staged.rename(best)
+    write_json(out_dir / "train_log.json", history)
 
 
 def training_summary(result: TrainResult, out_dir: Path) -> dict[str, Any]:

@@ -1,0 +1,185 @@
+"""Reliability, round two: each class of defect an outside probe found, checked at its cause."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from crabrec.config import TrainConfig
+from crabrec.errors import CrabError
+from tests.conftest import TINY, cli, write_lcrec
+
+CLI = [sys.executable, "-m", "crabrec"]
+
+
+def one_line_error(capsys, args: list[str], expect: str) -> None:
+    code, _ = cli(args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, err
+    assert err and err[-1].startswith("crabrec: error: ") and expect in err[-1], err
+    assert "Traceback" not in "\n".join(err)
+
+
+# -- 1. a stage's outputs change only when it completes -------------------------------------------------------------
+def _tiny_training(out: Path, loss_at, fresh: bool = False):
+    from crabrec.train.loop import train
+
+    model = torch.nn.Linear(2, 1)
+    x = torch.randn(16, 2, generator=torch.Generator().manual_seed(0))
+
+    def loss_fn(m, batch):
+        return loss_at(batch["epoch"], m(x[batch["rows"]]).pow(2).mean())
+
+    epoch = {"now": 0}
+
+    def validate(m) -> float:
+        epoch["now"] += 1
+        return float(epoch["now"])  # every epoch is a new best
+
+    def make(rows):
+        return {"rows": torch.from_numpy(rows), "epoch": epoch["now"] + 1}
+
+    def export(m, path: Path) -> None:
+        path.mkdir(parents=True)
+        torch.save(m.state_dict(), path / "weights.pt")
+
+    cfg = TrainConfig(epochs=3, batch_size=8, warmup_steps=0, patience=5)
+    return train(model, 16, make, loss_fn, validate, cfg, out, seed=0, export=export, fresh=fresh)
+
+
+def test_an_interrupted_retraining_leaves_the_finished_model_in_place(tmp_path):
+    _tiny_training(tmp_path, lambda epoch, loss: loss)
+    finished = (tmp_path / "model" / "weights.pt").read_bytes()
+
+    def interrupt(epoch, loss):
+        if epoch == 2:
+            raise KeyboardInterrupt
+        return loss * 3
+
+    with pytest.raises(KeyboardInterrupt):  # a forced retraining, stopped in its second epoch
+        _tiny_training(tmp_path, interrupt, fresh=True)
+    assert (tmp_path / "model.next" / "weights.pt").is_file()  # its epoch-1 best is staged ...
+    assert (tmp_path / "model" / "weights.pt").read_bytes() == finished  # ... and the finished model untouched
+
+
+def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp_path):
+    def diverge(epoch, loss):
+        return loss * float("nan") if epoch == 2 else loss
+
+    with pytest.raises(CrabError, match="training diverged in epoch 2: the loss is nan"):
+        _tiny_training(tmp_path, diverge)
+    state = json.loads((tmp_path / "checkpoint" / "state.json").read_text())
+    assert state["epoch"] == 1 and all(np.isfinite(h["loss"]) for h in state["history"])
+    assert not (tmp_path / "model").exists()  # nothing published by an unfinished training
+
+
+# -- 2/6/10/11. values are checked when the config is read ---------------------------------------------------------
+@pytest.mark.parametrize(
+    "override, expect",
+    [
+        ("train.lr=.inf", "train.lr: Input should be a finite number"),
+        ("crab.gamma=.nan", "crab.gamma: Input should be a finite number"),
+        ("seed=-1", "seed: Input should be greater than or equal to 0"),
+        ("seed=12345678901234567890123", "seed: Input should be less than"),
+        ("train.threads=99999999999", "train.threads: Input should be less than or equal to 4096"),
+        ("evaluate.ks=[0,10]", "evaluate.ks.0: Input should be greater than 0"),
+        ("evaluate.ks=[1,5]", "evaluate.ks: Value error, must include 10"),
+        ("crab.ratio=-0.1", "crab.ratio: Input should be greater than 0"),
+        ("crab.ratio=.nan", "crab.ratio: Input should be a finite number"),
+        ("name=../x", "name: Value error, must be a plain folder name"),
+        ("name=", "name: Input should be a valid string"),
+    ],
+)
+def test_out_of_range_values_fail_before_any_work(override, expect, tmp_path, capsys):
+    one_line_error(capsys, ["run", "--set", f"runs_dir={tmp_path}", "--set", override], expect)
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_errors_never_echo_a_huge_value(tmp_path, capsys):
+    one_line_error(capsys, ["run", "--set", f"runs_dir={tmp_path}", "--set", "seed=" + "9" * 50_000], "seed")
+    assert len(capsys.readouterr().err) < 3000
+
+
+# -- 4. a command given an existing run reuses its saved config -----------------------------------------------------
+def test_name_of_an_existing_run_reuses_its_config(tiny_run, tmp_path, capsys):
+    run = tmp_path / "copy"
+    shutil.copytree(tiny_run, run)
+    saved = (run / "config.yaml").read_bytes()
+    code, _ = cli(["tokenize", "--set", f"runs_dir={tmp_path}", "--name", "copy"])
+    err = capsys.readouterr().err
+    assert code == 0 and "[tokenize] cached" in err and "[data] cached" in err, err
+    assert (run / "config.yaml").read_bytes() == saved
+
+
+# -- 5. the minionerec layout reads every CSV of a split -------------------------------------------------------------
+def test_minionerec_reads_every_csv_of_a_split(shared, tmp_path):
+    from crabrec.config import DataConfig
+    from crabrec.data import load_dataset
+
+    src = shared("minionerec_amazon18")
+    one = tmp_path / "one"
+    shutil.copytree(src, one)
+    (one / "train").mkdir()
+    valid = sorted((one / "valid").glob("*.csv"))[0]
+    shutil.copy(valid, one / "train" / "all.csv")
+    two = tmp_path / "two"
+    shutil.copytree(one, two)
+    frame = pd.read_csv(two / "train" / "all.csv", dtype=str, keep_default_na=False)
+    (two / "train" / "all.csv").unlink()
+    half = len(frame) // 2
+    frame.iloc[:half].to_csv(two / "train" / "a.csv", index=False)
+    frame.iloc[half:].to_csv(two / "train" / "b.csv", index=False)
+    a, b = (load_dataset(DataConfig(path=str(p))) for p in (one, two))
+    assert len(a.given["train"][0]) == len(b.given["train"][0]) == len(frame)
+    assert a.given["train"] == b.given["train"]
+
+
+# -- 12/16. the run directory: checked before work, one process at a time ------------------------------------------
+def test_a_run_directory_that_is_a_file_fails_before_work(tmp_path, capsys):
+    (tmp_path / "taken").write_text("not a run")
+    one_line_error(capsys, ["run", "--set", f"runs_dir={tmp_path}", "--name", "taken"], "is not a directory")
+
+
+def test_a_second_process_on_the_same_run_is_refused(tiny_run):
+    from crabrec.pipeline import run_lock
+
+    with run_lock(tiny_run):
+        done = subprocess.run([*CLI, "report", str(tiny_run)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert f"in use by crabrec process {os.getpid()}" in done.stderr and "Traceback" not in done.stderr
+
+
+# -- 14. a dataset with no training rows is an error at the data stage ------------------------------------------------
+def test_no_training_rows_is_a_data_error(tmp_path, capsys):
+    d = write_lcrec(tmp_path / "d", {f"u{i}": [0, 1] for i in range(4)}, {str(i): {"title": "x"} for i in range(2)})
+    args = ["run", "--data", str(d), "--set", "data.kcore=0", "--set", "data.split=leave_one_out"]
+    one_line_error(capsys, [*args, "--set", f"runs_dir={tmp_path / 'runs'}"], "leaves no train rows")
+
+
+# -- 15. messages: bad options are one line; Ctrl-C says so ----------------------------------------------------------
+def test_a_bad_option_is_one_line(capsys):
+    one_line_error(capsys, ["train", "--methd", "mor"], "No such option: --methd")
+    one_line_error(capsys, ["train", "--seed", "abc"], "Invalid value for '--seed'")
+
+
+def test_ctrl_c_exits_130_with_a_message(office_slice, tmp_path):
+    args = ["run", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}", *TINY]
+    proc = subprocess.Popen([*CLI, *args], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (tmp_path / "office-quick" / "stages" / "data.json").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "crabrec: error: interrupted" in err and "Traceback" not in err
