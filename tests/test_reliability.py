@@ -96,8 +96,8 @@ def rc_truncated_codebook(run: Path):
 
 
 def rc_all_text_empty(run: Path):
-    items = {"0": {"title": ""}, "1": {"title": " "}, "2": {"title": "\n"}}
-    d = write_lcrec(run.parent / "toy", {"u1": [0, 1, 2], "u2": [2, 1, 0]}, items)
+    items = {"0": {"title": ""}, "1": {"title": " "}, "2": {"title": "\n"}, "3": {}}
+    d = write_lcrec(run.parent / "toy", {"u1": [0, 1, 2, 3], "u2": [3, 2, 1, 0]}, items)
     return ["embed", "--data", str(d), "--set", "data.kcore=0", "--set", f"runs_dir={run.parent}"], (
         "every item's text is empty"
     )

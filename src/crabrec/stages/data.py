@@ -20,9 +20,10 @@ def run_data(ctx: RunContext) -> dict[str, Any]:
     splits = make_splits(ds, cfg.split, cfg.max_history)
     for part in ("train", "valid", "test"):
         if len(getattr(splits, part)) == 0:
+            hint = "; with leave_one_out a user needs 4 interactions for a training row" if part == "train" else ""
             raise CrabError(
                 f"{cfg.path or 'the dataset'}: the {splits.kind} split leaves no {part} rows "
-                f"({ds.n_users} users, {len(ds.item_ids)} items); users need at least 3 interactions"
+                f"({ds.n_users} users, {len(ds.item_ids)} items){hint if splits.kind == 'leave_one_out' else ''}"
             )
     pop = compute_popularity(splits.train, ds.n_items, cfg.n_groups, cfg.popular_share)
     stats = dataset_stats(ds, splits, pop)
