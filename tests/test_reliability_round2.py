@@ -177,9 +177,18 @@ def test_ctrl_c_exits_130_with_a_message(office_slice, tmp_path):
     args = ["run", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}", *TINY]
     proc = subprocess.Popen([*CLI, *args], stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    while not (tmp_path / "office-quick" / "stages" / "data.json").exists() and time.time() < deadline:
+    while not list(tmp_path.glob("*/stages/data.json")) and time.time() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert "crabrec: error: interrupted" in err and "Traceback" not in err
+
+
+def test_own_data_without_a_name_gets_its_own_run_folder(office_slice, tmp_path, capsys):
+    code, _ = cli(["data", "stats", "--data", str(office_slice)])
+    assert code == 0
+    code, _ = cli(["embed", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}", *TINY])
+    assert code == 0, capsys.readouterr().err
+    assert (tmp_path / f"{office_slice.name}-quick" / "embeddings.npy").is_file()
+    assert not (tmp_path / "office-quick").exists()

@@ -61,6 +61,9 @@ RUN_OPTIONS = {
 }
 
 
+PRESET_NAMES = ("office-quick", "office-paper")  # the presets' run names, meant for the embedded data
+
+
 @dataclass
 class RunOptions:
     """What every run command takes to know its run: ``RUN_DIR`` or preset <- --config <- flags <- --set."""
@@ -88,6 +91,8 @@ class RunOptions:
             if self.name is not None:
                 overrides["name"] = self.name
             cfg = load_config(self.config, overrides, self.preset)
+            if self.data and "name" not in overrides and cfg.name in PRESET_NAMES:  # own data: its own run folder
+                cfg = cfg.model_copy(update={"name": f"{Path(self.data).resolve().name or 'data'}-{cfg.preset}"})
             described = self.config or self.preset or self.data or self.data_format
             if self.name is None or described or not (cfg.run_dir / "config.yaml").is_file():
                 return cfg
