@@ -39,7 +39,7 @@ def test_beam_search_on_gpu_matches_cpu(shared_prefix):
 
 def test_training_loop_runs_on_gpu(tmp_path):
     from crabrec.config import TrainConfig
-    from crabrec.train.loop import train
+    from crabrec.train.loop import Rows, train
 
     rng, cb, model = _setup(1)
     tokens = item_tokens(cb.token_ids())
@@ -55,7 +55,7 @@ def test_training_loop_runs_on_gpu(tmp_path):
         return target_loss(m, batch["ids"], batch["mask"], batch["labels"])
 
     cfg = TrainConfig(epochs=3, batch_size=64, lr=3e-3, warmup_steps=2)
-    result = train(model, 256, make, loss, lambda m: float(len(seen)), cfg, tmp_path, seed=0)
+    result = train(model, Rows(256, make), loss, lambda m: float(len(seen)), cfg, tmp_path, seed=0)
     assert all(d.type == "cuda" for d in seen) and result.epochs_run == 3
     assert next(model.parameters()).is_cuda
     assert result.history[-1]["loss"] < result.history[0]["loss"]

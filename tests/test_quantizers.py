@@ -63,7 +63,8 @@ def test_build_codebook_dedups_to_zero_collisions(x):
 def test_rqvae_trains_and_residuals_consistent(x, tmp_path):
     from crabrec.sid.rq_vae import RQVAE, train_rqvae
 
-    model, history = train_rqvae(x, 2, 8, seed=0, hidden=[32], latent=8, epochs=30, batch_size=128, progress=False)
+    cfg = TokenizeConfig(levels=2, rqvae_hidden=[32], rqvae_latent_dim=8, rqvae_epochs=30, rqvae_batch_size=128)
+    model, history = train_rqvae(x, cfg, 8, seed=0, progress=False)
     assert history[-1] < history[0]
     q = model.encode_all(x)
     np.testing.assert_allclose(q.residuals[1], q.residuals[0] - q.codewords[0][q.codes[:, 0]], atol=1e-5)

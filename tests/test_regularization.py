@@ -16,7 +16,7 @@ from crabrec.models.decoder import (
     item_tokens,
     target_loss,
 )
-from crabrec.train.loop import train
+from crabrec.train.loop import Rows, train
 
 TOKENS = item_tokens(np.arange(30).reshape(10, 3))
 
@@ -82,8 +82,8 @@ def _lrs(tmp_path, scores: list[float], **cfg) -> tuple[list[float], int]:
     torch.optim.AdamW.__init__ = spy
     try:
         config = TrainConfig(**{"batch_size": 8, "warmup_steps": 0, "lr": 0.01, **cfg})
-        result = train(model, 16, lambda rows: {"ids": ids[rows], "mask": mask[rows], "labels": labels[rows]},
-                       loss, lambda m: next(it), config, tmp_path, 0)  # fmt: skip
+        rows = Rows(16, lambda r: {"ids": ids[r], "mask": mask[r], "labels": labels[r]})
+        result = train(model, rows, loss, lambda m: next(it), config, tmp_path, 0)
     finally:
         torch.optim.AdamW.__init__ = orig
     return seen, result.epochs_run

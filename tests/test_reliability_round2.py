@@ -33,7 +33,7 @@ def one_line_error(capsys, args: list[str], expect: str) -> None:
 
 # -- 1. a stage's outputs change only when it completes -------------------------------------------------------------
 def _tiny_training(out: Path, loss_at, fresh: bool = False):
-    from crabrec.train.loop import train
+    from crabrec.train.loop import Rows, train
 
     model = torch.nn.Linear(2, 1)
     x = torch.randn(16, 2, generator=torch.Generator().manual_seed(0))
@@ -55,7 +55,7 @@ def _tiny_training(out: Path, loss_at, fresh: bool = False):
         torch.save(m.state_dict(), path / "weights.pt")
 
     cfg = TrainConfig(epochs=3, batch_size=8, warmup_steps=0, patience=5)
-    return train(model, 16, make, loss_fn, validate, cfg, out, seed=0, export=export, fresh=fresh)
+    return train(model, Rows(16, make), loss_fn, validate, cfg, out, seed=0, export=export, fresh=fresh)
 
 
 def test_an_interrupted_retraining_leaves_the_finished_model_in_place(tmp_path):
@@ -192,3 +192,7 @@ def test_own_data_without_a_name_gets_its_own_run_folder(office_slice, tmp_path,
     assert code == 0, capsys.readouterr().err
     assert (tmp_path / f"{office_slice.name}-quick" / "embeddings.npy").is_file()
     assert not (tmp_path / "office-quick").exists()
+
+
+def test_a_section_overridden_by_a_value_is_one_line(capsys):
+    one_line_error(capsys, ["data", "stats", "--set", "data=3", "--set", "data.kcore=2"], "data was set to a value")

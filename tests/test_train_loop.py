@@ -6,7 +6,7 @@ import numpy as np
 
 from crabrec.config import TrainConfig
 from crabrec.models.decoder import N_SPECIAL, build_decoder, encode_rows, item_tokens, target_loss
-from crabrec.train.loop import train
+from crabrec.train.loop import Rows, train
 
 
 def _run(tmp_path, epochs: int, fingerprint: str, fresh: bool = False) -> tuple[int, list[dict]]:
@@ -26,7 +26,7 @@ def _run(tmp_path, epochs: int, fingerprint: str, fresh: bool = False) -> tuple[
 
     cfg = TrainConfig(epochs=epochs, batch_size=16, patience=5, warmup_steps=0)
     result = train(
-        model, 32, make, loss, lambda m: float(len(steps)), cfg, tmp_path, 0, fingerprint=fingerprint, fresh=fresh
+        model, Rows(32, make), loss, lambda m: float(len(steps)), cfg, tmp_path, 0, fingerprint=fingerprint, fresh=fresh
     )
     return len(steps), result.history
 

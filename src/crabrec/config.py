@@ -154,6 +154,7 @@ class EvalConfig(Strict):
     batch_size: int = speed_only(64, ge=1, description="test rows per decoding batch")
     ks: list[PositiveInt] = Field(default_factory=lambda: [1, 3, 5, 10, 20], description="must include 10")
     fairness_ks: list[PositiveInt] = Field(default_factory=lambda: [1, 5, 10, 20], description="must include 10")
+    max_samples: int | None = Field(None, ge=1, description="evaluate only the first N test rows")
 
     @field_validator("ks", "fairness_ks")
     @classmethod
@@ -161,7 +162,6 @@ class EvalConfig(Strict):
         if 10 not in v:
             raise ValueError("must include 10 (validation, Table 1 and RR use @10)")
         return sorted(set(v))
-    max_samples: int | None = Field(None, ge=1, description="evaluate only the first N test rows")
 
 
 class CrabConfig(Strict):
@@ -214,12 +214,6 @@ class RunConfig(Strict):
     runs_dir: str = "runs"
     seed: int = Field(2024, ge=0, lt=2**32, description="seed of every random choice (0 ≤ seed < 2³²)")
 
-    @field_validator("name")
-    @classmethod
-    def _plain_name(cls, v: str) -> str:
-        if not v.strip() or v in (".", "..") or any(c in v for c in "/\\\0"):
-            raise ValueError("must be a plain folder name (not empty, no '/', '\\', '.' or '..')")
-        return v
     preset: Literal["quick", "paper", "custom"] = "quick"
     data: DataConfig = Field(default_factory=DataConfig)
     embed: EmbedConfig = Field(default_factory=EmbedConfig)
@@ -230,6 +224,13 @@ class RunConfig(Strict):
     sasrec: SASRecSection = Field(default_factory=SASRecSection)
     baselines: BaselinesConfig = Field(default_factory=BaselinesConfig)
     crab: CrabConfig = Field(default_factory=CrabConfig)
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, v: str) -> str:
+        if not v.strip() or v in (".", "..") or any(c in v for c in "/\\\0"):
+            raise ValueError("must be a plain folder name (not empty, no '/', '\\', '.' or '..')")
+        return v
 
     @property
     def run_dir(self) -> Path:
@@ -316,8 +317,13 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             value = raw
         node = out
         parts = key.strip().split(".")
-        for part in parts[:-1]:
+        for depth, part in enumerate(parts[:-1]):
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                where = ".".join(parts[: depth + 1])
+                raise CrabError(
+                    f"override {clip(item)!r}: {where} was set to a value, so it has no key {parts[depth + 1]}"
+                )
         node[parts[-1]] = value
     return out
 

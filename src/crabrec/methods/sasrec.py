@@ -18,7 +18,7 @@ def run_sasrec(ctx: RunContext) -> dict[str, Any]:
     from crabrec.metrics import ranking_metrics
     from crabrec.models.sasrec import SASRecConfig, build_sasrec, rank_full, to_tensors
     from crabrec.runfiles import first_rows
-    from crabrec.train.loop import train, training_summary
+    from crabrec.train.loop import Rows, train, training_summary
 
     s, seed = ctx.cfg.sasrec, ctx.cfg.seed
     splits = ctx.files.load_splits()
@@ -40,7 +40,7 @@ def run_sasrec(ctx: RunContext) -> dict[str, Any]:
         return ranking_metrics(rank_full(m, valid.history, valid.length, 10), valid.target, (10,))["NDCG@10"]
 
     out = ctx.files.model_dir("sasrec")
-    result = train(model, len(rows), make, loss, validate, s, out, seed, **ctx.checkpoint_policy())
+    result = train(model, Rows(len(rows), make), loss, validate, s, out, seed, **ctx.checkpoint_policy())
     return training_summary(result, out)
 
 

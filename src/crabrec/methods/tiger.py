@@ -17,7 +17,7 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
     from crabrec.models.decoder import item_tokens
     from crabrec.models.tiger import build_tiger, encode_inputs, make_labels, tiger_loss
     from crabrec.train.decoder import sid_validator
-    from crabrec.train.loop import length_bucketed, train, training_summary
+    from crabrec.train.loop import Rows, length_bucketed, train, training_summary
 
     t, seed = ctx.cfg.tiger, ctx.cfg.seed
     codebook = ctx.files.load_codebook()
@@ -36,7 +36,7 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
 
     out = ctx.files.model_dir("tiger")
     validate = sid_validator(SidTrie.build(codebook), tokens, splits.valid, ctx.cfg.train)
-    result = train(model, len(rows), make, tiger_loss, validate, t, out, seed, plan=plan, **ctx.checkpoint_policy())
+    result = train(model, Rows(len(rows), make, plan), tiger_loss, validate, t, out, seed, **ctx.checkpoint_policy())
     return training_summary(result, out)
 
 

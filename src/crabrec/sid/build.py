@@ -83,18 +83,7 @@ def build_codebook(
         if cfg.quantizer == "rqvae":
             from crabrec.sid.rq_vae import train_rqvae
 
-            model, history = train_rqvae(
-                embeddings,
-                cfg.levels,
-                k,
-                seed,
-                cfg.rqvae_hidden,
-                cfg.rqvae_latent_dim,
-                cfg.rqvae_epochs,
-                cfg.rqvae_lr,
-                cfg.rqvae_batch_size,
-                cfg.rqvae_beta,
-            )
+            model, history = train_rqvae(embeddings, cfg, k, seed)
             if model_dir is not None:
                 model.save(model_dir)
             q = model.encode_all(embeddings)

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from crabrec.config import TokenizeConfig
 from crabrec.io import atomic_path, write_text
 from crabrec.sid.rq_kmeans import Quantized, kmeans
 
@@ -111,19 +112,12 @@ class RQVAE(nn.Module):
 
 
 def train_rqvae(
-    x: np.ndarray,
-    levels: int,
-    codebook_size: int,
-    seed: int,
-    hidden: list[int],
-    latent: int = 32,
-    epochs: int = 300,
-    lr: float = 1e-3,
-    batch_size: int = 1024,
-    beta: float = 0.25,
-    progress: bool = True,
+    x: np.ndarray, cfg: TokenizeConfig, codebook_size: int, seed: int, progress: bool = True
 ) -> tuple[RQVAE, list[float]]:
-    """Train an RQ-VAE on item embeddings (AdamW, grad-clip 1.0); returns the model and the per-epoch loss."""
+    """Train an RQ-VAE on item embeddings (AdamW, grad-clip 1.0) with ``cfg.levels`` codebooks of ``codebook_size``
+    codes and ``cfg``'s ``rqvae_*`` settings; returns the model and the per-epoch loss."""
+    levels, hidden, latent, beta = cfg.levels, cfg.rqvae_hidden, cfg.rqvae_latent_dim, cfg.rqvae_beta
+    epochs, lr, batch_size = cfg.rqvae_epochs, cfg.rqvae_lr, cfg.rqvae_batch_size
     torch.manual_seed(seed)
     data = torch.from_numpy(np.asarray(x, np.float32))
     model = RQVAE(data.shape[1], hidden, latent, levels, codebook_size, beta)

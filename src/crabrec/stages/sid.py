@@ -31,7 +31,7 @@ def skip_embed(ctx: RunContext, items: dict[str, Any]) -> dict[str, Any]:
     quantizer = ctx.cfg.tokenize.quantizer
     if quantizer != "import":
         raise CrabError(
-            f"{ctx.cfg.data.path}: the dataset has no item text, so tokenize.quantizer={quantizer} "
+            f"{items.get('name') or 'the dataset'}: the dataset has no item text, so tokenize.quantizer={quantizer} "
             "has nothing to quantize; use tokenize.quantizer=import with tokenize.import_path=<index.json>"
         )
     reason = "no item text: embed skipped, semantic IDs imported"
@@ -77,7 +77,7 @@ def save_codebook(ctx: RunContext, cb) -> dict[str, Any]:
 EMBED_STAGE = Stage(
     name="embed",
     fn=run_embed,
-    reads=("embed", "data.path", "tokenize.quantizer"),
+    reads=("embed", "tokenize.quantizer"),
     needs=("data",),
     artifacts=("embeddings.items.json",),  # + embeddings.npy unless the dataset has no text (checked by tokenize)
     describe="item text -> vectors (frozen encoder); skipped for ids-only data",

@@ -16,7 +16,7 @@ from crabrec.config import TrainConfig
 from crabrec.data.dataset import Samples, Splits
 from crabrec.errors import CrabError
 from crabrec.runfiles import first_rows
-from crabrec.train.loop import LossFn, length_bucketed, train, training_summary
+from crabrec.train.loop import LossFn, Rows, length_bucketed, train, training_summary
 
 
 def decoder_loss(model, batch: dict[str, Any]):
@@ -110,5 +110,5 @@ def train_decoder(
     if cfg.packing == "packed" and io.train_prompt is None:  # a backbone's prompt rows are trained row by row
         n_rows, batcher, plan = packed_batcher(splits.train, tokens, cfg.batch_size, seed)
     validate = sid_validator(SidTrie.build(codebook), tokens, splits.valid, cfg, io)
-    result = train(model, n_rows, batcher, loss_fn or decoder_loss, validate, cfg, out_dir, seed, plan=plan, **loop)
+    result = train(model, Rows(n_rows, batcher, plan), loss_fn or decoder_loss, validate, cfg, out_dir, seed, **loop)
     return training_summary(result, out_dir)

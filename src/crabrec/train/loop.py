@@ -106,24 +106,32 @@ def load_checkpoint(folder: Path, model, optimizer, scheduler) -> dict[str, Any]
     return json.loads((folder / "state.json").read_text())
 
 
+@dataclass
+class Rows:
+    """The training data as the loop sees it: ``n`` rows, ``make(indices)`` builds a batch, ``plan(epoch)`` (optional)
+    gives an epoch's batches of indices (e.g. :func:`length_bucketed`; default: shuffled ``batch_size`` rows)."""
+
+    n: int
+    make: Callable[[np.ndarray], Batch]
+    plan: Callable[[int], list[np.ndarray]] | None = None
+
+
 def train(
     model,
-    n_rows: int,
-    make_batch: Callable[[np.ndarray], Batch],
+    rows: Rows,
     loss_fn: LossFn,
     validate: Callable[[Any], float],
     cfg: LoopConfig,
     out_dir: Path,
     seed: int,
+    *,
     param_groups: list[dict[str, Any]] | None = None,
     export: Callable[[Any, Path], None] | None = None,
-    plan: Callable[[int], list[np.ndarray]] | None = None,
     fingerprint: str = "",
     fresh: bool = False,
 ) -> TrainResult:
-    """Train ``model`` on ``n_rows`` rows; keep the best epoch by ``validate`` in ``out_dir/model``.
+    """Train ``model`` on ``rows``; keep the best epoch by ``validate`` in ``out_dir/model``.
 
-    ``plan(epoch)`` gives an epoch's batches (e.g. :func:`length_bucketed`); default: shuffled ``batch_size`` rows.
     ``fingerprint`` identifies the configuration: a checkpoint saved under another one is not resumed; ``fresh``
     (a forced re-run) discards any checkpoint and trains from scratch."""
     from accelerate import Accelerator
@@ -140,7 +148,10 @@ def train(
     log.info("training on %s (mixed precision: %s)", accelerator.device, accelerator.mixed_precision)
     groups = param_groups or [{"params": [p for p in model.parameters() if p.requires_grad]}]
     optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    plans = {e: plan(e) if plan else list(batches(n_rows, cfg.batch_size, seed, e)) for e in range(1, cfg.epochs + 1)}
+    plans = {
+        e: rows.plan(e) if rows.plan else list(batches(rows.n, cfg.batch_size, seed, e))
+        for e in range(1, cfg.epochs + 1)
+    }
     total = max(1, sum(math.ceil(len(p) / cfg.grad_accum) for p in plans.values()))
 
     plateau = {"scale": 1.0}  # schedule=plateau: shrunk after each epoch that does not improve validation
@@ -189,10 +200,10 @@ def train(
         total_loss, count = 0.0, 0
         epoch_start = time.perf_counter()
         bar = tqdm(plans[epoch], desc=f"epoch {epoch}", leave=False)
-        for rows in bar:
-            rows = rows[accelerator.process_index :: accelerator.num_processes]  # data parallel: a share each
+        for index in bar:
+            index = index[accelerator.process_index :: accelerator.num_processes]  # data parallel: a share each
             with accelerator.accumulate(model):
-                loss = loss_fn(model, to_device(make_batch(rows), accelerator.device))
+                loss = loss_fn(model, to_device(rows.make(index), accelerator.device))
                 accelerator.backward(loss)
                 optimizer.step()
                 if accelerator.sync_gradients:
@@ -203,8 +214,8 @@ def train(
                 raise CrabError(
                     f"training diverged in epoch {epoch}: the loss is {value}; lower the learning rate (lr={cfg.lr})"
                 )
-            total_loss += value * len(rows)
-            count += len(rows)
+            total_loss += value * len(index)
+            count += len(index)
             bar.set_postfix(loss=f"{total_loss / count:.4f}")
         model.eval()
         score = float(validate(accelerator.unwrap_model(model)))
