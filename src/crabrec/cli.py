@@ -217,14 +217,13 @@ def data_stats(
     typer.echo(json.dumps(stats, indent=2) if as_json else format_stats(stats))
 
 
-def run_stage(cfg: RunConfig, stage_name: str, force: bool = False, forced: str | None = None) -> dict[str, Any]:
-    """Run one stage (and whatever it needs) in the run directory of ``cfg``; ``force`` re-runs it, ``forced``
-    re-runs that one of its inputs instead (and, since an input changed, the stage)."""
+def run_stage(cfg: RunConfig, stage_name: str, force: str | None = None) -> dict[str, Any]:
+    """Run one stage (and whatever it needs) in the run directory of ``cfg``; ``force`` names a stage to re-run even
+    if cached (the stage itself, or one of its inputs: what depends on a re-run stage re-runs too)."""
     from crabrec.pipeline import RunContext, run_lock
     from crabrec.stages import preflight, registry
 
-    again = {stage_name} if force and forced is None else {forced} if force else set()
-    ctx = RunContext(config=cfg, stages=registry(), force=again)
+    ctx = RunContext(config=cfg, stages=registry(), force={force} if force else set())
     with run_lock(cfg.run_dir):
         if stage_name not in ("data", "embed", "tokenize", "rebalance"):  # the stages that rank items
             ctx.ensure("data")
@@ -245,7 +244,7 @@ def embed(
     force: ForceOpt = False,
 ) -> None:
     """Encode item text with a frozen encoder -> <run>/embeddings.npy (+ item order)."""
-    run_stage(opts.resolve(embed={"encoder": encoder} if encoder else None), "embed", force)
+    run_stage(opts.resolve(embed={"encoder": encoder} if encoder else None), "embed", "embed" if force else None)
 
 
 @app.command()
@@ -264,7 +263,7 @@ def tokenize(
 
     options = {"quantizer": quantizer, "levels": levels, "codebook_size": codebook_size, "import_path": import_path}
     cfg = opts.resolve(tokenize={k: v for k, v in options.items() if v is not None})
-    run_stage(cfg, "tokenize", force)
+    run_stage(cfg, "tokenize", "tokenize" if force else None)
     typer.echo(format_level_table(read_checked(RunFiles(cfg.run_dir).sid_file("stats.json"), list)))
 
 
@@ -292,7 +291,7 @@ def rebalance(
     if lam is not None:
         crab["lam"] = lam
     cfg = opts.resolve(crab=crab)
-    run_stage(cfg, "rebalance", force)
+    run_stage(cfg, "rebalance", "rebalance" if force else None)
     typer.echo(RunFiles(cfg.run_dir).sid_file("report.txt", rebalanced=True).read_text().rstrip())
 
 
@@ -321,7 +320,7 @@ def train(
     if backbone and method != "mor":
         raise CrabError(f"--backbone: only for --method mor (got --method {method})")
     cfg = opts.resolve(train={"backbone": backbone} if backbone else None)
-    run_stage(cfg, chosen.evaluates, force, forced=chosen.trains or chosen.evaluates)
+    run_stage(cfg, chosen.evaluates, (chosen.trains or chosen.evaluates) if force else None)
     _print_metrics(cfg, chosen.name)
 
 
@@ -360,7 +359,7 @@ def evaluate(
         raise CrabError(f"--rerank {rerank!r}: expected rr")
     chosen = get(rerank or model, flag="--model")
     cfg = opts.resolve()
-    run_stage(cfg, chosen.evaluates, force)
+    run_stage(cfg, chosen.evaluates, chosen.evaluates if force else None)
     _print_metrics(cfg, chosen.name)
 
 
@@ -378,7 +377,7 @@ def finetune(
         raise CrabError(f"--method {method!r}: expected crab")
     chosen = get("crab")
     cfg = opts.resolve()
-    run_stage(cfg, chosen.evaluates, force, forced=chosen.trains)
+    run_stage(cfg, chosen.evaluates, chosen.trains if force else None)
     _print_metrics(cfg, chosen.name)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -14,11 +15,18 @@ from crabrec.errors import CrabError
 PRESETS = ("quick", "paper")
 Schedule = Literal["linear", "cosine", "plateau", "inverse_sqrt"]
 Share = Annotated[float, Field(gt=0, le=1)]
+QUANTIZED, KMEANS, RQVAE = ("rqkmeans", "balanced", "rqvae"), ("rqkmeans", "balanced"), ("rqvae",)
 
 
 def speed_only(default: Any, **kw: Any) -> Any:
     """A setting that changes how fast a stage runs, never what it produces: left out of every stage's cache key."""
     return Field(default, json_schema_extra={"speed_only": True}, **kw)
+
+
+def only_if(choice: str, values: tuple[str, ...], *args: Any, **kw: Any) -> Any:
+    """A setting that matters only when its section's ``choice`` is one of ``values`` (e.g. the RQ-VAE settings under
+    ``quantizer: rqvae``): under another choice no stage reads it, so it is in no stage's cache key."""
+    return Field(*args, json_schema_extra={"only_if": [choice, list(values)]}, **kw)
 
 
 class Strict(BaseModel):
@@ -63,18 +71,18 @@ class TokenizeConfig(Strict):
     """Semantic-ID construction."""
 
     quantizer: Literal["rqkmeans", "rqvae", "balanced", "import"] = "rqkmeans"
-    levels: int = Field(3, ge=1, le=8)
-    codebook_size: int = Field(256, ge=2)
-    kmeans_iters: int = Field(25, ge=1)
-    kmeans_init: Literal["kmeans++", "random"] = "random"
+    levels: int = only_if("quantizer", QUANTIZED, 3, ge=1, le=8)
+    codebook_size: int = only_if("quantizer", QUANTIZED, 256, ge=2)
+    kmeans_iters: int = only_if("quantizer", KMEANS, 25, ge=1)
+    kmeans_init: Literal["kmeans++", "random"] = only_if("quantizer", KMEANS, "random")
     dedup: Literal["extra_level", "none"] = "extra_level"
-    import_path: str | None = Field(None, description="quantizer=import: a MiniOneRec index.json")
-    rqvae_latent_dim: int = Field(32, ge=2)
-    rqvae_hidden: list[int] = Field(default_factory=lambda: [512, 256, 128, 64])
-    rqvae_epochs: int = Field(300, ge=1)
-    rqvae_lr: float = Field(1e-3, gt=0)
-    rqvae_batch_size: int = Field(1024, ge=1)
-    rqvae_beta: float = Field(0.25, ge=0)
+    import_path: str | None = only_if("quantizer", ("import",), None, description="a MiniOneRec index.json")
+    rqvae_latent_dim: int = only_if("quantizer", RQVAE, 32, ge=2)
+    rqvae_hidden: list[int] = only_if("quantizer", RQVAE, default_factory=lambda: [512, 256, 128, 64])
+    rqvae_epochs: int = only_if("quantizer", RQVAE, 300, ge=1)
+    rqvae_lr: float = only_if("quantizer", RQVAE, 1e-3, gt=0)
+    rqvae_batch_size: int = only_if("quantizer", RQVAE, 1024, ge=1)
+    rqvae_beta: float = only_if("quantizer", RQVAE, 0.25, ge=0)
 
 
 class LoopConfig(Strict):
@@ -92,7 +100,9 @@ class LoopConfig(Strict):
         "`plateau_factor` after every epoch that does not improve validation); inverse_sqrt (TIGER's: "
         "lr·sqrt(warmup/step)). plateau and inverse_sqrt do not depend on `epochs`",
     )
-    plateau_factor: float = Field(0.5, gt=0, le=1, description="schedule=plateau: learning-rate factor per bad epoch")
+    plateau_factor: float = only_if(
+        "schedule", ("plateau",), 0.5, gt=0, le=1, description="learning-rate factor per epoch without improvement"
+    )
     patience: int = Field(2, ge=1, description="early stopping on validation NDCG@10 after this many bad epochs")
     max_minutes: float | None = Field(
         None, gt=0, description="wall-clock budget: stop after the epoch that reaches it (the best epoch is kept)"
@@ -237,6 +247,7 @@ class RunConfig(Strict):
         return Path(self.runs_dir) / self.name
 
 
+@functools.cache
 def leaf_keys(model: type[BaseModel] = RunConfig, prefix: str = "") -> dict[str, Any]:
     """Every setting as ``dotted.key -> FieldInfo`` (sections are walked, not listed)."""
     out: dict[str, Any] = {}
@@ -253,6 +264,19 @@ def is_speed_only(key: str) -> bool:
     """Whether ``key`` (dotted) only changes speed (see :func:`speed_only`)."""
     info = leaf_keys().get(key)
     return bool(info is not None and (info.json_schema_extra or {}).get("speed_only"))
+
+
+def applies(key: str, config: Any) -> bool:
+    """Whether ``key`` matters under ``config``'s choices (see :func:`only_if`)."""
+    info = leaf_keys().get(key)
+    rule = (info.json_schema_extra or {}).get("only_if") if info is not None else None
+    if not rule:
+        return True
+    section = key.rpartition(".")[0]
+    node = config
+    for part in section.split(".") if section else ():
+        node = getattr(node, part)
+    return getattr(node, rule[0]) in rule[1]
 
 
 class Overlay:

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from crabrec.config import RunConfig, is_speed_only, leaf_keys
+from crabrec.config import RunConfig, applies, is_speed_only, leaf_keys
 from crabrec.errors import CrabError
 from crabrec.io import sha256_of, write_json, write_text
 from crabrec.runfiles import RunFiles
@@ -38,8 +38,8 @@ LOCATION = frozenset({"name", "runs_dir", "run_dir", "preset"})
 class Stage:
     """One step of the experiment: ``fn(ctx)`` writes ``artifacts`` and returns a JSON summary.
 
-    ``reads`` lists the settings ``fn`` may read: dotted keys (``train.lr``), whole sections (``tiger``) or ``seed``;
-    ``reads_if(config)`` adds those that depend on a choice in the config (e.g. the quantizer's own settings).
+    ``reads`` lists the settings ``fn`` may read: dotted keys (``train.lr``), whole sections (``tiger``) or ``seed``.
+    Under a given config, settings that do not apply to its choices (``config.only_if``) drop out.
     """
 
     name: str
@@ -49,14 +49,12 @@ class Stage:
     artifacts: tuple[str, ...] = ()
     describe: str = ""
     needs_if: Callable[[RunContext], tuple[str, ...]] | None = None  # inputs that depend on what earlier stages made
-    reads_if: Callable[[Any], tuple[str, ...]] | None = None
 
     def declared_keys(self, config: Any = None) -> set[str]:
         """Every setting this stage may read under ``config``, sections expanded to their keys."""
         keys = leaf_keys()
         out = set()
-        extra = self.reads_if(config) if self.reads_if and config is not None else ()
-        for read in (*self.reads, *extra):
+        for read in self.reads:
             if read in keys:
                 out.add(read)
             else:
@@ -64,20 +62,7 @@ class Stage:
                 if not matched:
                     raise ValueError(f"stage {self.name}: reads {read!r}, which is no setting or section")
                 out |= matched
-        return out if config is None else {k for k in out if _applies(k, config)}
-
-
-# Settings that only matter under one choice of a sibling setting: ``<section>.plateau_factor`` is read only when
-# ``<section>.schedule`` is ``plateau``, so under another schedule it is no input of the stage.
-CHOICE_DEPENDENT = {"plateau_factor": ("schedule", "plateau")}
-
-
-def _applies(key: str, config: Any) -> bool:
-    section, _, field_name = key.rpartition(".")
-    if field_name not in CHOICE_DEPENDENT or not section:
-        return True
-    choice, value = CHOICE_DEPENDENT[field_name]
-    return getattr(getattr(config, section), choice, value) == value
+        return out if config is None else {k for k in out if applies(k, config)}
 
 
 class UndeclaredRead(RuntimeError):

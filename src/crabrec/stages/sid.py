@@ -84,23 +84,10 @@ EMBED_STAGE = Stage(
 )
 
 
-def quantizer_settings(config) -> tuple[str, ...]:
-    """The settings the chosen quantizer reads (the others cannot change its codebook)."""
-    own = {
-        "rqkmeans": ("levels", "codebook_size", "kmeans_iters", "kmeans_init"),
-        "balanced": ("levels", "codebook_size", "kmeans_iters", "kmeans_init"),
-        "rqvae": ("levels", "codebook_size", "rqvae_latent_dim", "rqvae_hidden", "rqvae_epochs", "rqvae_lr")
-        + ("rqvae_batch_size", "rqvae_beta"),
-        "import": ("import_path",),
-    }[config.tokenize.quantizer]
-    return tuple(f"tokenize.{k}" for k in own)
-
-
 TOKENIZE_STAGE = Stage(
     name="tokenize",
     fn=run_tokenize,
-    reads=("tokenize.quantizer", "tokenize.dedup", "seed"),
-    reads_if=quantizer_settings,
+    reads=("tokenize", "seed"),
     needs=("data", "embed"),
     artifacts=("sid/codebook.json", "sid/index.json"),
     describe="embeddings -> semantic IDs (codebook)",
