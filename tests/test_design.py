@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from crabrec.methods import Method, methods, register, unregister
+from crabrec.methods.common import EVAL_READS, eval_needs
 from crabrec.pipeline import RunContext, Stage
 from tests.conftest import ROOT, TINY, cli
 
@@ -57,14 +58,20 @@ def _mostpop(ctx: RunContext) -> dict:
     test = test_rows(ctx.files, cfg)
     top = np.argsort(-ctx.files.load_popularity().freq, kind="stable")[: cfg.beam]
     items = np.tile(top, (len(test), 1))
-    return write_evaluation(ctx.files, "mostpop", items, np.zeros(items.shape), test, 0.0, None, cfg)
+    return write_evaluation(ctx.files, "mostpop", items, np.zeros(items.shape), test, 0.0, None, cfg, ctx.cfg.seed)
 
 
 MOSTPOP = Method(
     name="mostpop",
     label="MostPop (test)",
     stages=(
-        Stage("mostpop", _mostpop, reads=("evaluate",), needs=("data",), artifacts=("models/mostpop/metrics.json",)),
+        Stage(
+            "mostpop",
+            _mostpop,
+            reads=EVAL_READS,
+            needs=eval_needs("mostpop", ("data",)),
+            artifacts=("models/mostpop/metrics.json",),
+        ),
     ),
     evaluates="mostpop",
     cost=("mostpop",),

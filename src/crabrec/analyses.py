@@ -54,7 +54,7 @@ def run_sweep(cfg: RunConfig, sweep: str) -> pd.DataFrame:
     from crabrec.methods import get
     from crabrec.pipeline import RunContext
     from crabrec.report import method_seconds
-    from crabrec.stages import registry
+    from crabrec.stages import preflight, registry
 
     base, crab_method = cfg.run_dir, get("crab")
     n_levels = RunFiles(base).load_codebook().semantic_levels
@@ -71,7 +71,9 @@ def run_sweep(cfg: RunConfig, sweep: str) -> pd.DataFrame:
             }
         )
         link_base(base, sub.run_dir)
-        RunContext(config=sub, stages=registry()).ensure(crab_method.evaluates)
+        ctx = RunContext(config=sub, stages=registry())
+        preflight(ctx)
+        ctx.ensure(crab_method.evaluates)
         files = RunFiles(sub.run_dir)
         m = files.load_metrics("crab") or {}
         summary = read_checked(files.train_summary("crab"), dict)

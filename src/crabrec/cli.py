@@ -7,6 +7,7 @@ import inspect
 import logging
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,6 +161,8 @@ def _setup_logging(verbose: bool = False) -> None:
     log.handlers[:] = [handler]
     log.setLevel(logging.DEBUG if verbose else logging.INFO)
     log.propagate = False
+    # peft reads a property that transformers has deprecated: library-to-library noise, nothing a user can act on
+    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
 
 class _Formatter(logging.Formatter):
@@ -509,7 +512,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    from crabrec.config import clip
+    from crabrec.errors import clip
 
     typer.echo(f"crabrec: error: {clip(' '.join(message.split()), 2000)}", err=True)
     sys.exit(code)

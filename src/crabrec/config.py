@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
 
-from crabrec.errors import CrabError
+from crabrec.errors import CrabError, clip
 
 PRESETS = ("quick", "paper")
 Schedule = Literal["linear", "cosine", "plateau", "inverse_sqrt"]
@@ -165,6 +165,12 @@ class EvalConfig(Strict):
     ks: list[PositiveInt] = Field(default_factory=lambda: [1, 3, 5, 10, 20], description="must include 10")
     fairness_ks: list[PositiveInt] = Field(default_factory=lambda: [1, 5, 10, 20], description="must include 10")
     max_samples: int | None = Field(None, ge=1, description="evaluate only the first N test rows")
+    bootstrap: int = Field(
+        1000,
+        ge=0,
+        le=100_000,
+        description="paired bootstrap resamples of the test users for the 95% CIs vs MOR (0 = off)",
+    )
 
     @field_validator("ks", "fairness_ks")
     @classmethod
@@ -373,11 +379,6 @@ def validate_config(data: dict[str, Any], source: str = "config") -> RunConfig:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
         raise CrabError(f"{source}: {format_validation_error(exc)}") from None
-
-
-def clip(text: str, limit: int = 80) -> str:
-    """``text`` cut to ``limit`` characters (an error never echoes a whole huge value)."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def format_validation_error(exc: ValidationError) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from crabrec.config import EmbedConfig
-from crabrec.errors import CrabError
+from crabrec.errors import CrabError, clip
 
 log = logging.getLogger("crabrec")
 
@@ -95,7 +95,13 @@ def encode(texts: list[str], cfg: EmbedConfig, progress: bool = True) -> np.ndar
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
         from sentence_transformers import SentenceTransformer
 
-        model = SentenceTransformer(path, device=cfg.device)
+        try:
+            model = SentenceTransformer(path, device=cfg.device)
+        except Exception as exc:  # whatever a folder that is not a model makes the library raise
+            reason = clip(" ".join(str(exc).split()), 160) or type(exc).__name__
+            raise CrabError(
+                f"embed.encoder {clip(cfg.encoder)}: not a sentence-transformers model ({reason})"
+            ) from None
         vectors = model.encode(
             texts, batch_size=cfg.batch_size, show_progress_bar=progress, convert_to_numpy=True
         ).astype(np.float32)

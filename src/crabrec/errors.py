@@ -6,3 +6,8 @@ class CrabError(Exception):
 
     The CLI prints ``crabrec: error: <message>`` and exits with code 2.
     """
+
+
+def clip(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters (an error never echoes a whole huge value)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -18,7 +18,7 @@ from crabrec.config import EvalConfig
 from crabrec.data.dataset import Samples
 from crabrec.errors import CrabError
 from crabrec.io import atomic_path, write_json
-from crabrec.runfiles import RunFiles, first_rows
+from crabrec.runfiles import RunFiles, first_rows, load_checked
 
 HEADLINE = ("HR@10", "NDCG@10", "MGU@10", "DGU@10")
 
@@ -51,8 +51,10 @@ def write_evaluation(
     seconds: float,
     trie,
     cfg: EvalConfig,
+    seed: int,
 ) -> dict[str, Any]:
-    """Score ``items`` (``[N, K]`` rankings of the test rows) and write ``metrics.json`` + ``rankings.parquet``."""
+    """Score ``items`` (``[N, K]`` rankings of the test rows) and write ``metrics.json`` + ``rankings.parquet``; every
+    method but the base MOR also gets its change against MOR with paired-bootstrap CIs (``vs_mor``)."""
     from crabrec.decode.rank import score_rankings
 
     pop = files.load_popularity()
@@ -65,11 +67,44 @@ def write_evaluation(
         definitions=metric_definitions(pop.n_groups, float(pop.popular.mean())),
         ks=ks,
     )
+    if method != BASE and cfg.bootstrap:
+        metrics["vs_mor"] = versus_base(files, items, test, trie, cfg.bootstrap, seed)
     columns = {"row": np.arange(len(test)), "user": test.user, "target": test.target, "items": list(items)}
     with atomic_path(files.rankings(method)) as tmp:
         pd.DataFrame({**columns, "scores": list(scores)}).to_parquet(tmp)
     write_json(files.metrics(method), metrics)
     return {k: round(metrics[k], 4) for k in HEADLINE if k in metrics}
+
+
+BASE = "mor"
+
+
+def user_parts(files: RunFiles, items: np.ndarray, test: Samples, trie):
+    """Per-test-row parts of the @10 metrics of ``items`` (``trie``: the SIDs it was ranked over; None: item ids)."""
+    from crabrec.decode.rank import sid_members
+    from crabrec.metrics.bootstrap import per_user
+
+    pop = files.load_popularity()
+    rep_of, members = (np.arange(len(pop.group)), None) if trie is None else sid_members(trie, len(pop.group))
+    history = [row[:n] for row, n in zip(test.history, test.length)]
+    return per_user(items, rep_of[test.target], history, pop.group, pop.n_groups, members)
+
+
+def versus_base(files: RunFiles, items: np.ndarray, test: Samples, trie, samples: int, seed: int) -> dict[str, Any]:
+    """Change of ``items`` against MOR's test rankings on the same rows: deltas with paired-bootstrap 95% CIs."""
+    from crabrec.decode.trie import SidTrie
+    from crabrec.metrics.bootstrap import paired_bootstrap
+
+    base = files.load_rankings(BASE)
+    if len(base) != len(test) or not np.array_equal(base["target"].to_numpy(), test.target):
+        raise CrabError(
+            f"{files.rankings(BASE)}: MOR was evaluated on other test rows ({len(base)} vs {len(test)}); "
+            "re-run `crabrec evaluate --method mor --force` with the same evaluate settings"
+        )
+    base_parts = user_parts(files, np.stack(base["items"]), test, SidTrie.build(files.load_codebook()))
+    out: dict[str, Any] = paired_bootstrap(base_parts, user_parts(files, items, test, trie), samples, seed)
+    out["bootstrap"] = {"samples": samples, "seed": seed, "users": len(test), "level": 0.95, "paired": True}
+    return out
 
 
 def inference_device():
@@ -88,9 +123,12 @@ def load_generator(model_dir: Path, codebook):
 
     if not (model_dir / "config.json").is_file():
         raise CrabError(f"{model_dir}: no trained model here (expected config.json + model.safetensors)")
-    config = AutoConfig.from_pretrained(model_dir)
+    config = load_checked(model_dir / "config.json", lambda: AutoConfig.from_pretrained(model_dir))
     seq2seq = bool(getattr(config, "is_encoder_decoder", False))
-    sid_vocab = (config.crabrec_user_offset if seq2seq else config.vocab_size) - N_SPECIAL
+    size = getattr(config, "crabrec_user_offset" if seq2seq else "vocab_size", None)
+    if not isinstance(size, int):
+        raise CrabError(f"{model_dir / 'config.json'}: not a crabrec model config; re-run the stage that writes it")
+    sid_vocab = size - N_SPECIAL
     if is_backbone_dir(model_dir):  # a pretrained backbone: its tokenizer's SID tokens are checked by generator_io
         sid_vocab = codebook.vocab_size
     if sid_vocab != codebook.vocab_size:
@@ -98,7 +136,8 @@ def load_generator(model_dir: Path, codebook):
             f"{model_dir}: model has {sid_vocab} SID tokens but the codebook has {codebook.vocab_size}; "
             "it was trained on another codebook"
         )
-    model = (AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM).from_pretrained(model_dir)
+    auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
+    model = load_checked(model_dir / "model.safetensors", lambda: auto.from_pretrained(model_dir))
     return model.to(inference_device())
 
 
@@ -120,7 +159,7 @@ def rank_with(model_dir: Path, codebook, rows: Samples, beam: int, batch_size: i
     return rank_samples(model, trie, rows, io.tokens, beam, batch_size, desc=desc, prompt=io.test_prompt, base=io.base)
 
 
-def evaluate_generator(files: RunFiles, method: str, codebook, cfg: EvalConfig) -> dict[str, Any]:
+def evaluate_generator(files: RunFiles, method: str, codebook, cfg: EvalConfig, seed: int) -> dict[str, Any]:
     """Rank the test rows with ``models/<method>/model`` and write its metrics and rankings."""
     from crabrec.decode.trie import SidTrie
 
@@ -128,4 +167,4 @@ def evaluate_generator(files: RunFiles, method: str, codebook, cfg: EvalConfig) 
     start = time.perf_counter()
     items, scores = rank_with(files.weights(method), codebook, test, cfg.beam, cfg.batch_size, f"evaluate {method}")
     seconds = time.perf_counter() - start
-    return write_evaluation(files, method, items, scores, test, seconds, SidTrie.build(codebook), cfg)
+    return write_evaluation(files, method, items, scores, test, seconds, SidTrie.build(codebook), cfg, seed)

@@ -7,11 +7,14 @@ import hashlib
 import json
 import os
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from crabrec.errors import CrabError, clip
 
 
 @contextlib.contextmanager
@@ -54,12 +57,47 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.load(fh)
 
 
+MAX_INT_DIGITS = 100  # longer JSON integers stay strings: they are ids, and int() refuses > 4,300 digits anyway
+
+
+def read_input_json(path: str | os.PathLike) -> Any:
+    """A JSON file the user brought (dataset, SID index): every way it can be wrong is a one-line ``CrabError``
+    naming it: missing, a folder, not UTF-8, invalid JSON, nested too deeply, or a key given twice in one object.
+    Integers of more than ``MAX_INT_DIGITS`` digits are kept as their digit strings."""
+    path = Path(path)
+    if not path.is_file():
+        raise CrabError(f"{path}: {'a folder, not a file' if path.is_dir() else 'file not found'}")
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise CrabError(f"{path}: duplicate key {clip(key)!r} (a key given twice in one object)")
+            out[key] = value
+        return out
+
+    def integer(text: str) -> int | str:
+        return int(text) if len(text) <= MAX_INT_DIGITS else text
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh, object_pairs_hook=no_duplicates, parse_int=integer)
+    except json.JSONDecodeError as exc:
+        raise CrabError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise CrabError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except RecursionError:
+        raise CrabError(f"{path}: JSON nested too deeply") from None
+    except OSError as exc:
+        raise CrabError(f"{path}: unreadable ({exc.strerror or exc})") from None
+
+
 def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """Arrays of an ``.npz`` artifact; pickled objects are refused (a clear error, never executed)."""
     try:
         with np.load(path, allow_pickle=False) as data:
             return {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError) as exc:
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
         raise _bad_artifact(path, exc) from None
 
 
@@ -72,8 +110,6 @@ def load_npy(path: str | os.PathLike) -> np.ndarray:
 
 
 def _bad_artifact(path: str | os.PathLike, exc: Exception):
-    from crabrec.errors import CrabError
-
     reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
     return CrabError(f"{path}: unreadable artifact ({reason}); re-run the stage that writes it with --force")
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_text
@@ -54,6 +53,7 @@ def table_rows(run: Path) -> list[dict[str, Any]]:
                 **{c: metrics[c] for c, _ in COLUMNS},
                 "train_s": method_seconds(files, method),
                 "infer_s": metrics.get("inference_seconds"),
+                "vs_mor": metrics.get("vs_mor") if isinstance(metrics.get("vs_mor"), dict) else None,
             }
         )
     return rows
@@ -95,6 +95,32 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def change_cells(rows: list[dict[str, Any]]) -> tuple[str, list[tuple[str, list[str]]]]:
+    """The change-against-MOR table: a caption and, per method with CIs, one cell per metric:
+    ``relative change [95% CI]``, starred when the interval excludes 0."""
+    with_ci = [r for r in rows if r.get("vs_mor")]
+    if not with_ci:
+        return "", []
+    boot = with_ci[0]["vs_mor"].get("bootstrap", {})
+    caption = (
+        f"Change against MOR, relative, with a paired-bootstrap 95% interval over the {boot.get('users', '?'):,} test "
+        f"users ({boot.get('samples', '?'):,} resamples); * = the interval excludes 0."
+    )
+    out = []
+    for r in with_ci:
+        cells = []
+        for c, _ in COLUMNS:
+            v = r["vs_mor"].get(c) or {}
+            rel, ci = v.get("rel"), v.get("rel_ci")
+            if rel is None or not ci:
+                cells.append("–")
+                continue
+            star = "*" if ci[0] > 0 or ci[1] < 0 else ""
+            cells.append(f"{rel * 100:+.1f}%{star} [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]")
+        out.append((r["method"], cells))
+    return caption, out
+
+
 def exposure_by_group(run: Path) -> dict[str, list[float]]:
     """GP@10 per popularity group (least → most popular) for SASRec, MOR and CRAB, plus GH (history share)."""
     out: dict[str, list[float]] = {}
@@ -117,10 +143,9 @@ def token_group_analysis(run: Path, k: int = 10) -> dict[str, list[dict[str, Any
     freq = files.load_popularity().freq
     out = {}
     for label, model in (("MOR", "mor"), ("CRAB", "crab")):
-        path = files.rankings(model)
-        if not path.is_file():
+        if not files.rankings(model).is_file():
             continue
-        frame = pd.read_parquet(path)
+        frame = files.load_rankings(model)
         test = files.load_splits().test.take(frame["row"].to_numpy())
         out[label] = token_group_gu(codebook, freq, np.stack(frame["items"]), test.history_items(), k)
     return out
@@ -270,6 +295,12 @@ def _markdown(run, rows, missing, svgs, rebalance, definitions, config, stage_ti
     if missing:
         parts += [f"Not in this run: {', '.join(missing)}.", ""]
     parts += ["Higher is better for HR/NDCG, lower for DGU/MGU and time; best per column in bold.", ""]
+    caption, changes = change_cells(rows)
+    if changes:
+        parts += ["### Change against MOR", "", caption, ""]
+        parts += ["| method | " + " | ".join(c for c, _ in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+        parts += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in changes]
+        parts += [""]
     for name in svgs:
         parts += [f"## {TITLES[name]}", "", f"![{name}](report_files/{name}.svg)", "", NOTES[name], ""]
     if rebalance:
@@ -316,6 +347,13 @@ def _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times)
         *body,
         "</table><p>Higher is better for HR/NDCG, lower for DGU/MGU and time; best per column in bold.</p>",
     ]
+    caption, changes = change_cells(rows)
+    if changes:
+        out.append(f"<h3>Change against MOR</h3><p>{e(caption)}</p><table><tr><th>method</th>{head}</tr>")
+        out += [
+            f"<tr><td>{e(name)}</td>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>" for name, cells in changes
+        ]
+        out.append("</table>")
     if missing:
         out.append(f"<p>Not in this run: {e(', '.join(missing))}.</p>")
     for name, svg in svgs.items():

@@ -7,13 +7,16 @@ A run directory holds ``data/`` (splits, popularity, items), ``embeddings.npy``,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from crabrec.errors import CrabError
 from crabrec.io import load_npz, read_json
+
+T = TypeVar("T")
 
 
 class RunFiles:
@@ -118,6 +121,18 @@ class RunFiles:
         path = self.metrics(method)
         return read_checked(path, dict) if path.is_file() else None
 
+    def load_rankings(self, method: str):
+        """A method's ``rankings.parquet`` (columns row, items, scores), checked."""
+        import pandas as pd
+
+        path = self.rankings(method)
+        if not path.is_file():
+            raise CrabError(f"{path}: missing; run `crabrec evaluate --method {method}` first")
+        frame = load_checked(path, lambda: pd.read_parquet(path))
+        if any(c not in frame.columns for c in ("row", "items", "scores")):
+            raise CrabError(f"{path}: expected columns row, items, scores; re-run the stage that writes it (--force)")
+        return frame
+
     def load_state(self, stage: str) -> dict[str, Any] | None:
         """A stage's cache state, or None when it has not finished (or the file is not a state)."""
         path = self.state(stage)
@@ -143,6 +158,18 @@ def read_checked(path: Path, kind: type) -> Any:
     if not isinstance(value, kind):
         raise CrabError(f"{path}: expected a JSON {kind.__name__}, got {type(value).__name__}; re-run with --force")
     return value
+
+
+def load_checked(path: Path, load: Callable[[], T]) -> T:
+    """``load()`` of a saved artifact (weights, a parquet table ...); whatever a corrupt or foreign file raises becomes
+    a one-line error naming ``path``."""
+    try:
+        return load()
+    except CrabError:
+        raise
+    except Exception as exc:  # the file's content is the cause, whatever the library raises for it
+        reason = " ".join(str(exc).split())[:160] or type(exc).__name__
+        raise CrabError(f"{path}: unusable artifact ({reason}); re-run the stage that writes it with --force") from None
 
 
 def first_rows(samples, limit: int | None):

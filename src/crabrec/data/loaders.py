@@ -9,7 +9,9 @@ from __future__ import annotations
 import ast
 import json
 import logging
+import re
 from collections.abc import Callable
+from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,8 @@ import pandas as pd
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.kcore import kcore
-from crabrec.errors import CrabError
+from crabrec.errors import CrabError, clip
+from crabrec.io import read_input_json
 
 log = logging.getLogger("crabrec")
 
@@ -91,30 +94,6 @@ def _stem(path: Path, suffix: str, name: str | None) -> tuple[Path, str]:
     return path, stems[0]
 
 
-def _no_duplicates(source: Path) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out:
-                raise CrabError(f"{source}: duplicate key {key!r}")
-            out[key] = value
-        return out
-
-    return hook
-
-
-def read_json_file(path: Path) -> Any:
-    if not path.is_file():
-        raise CrabError(f"{path}: file not found")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh, object_pairs_hook=_no_duplicates(path))
-    except json.JSONDecodeError as exc:
-        raise CrabError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from None
-    except UnicodeDecodeError:
-        raise CrabError(f"{path}: not UTF-8 text") from None
-
-
 def _read_csv(path: Path, **kwargs: Any) -> pd.DataFrame:
     if not path.is_file():
         raise CrabError(f"{path}: file not found")
@@ -136,17 +115,28 @@ def _require_columns(df: pd.DataFrame, path: Path, columns: tuple[str, ...] | li
         )
 
 
+NUMERIC_ID = re.compile(r"-?[0-9]+")
+
+
 def _catalogue_order(ids: list[str]) -> list[str]:
-    """Numeric ids sorted numerically, other ids kept in file order."""
-    if all(i.lstrip("-").isdigit() for i in ids):
-        return sorted(ids, key=int)
+    """Ids that are all plain (ASCII) integers sorted numerically, of any length; other ids kept in file order."""
+    if ids and all(NUMERIC_ID.fullmatch(i) for i in ids):
+        return sorted(ids, key=Decimal)  # Decimal: no digit limit, unlike int()
     return list(ids)
+
+
+def _text(value: Any) -> str:
+    """A text field as valid Unicode: a lone UTF-16 surrogate (legal in JSON, not in UTF-8) becomes '?'."""
+    text = "" if value is None else str(value)
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _text_record(raw: Any, source: Path, key: str) -> dict[str, str]:
     if not isinstance(raw, dict):
-        raise CrabError(f"{source}: item {key!r}: expected an object of text fields, got {type(raw).__name__}")
-    return {str(k): "" if v is None else str(v) for k, v in raw.items()}
+        raise CrabError(
+            f"{source}: item {clip(repr(key))}: expected an object of text fields, got {type(raw).__name__}"
+        )
+    return {_text(k): _text(v) for k, v in raw.items()}
 
 
 def _timestamps(values: pd.Series, path: Path) -> np.ndarray:
@@ -154,7 +144,7 @@ def _timestamps(values: pd.Series, path: Path) -> np.ndarray:
     bad = np.flatnonzero(ts.isna().to_numpy())
     if len(bad):
         row = int(bad[0])
-        raise CrabError(f"{path}: row {row + 2}: timestamp {values.iloc[row]!r} is not a number")
+        raise CrabError(f"{path}: row {row + 2}: timestamp {clip(repr(values.iloc[row]))} is not a number")
     return ts.to_numpy(dtype=np.float64)
 
 
@@ -174,7 +164,9 @@ def _build(
         try:
             seq = np.fromiter((index[str(x)] for x in raw_seq), dtype=np.int64, count=len(raw_seq))
         except KeyError as exc:
-            raise CrabError(f"{where}: user {user!r}: item {exc.args[0]!r} is not in the item table") from None
+            raise CrabError(
+                f"{where}: user {clip(repr(user))}: item {clip(repr(exc.args[0]))} is not in the item table"
+            ) from None
         users.append(user)
         seqs.append(seq)
         if user_times is not None:
@@ -225,13 +217,20 @@ def _filter(ds: Dataset, k: int) -> Dataset:
 def _load_lcrec(path: Path, cfg: DataConfig) -> Dataset:
     folder, name = _stem(path, ".inter.json", cfg.name)
     inter_path, item_path = folder / f"{name}.inter.json", folder / f"{name}.item.json"
-    inter = read_json_file(inter_path)
+    inter = read_input_json(inter_path)
     if not isinstance(inter, dict):
         raise CrabError(f"{inter_path}: expected an object {{user: [item, ...]}}, got {type(inter).__name__}")
     rows: dict[str, list[str]] = {}
     for user, seq in inter.items():
         if not isinstance(seq, list):
-            raise CrabError(f"{inter_path}: user {user!r}: expected a list of item ids, got {type(seq).__name__}")
+            raise CrabError(
+                f"{inter_path}: user {clip(repr(user))}: expected a list of item ids, got {type(seq).__name__}"
+            )
+        odd = next((x for x in seq if isinstance(x, bool) or not isinstance(x, (str, int))), None)
+        if odd is not None:
+            raise CrabError(
+                f"{inter_path}: user {clip(repr(user))}: item ids are strings or integers, got {clip(repr(odd))}"
+            )
         rows[user] = [str(x) for x in seq]
     if not item_path.exists():  # ids-only data (e.g. the TIGER Beauty benchmark): the catalogue is what occurs
         items = {raw: {} for seq in rows.values() for raw in seq}
@@ -239,7 +238,7 @@ def _load_lcrec(path: Path, cfg: DataConfig) -> Dataset:
         ds.has_text = False
         ds.notes.append(f"no item text ({item_path.name} absent): semantic IDs must be imported")
         return ds
-    items_raw = read_json_file(item_path)
+    items_raw = read_input_json(item_path)
     if not isinstance(items_raw, dict):
         raise CrabError(f"{item_path}: expected an object {{item: {{title, ...}}}}, got {type(items_raw).__name__}")
     items = {str(k): _text_record(v, item_path, k) for k, v in items_raw.items()}
@@ -249,16 +248,25 @@ def _load_lcrec(path: Path, cfg: DataConfig) -> Dataset:
 def _load_recbole(path: Path, cfg: DataConfig) -> Dataset:
     folder, name = _stem(path, ".inter", cfg.name)
     inter_path, item_path = folder / f"{name}.inter", folder / f"{name}.item"
-    inter = _read_csv(inter_path, sep="\t")
-    inter.columns = [str(c).split(":")[0] for c in inter.columns]
+    inter = _recbole_frame(inter_path)
     _require_columns(inter, inter_path, ("user_id", "item_id"))
-    items_df = _read_csv(item_path, sep="\t")
-    items_df.columns = [str(c).split(":")[0] for c in items_df.columns]
+    items_df = _recbole_frame(item_path)
     _require_columns(items_df, item_path, ("item_id",))
     items = _items_from_frame(items_df, "item_id", item_path)
     has_time = "timestamp" in inter.columns
     ts = _timestamps(inter["timestamp"], inter_path) if has_time else None
     return _group_interactions(name, folder, inter, "user_id", "item_id", ts, items, str(inter_path))
+
+
+def _recbole_frame(path: Path) -> pd.DataFrame:
+    """A RecBole atomic file (tab-separated, header ``name:type``), columns named without their types."""
+    df = _read_csv(path, sep="\t")
+    names = [str(c).split(":")[0] for c in df.columns]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise CrabError(f"{path}: header: column {clip(twice[0])!r} is given twice (names compare without :type)")
+    df.columns = names
+    return df
 
 
 def _load_table(path: Path, cfg: DataConfig) -> Dataset:
@@ -281,13 +289,13 @@ def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, di
     dup = ids[ids.duplicated()]
     if len(dup):
         row = int(dup.index[0])
-        raise CrabError(f"{path}: row {row + 2}: duplicate item id {dup.iloc[0]!r}")
+        raise CrabError(f"{path}: row {row + 2}: duplicate item id {clip(repr(dup.iloc[0]))}")
     text_cols = [c for c in df.columns if c != id_col]
     title_col = "title" if "title" in text_cols else next((c for c in text_cols if "title" in str(c).lower()), None)
     items: dict[str, dict[str, str]] = {}
     records = df[text_cols].astype(str).to_dict("records")
     for raw_id, rec in zip(ids, records):
-        rec = {str(k): v for k, v in rec.items()}
+        rec = {str(k): _text(v) for k, v in rec.items()}
         if title_col and "title" not in rec:
             rec["title"] = rec[title_col]
         items[raw_id] = rec
@@ -325,7 +333,7 @@ def _load_minionerec(path: Path, cfg: DataConfig) -> Dataset:
     item_files = sorted((path / "index").glob("*.item.json"))
     info_files = sorted((path / "info").glob("*.txt"))
     if item_files:
-        raw = read_json_file(item_files[0])
+        raw = read_input_json(item_files[0])
         if not isinstance(raw, dict):
             raise CrabError(f"{item_files[0]}: expected an object {{item: {{title, ...}}}}")
         items = {str(k): _text_record(v, item_files[0], k) for k, v in raw.items()}
@@ -377,25 +385,45 @@ def _load_minionerec(path: Path, cfg: DataConfig) -> Dataset:
     )
 
 
+def _read_text(path: Path) -> str:
+    """A text file the user brought, as UTF-8; anything else is a one-line error naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CrabError(f"{path}: not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
+    except IsADirectoryError:
+        raise CrabError(f"{path}: a folder, not a file") from None
+    except OSError as exc:
+        raise CrabError(f"{path}: unreadable ({exc.strerror or exc})") from None
+
+
 def _items_from_info(path: Path) -> dict[str, dict[str, str]]:
     items: dict[str, dict[str, str]] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(_read_text(path).splitlines(), start=1):
         parts = line.split("\t")
         if len(parts) != 3:
             raise CrabError(f"{path}: line {n}: expected 3 tab-separated columns (semantic_id, title, item_id)")
         if parts[2] in items:
-            raise CrabError(f"{path}: line {n}: duplicate item id {parts[2]!r}")
-        items[parts[2]] = {"title": parts[1]}
+            raise CrabError(f"{path}: line {n}: duplicate item id {clip(repr(parts[2]))}")
+        items[parts[2]] = {"title": _text(parts[1])}
     return items
 
 
 def _parse_list(text: str) -> list[Any]:
+    """A history cell: a JSON or Python list literal (never evaluated as code); ValueError if it is not one."""
+    if len(text) > 1_000_000:
+        raise ValueError("too long")
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
-        value = ast.literal_eval(text)
-    if not isinstance(value, list):
-        raise ValueError("not a list")
+        try:
+            value = ast.literal_eval(text)
+        except (SyntaxError, MemoryError, RecursionError, TypeError) as exc:
+            raise ValueError("not a literal") from exc
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
+    if not isinstance(value, list) or any(isinstance(x, (list, dict, tuple, set, float, bytes)) for x in value):
+        raise ValueError("not a flat list of ids")
     return value
 
 
@@ -410,9 +438,11 @@ def _read_minionerec_csv(
             hist = [index[str(x)] for x in _parse_list(hist_text)]
             tgt = index[str(target).strip()]
         except KeyError as exc:
-            raise CrabError(f"{path}: row {row}: item {exc.args[0]!r} is not in the item table") from None
+            raise CrabError(f"{path}: row {row}: item {clip(repr(exc.args[0]))} is not in the item table") from None
         except (ValueError, SyntaxError):
-            raise CrabError(f"{path}: row {row}: history_item_id {hist_text!r} is not a list of item ids") from None
+            raise CrabError(
+                f"{path}: row {row}: history_item_id {clip(hist_text)!r} is not a list of item ids"
+            ) from None
         users.append(user_index.setdefault(str(user), len(user_index)))
         hists.append(hist)
         targets.append(tgt)

@@ -7,6 +7,12 @@ from typing import Any
 from crabrec.pipeline import RunContext, Stage
 
 EVAL_ARTIFACTS = ("metrics.json", "rankings.parquet")
+EVAL_READS = ("evaluate", "seed")  # the seed: the bootstrap resamples of the CIs against MOR
+
+
+def eval_needs(method: str, needs: tuple[str, ...]) -> tuple[str, ...]:
+    """A method's evaluation also needs MOR's (its change against MOR, with CIs, is part of its metrics)."""
+    return needs if method == "mor" or "evaluate" in needs else (*needs, "evaluate")
 
 
 def eval_stage(name: str, method: str, needs: tuple[str, ...], rebalanced: bool = False) -> Stage:
@@ -16,13 +22,13 @@ def eval_stage(name: str, method: str, needs: tuple[str, ...], rebalanced: bool 
         from crabrec.evaluation import evaluate_generator
 
         codebook = ctx.files.load_codebook(rebalanced)
-        return evaluate_generator(ctx.files, method, codebook, ctx.cfg.evaluate)
+        return evaluate_generator(ctx.files, method, codebook, ctx.cfg.evaluate, ctx.cfg.seed)
 
     return Stage(
         name=name,
         fn=run,
-        reads=("evaluate",),
-        needs=needs,
+        reads=EVAL_READS,
+        needs=eval_needs(method, needs),
         artifacts=tuple(f"models/{method}/{a}" for a in EVAL_ARTIFACTS),
         describe=f"{method}: constrained beam search on the test rows -> metrics.json, rankings.parquet",
     )

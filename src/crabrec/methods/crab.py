@@ -46,6 +46,7 @@ def model_residuals(ctx: RunContext, codebook) -> list:
 
     from crabrec.crab.rebalance import token_residuals
     from crabrec.models.decoder import item_tokens
+    from crabrec.runfiles import load_checked
 
     weights = ctx.files.weights("mor") / "model.safetensors"
     if ctx.cfg.train.backbone or not weights.is_file():
@@ -53,8 +54,12 @@ def model_residuals(ctx: RunContext, codebook) -> list:
             f"{ctx.files.codebook()}: no per-item residuals (the dataset has no item text) and no from-scratch MOR "
             "model to take token embeddings from; run `crabrec train` first"
         )
-    with safe_open(str(weights), framework="np") as f:
-        table = f.get_tensor("model.embed_tokens.weight")
+
+    def read_table():
+        with safe_open(str(weights), framework="np") as f:
+            return f.get_tensor("model.embed_tokens.weight")
+
+    table = load_checked(weights, read_table)
     return token_residuals(item_tokens(codebook.token_ids()), table)
 
 
@@ -78,7 +83,7 @@ def run_finetune(ctx: RunContext) -> dict[str, Any]:
     from crabrec.models.backbone import decoder_io
     from crabrec.models.decoder import add_dropout
     from crabrec.models.lora import export_merged
-    from crabrec.runfiles import read_checked
+    from crabrec.runfiles import load_checked, read_checked
     from crabrec.train.decoder import train_decoder
 
     c, files, seed = ctx.cfg.crab, ctx.files, ctx.cfg.seed
@@ -86,7 +91,8 @@ def run_finetune(ctx: RunContext) -> dict[str, Any]:
         raise CrabError("CRAB fine-tuning with train.backbone: not implemented yet (the from-scratch decoder only)")
     old, new = files.load_codebook(), files.load_codebook(rebalanced=True)
     parent = read_checked(files.sid_file("token_map.json", True), dict)["parent"]
-    model = add_dropout(AutoModelForCausalLM.from_pretrained(files.weights("mor")))
+    mor = files.weights("mor")
+    model = add_dropout(load_checked(mor / "model.safetensors", lambda: AutoModelForCausalLM.from_pretrained(mor)))
     expand_embeddings(model, old, new, parent, seed, c.init_noise)
     model, groups = prepare_trainable(model, c)
     loop = Overlay(ctx.cfg.train, c, OWN_LOOP)

@@ -7,7 +7,6 @@ import time
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from crabrec.io import write_json
 from crabrec.methods import Method
@@ -41,13 +40,14 @@ def run_rr(ctx: RunContext) -> dict[str, Any]:
         curve.append({"alpha": alpha, "NDCG@10": m["NDCG@10"], "HR@10": m["HR@10"], "DGU@10": m["DGU@10"]})
     alpha = choose_alpha(curve, b.rr_max_ndcg_drop)
     tune_seconds = time.perf_counter() - start
-    base = pd.read_parquet(files.rankings("mor"))
+    base = files.load_rankings("mor")
     start = time.perf_counter()
     items, scores = rerank(np.stack(base["items"]), np.stack(base["scores"]), penalty, alpha)
     rerank_seconds = time.perf_counter() - start
     base_inference = (files.load_metrics("mor") or {}).get("inference_seconds", 0.0)
     test = test_rows(files, ev)
-    summary = write_evaluation(files, "rr", items, scores, test, base_inference + rerank_seconds, trie, ev)
+    seconds = base_inference + rerank_seconds
+    summary = write_evaluation(files, "rr", items, scores, test, seconds, trie, ev, ctx.cfg.seed)
     write_json(
         files.model_dir("rr") / "rerank.json",
         {"alpha": alpha, "U_G": u_group.tolist(), "curve": curve, "tune_seconds": round(tune_seconds, 1)},
@@ -60,6 +60,7 @@ STAGE = Stage(
     fn=run_rr,
     reads=(
         "evaluate",
+        "seed",
         "baselines.rr_alphas",
         "baselines.rr_ks",
         "baselines.rr_max_ndcg_drop",

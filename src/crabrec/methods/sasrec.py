@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from crabrec.methods import Method
-from crabrec.methods.common import train_stage
+from crabrec.methods.common import EVAL_READS, eval_needs, train_stage
 from crabrec.pipeline import RunContext, Stage
 
 
@@ -47,15 +47,17 @@ def run_sasrec(ctx: RunContext) -> dict[str, Any]:
 def run_eval(ctx: RunContext) -> dict[str, Any]:
     from crabrec.evaluation import inference_device, test_rows, write_evaluation
     from crabrec.models.sasrec import SASRec, rank_full
+    from crabrec.runfiles import load_checked
 
     cfg = ctx.cfg.evaluate
-    model = SASRec.from_pretrained(ctx.files.weights("sasrec")).to(inference_device())
+    path = ctx.files.weights("sasrec")
+    model = load_checked(path / "model.safetensors", lambda: SASRec.from_pretrained(path)).to(inference_device())
     test = test_rows(ctx.files, cfg)
     start = time.perf_counter()
     items = rank_full(model, test.history, test.length, cfg.beam)
     seconds = time.perf_counter() - start
     scores = np.zeros(items.shape, np.float32)
-    return write_evaluation(ctx.files, "sasrec", items, scores, test, seconds, None, cfg)
+    return write_evaluation(ctx.files, "sasrec", items, scores, test, seconds, None, cfg, ctx.cfg.seed)
 
 
 READS = ("sasrec", "train.valid_samples", "seed")
@@ -63,8 +65,8 @@ TRAIN = train_stage("sasrec", "sasrec", run_sasrec, READS, "SASRec (item ids, fu
 EVAL = Stage(
     name="sasrec-eval",
     fn=run_eval,
-    reads=("evaluate",),
-    needs=("data", "sasrec"),
+    reads=EVAL_READS,
+    needs=eval_needs("sasrec", ("data", "sasrec")),
     artifacts=("models/sasrec/metrics.json", "models/sasrec/rankings.parquet"),
     describe="sasrec: full ranking of the test rows -> metrics.json, rankings.parquet",
 )

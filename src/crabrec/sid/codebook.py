@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from crabrec.errors import CrabError
-from crabrec.io import load_npz, read_json, write_json, write_npz
+from crabrec.errors import CrabError, clip
+from crabrec.io import load_npz, read_input_json, read_json, write_json, write_npz
 
-TOKEN_RE = re.compile(r"<([a-z])_(\d+)>")
+TOKEN_RE = re.compile(r"<([a-z])_([0-9]+)>")
+MAX_CODES = 65_536  # per level: an imported index with larger token numbers is refused (MiniOneRec uses 256)
 
 
 def gini(values: np.ndarray) -> float:
@@ -56,8 +57,12 @@ class Codebook:
             raise CrabError(f"codebook: {len(self.item_ids)} item ids for {self.n_items} rows of codes")
         for level in range(self.n_levels):
             col = self.codes[:, level]
-            if len(col) and (col.min() < 0 or col.max() >= self.sizes[level]):
-                raise CrabError(f"codebook: level {level} codes must lie in [0, {self.sizes[level]})")
+            bad = np.flatnonzero((col < 0) | (col >= self.sizes[level]))
+            if len(bad):
+                item = clip(repr(self.item_ids[bad[0]]))
+                raise CrabError(
+                    f"codebook: item {item} has code {col[bad[0]]} at level {level}, outside [0, {self.sizes[level]})"
+                )
 
     # ------------------------------------------------------------------ shape and names
     @property
@@ -223,14 +228,16 @@ class Codebook:
             raise CrabError(f"{path}: codebook not found")
         try:
             data = read_json(path)
-            if data.get("format") != "crabrec.codebook/1":
-                raise CrabError(f"{path}: not a crabrec codebook (format {data.get('format')!r})")
+            if not isinstance(data, dict) or data.get("format") != "crabrec.codebook/1":
+                found = data.get("format") if isinstance(data, dict) else type(data).__name__
+                raise CrabError(f"{path}: not a crabrec codebook (format {clip(repr(found))}); re-run its stage")
             stem = path.with_suffix("")
             cw = Path(f"{stem}.codewords.npz")
             rs = Path(f"{stem}.residuals.npz")
             codewords = _levels(load_npz(cw)) if cw.is_file() else None
             residuals = _levels(load_npz(rs)) if rs.is_file() else None
-            return cls(
+            return _checked_codebook(
+                path,
                 codes=np.asarray(data["codes"], dtype=np.int64).reshape(len(data["item_ids"]), len(data["sizes"])),
                 sizes=[int(s) for s in data["sizes"]],
                 item_ids=[str(i) for i in data["item_ids"]],
@@ -240,8 +247,16 @@ class Codebook:
                 residuals=residuals,
                 meta=dict(data.get("meta", {})),
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CrabError(f"{path}: malformed codebook ({exc})") from None
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError, OverflowError) as exc:
+            raise CrabError(f"{path}: malformed codebook ({clip(str(exc), 160)}); re-run its stage") from None
+
+
+def _checked_codebook(path: Path, **fields: Any) -> Codebook:
+    """A codebook built from a file's fields; its consistency errors name the file."""
+    try:
+        return Codebook(**fields)
+    except CrabError as exc:
+        raise CrabError(f"{path}: {str(exc).removeprefix('codebook: ')}; re-run its stage") from None
 
 
 def _levels(arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -251,27 +266,34 @@ def _levels(arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
 def parse_index(path: str | Path, item_ids: list[str]) -> Codebook:
     """Import a MiniOneRec ``index.json`` (``{item: ["<a_x>", "<b_y>", "<c_z>"]}``) aligned to ``item_ids``."""
     path = Path(path)
-    raw = read_json(path) if path.is_file() else None
-    if raw is None:
-        raise CrabError(f"{path}: SID index not found")
+    raw = read_input_json(path)
     if not isinstance(raw, dict):
-        raise CrabError(f"{path}: expected an object {{item_id: [token, ...]}}")
+        raise CrabError(f"{path}: expected an object {{item_id: [token, ...]}}, got {type(raw).__name__}")
     missing = [i for i in item_ids if i not in raw]
     if missing:
-        raise CrabError(f"{path}: item {missing[0]!r} of the dataset has no SID ({len(missing)} missing in all)")
+        raise CrabError(
+            f"{path}: item {clip(repr(missing[0]))} of the dataset has no SID ({len(missing)} missing in all)"
+        )
     prefixes: list[str] | None = None
     codes = []
     for item in item_ids:
         tokens = raw[item]
-        parsed = [TOKEN_RE.fullmatch(t) if isinstance(t, str) else None for t in tokens]
-        if not tokens or any(m is None for m in parsed):
-            raise CrabError(f"{path}: item {item!r}: expected tokens like '<a_12>', got {tokens!r}")
+        parsed = [TOKEN_RE.fullmatch(t) for t in tokens if isinstance(t, str)] if isinstance(tokens, list) else []
+        if not isinstance(tokens, list) or not tokens or len(parsed) != len(tokens) or None in parsed:
+            raise CrabError(
+                f"{path}: item {clip(repr(item))}: expected a list of tokens like '<a_12>', got {clip(repr(tokens))}"
+            )
         pre = [m.group(1) for m in parsed]  # type: ignore[union-attr]
         if prefixes is None:
             prefixes = pre
         elif pre != prefixes:
-            raise CrabError(f"{path}: item {item!r}: token levels {pre} differ from {prefixes}")
-        codes.append([int(m.group(2)) for m in parsed])  # type: ignore[union-attr]
+            raise CrabError(f"{path}: item {clip(repr(item))}: token levels {pre} differ from {prefixes}")
+        numbers = [m.group(2) for m in parsed]  # type: ignore[union-attr]
+        if any(len(n) > 6 or int(n) >= MAX_CODES for n in numbers):
+            raise CrabError(
+                f"{path}: item {clip(repr(item))}: token number too large in {clip(repr(tokens))} (max {MAX_CODES - 1})"
+            )
+        codes.append([int(n) for n in numbers])
     arr = np.asarray(codes, dtype=np.int64)
     sizes = [max(256, int(arr[:, level].max()) + 1) for level in range(arr.shape[1])]
     return Codebook(

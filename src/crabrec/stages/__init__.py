@@ -3,12 +3,15 @@ stages (see :mod:`crabrec.methods`), then the report that reads them all."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from crabrec.errors import CrabError
 from crabrec.pipeline import RunContext, Stage
 from crabrec.stages.data import DATA_STAGE
 from crabrec.stages.sid import EMBED_STAGE, TOKENIZE_STAGE
+
+log = logging.getLogger("crabrec")
 
 
 def run_report(ctx: RunContext) -> dict[str, Any]:
@@ -35,13 +38,43 @@ def registry() -> dict[str, Stage]:
     return {s.name: s for s in [*stages, report]}
 
 
+def fit_catalogue(cfg: Any, n_items: int) -> Any:
+    """``cfg`` with the ranking sizes fitted to a catalogue of ``n_items``: a beam wider than the catalogue ranks the
+    whole catalogue, and cut-offs K beyond it are dropped (10 stays: a catalogue under 10 items is an error)."""
+    if n_items < 10:
+        raise CrabError(f"the catalogue has {n_items} items; HR@10/NDCG@10 need at least 10 (lower data.kcore?)")
+    ev, tr, bl = cfg.evaluate, cfg.train, cfg.baselines
+    beam, valid_beam = min(ev.beam, n_items), min(tr.valid_beam, n_items)
+
+    def fit(key: str, ks: list[int]) -> list[int]:
+        kept = [k for k in ks if k <= n_items]
+        if kept != ks:
+            log.warning(
+                "%s: K=%s beyond the catalogue of %d items; dropped", key, [k for k in ks if k > n_items], n_items
+            )
+        return kept
+
+    if (beam, valid_beam) != (ev.beam, tr.valid_beam):
+        log.warning("the catalogue has %d items: beams of %d/%d ranked over all of it", n_items, ev.beam, tr.valid_beam)
+    return cfg.model_copy(
+        update={
+            "evaluate": ev.model_copy(
+                update={
+                    "beam": beam,
+                    "ks": fit("evaluate.ks", ev.ks),
+                    "fairness_ks": fit("evaluate.fairness_ks", ev.fairness_ks),
+                }
+            ),
+            "train": tr.model_copy(update={"valid_beam": valid_beam}),
+            "baselines": bl.model_copy(update={"rr_ks": fit("baselines.rr_ks", bl.rr_ks)}),
+        }
+    )
+
+
 def preflight(ctx: RunContext) -> None:
-    """Resource guards checked once the data is loaded, before any expensive stage starts."""
+    """Checks once the data is loaded, before any expensive stage starts; fits ranking sizes to the catalogue."""
+    ctx.config = fit_catalogue(ctx.config, ctx.files.n_items())
     cfg = ctx.config
-    n_items = ctx.files.n_items()
-    for key, value in (("evaluate.beam", cfg.evaluate.beam), ("train.valid_beam", cfg.train.valid_beam)):
-        if value > n_items:
-            raise CrabError(f"{key}={value} is larger than the catalogue ({n_items} items); use at most {n_items}")
     top = max(cfg.evaluate.ks + cfg.evaluate.fairness_ks)
     if top > cfg.evaluate.beam:
         raise CrabError(

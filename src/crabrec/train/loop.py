@@ -90,20 +90,26 @@ def checkpoint_fingerprint(folder: Path) -> str | None:
         return None
 
 
+STATE_KEYS = ("epoch", "best_score", "best_epoch", "bad_epochs", "history", "seconds")
+
+
 def load_checkpoint(folder: Path, model, optimizer, scheduler) -> dict[str, Any] | None:
     if not (folder / "state.json").is_file() or not (folder / "weights.safetensors").is_file():
         return None
     from safetensors.torch import load_model
 
     try:
+        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+        if not isinstance(state, dict) or any(k not in state for k in STATE_KEYS):
+            raise ValueError(f"state.json lacks {', '.join(STATE_KEYS)}")
         load_model(model, str(folder / "weights.safetensors"))
-        opt = torch.load(folder / "optim.pt", weights_only=True)
-    except Exception as exc:  # a foreign or tampered checkpoint: refuse, never unpickle arbitrary objects
-        reason = str(exc).strip().splitlines()[0][:160]
+        opt = torch.load(folder / "optim.pt", weights_only=True)  # tensors and plain containers only, never code
+        optimizer.load_state_dict(opt["optimizer"])
+        scheduler.load_state_dict(opt["scheduler"])
+    except Exception as exc:  # a foreign, truncated or tampered checkpoint: refuse with the reason
+        reason = " ".join(str(exc).split())[:160] or type(exc).__name__
         raise CrabError(f"{folder}: unusable checkpoint ({reason}); delete it to train from scratch") from None
-    optimizer.load_state_dict(opt["optimizer"])
-    scheduler.load_state_dict(opt["scheduler"])
-    return json.loads((folder / "state.json").read_text())
+    return state
 
 
 @dataclass
