@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from crabrec.config import RunConfig, deep_merge, load_config, parse_overrides
-from crabrec.errors import CrabError
+from crabrec.errors import CrabError, clip
 
 APP_HELP = (
     "crabrec: generative recommendation with semantic IDs and CRAB codebook rebalancing.\n\n"
@@ -452,6 +452,48 @@ def analyze(
     typer.echo("\n".join(str(p) for p in paths))
 
 
+@app.command()
+@run_command
+def frontier(
+    opts: RunOptions,
+    grid: Annotated[
+        list[str] | None,
+        typer.Option("--grid", help="METHOD=V1,V2,... : the knob values to try for one method (repeatable)."),
+    ] = None,
+    only: Annotated[str | None, typer.Option(help="Comma-separated methods to sweep (default: every one)")] = None,
+    max_drop: Annotated[
+        float, typer.Option("--max-drop", help="Selection: validation NDCG@10 within this share of MOR's.")
+    ] = 0.05,
+) -> None:
+    """Accuracy-fairness frontier: each method (RW, RR, D²LR, CRAB) swept over its knob, every point measured on
+    validation and test, one point per method picked on validation; writes <run>/frontier/frontier.{md,csv,json,svg}
+    and the report shows it."""
+    import math
+
+    from crabrec import frontier as fr
+    from crabrec.pipeline import run_lock
+
+    if not math.isfinite(max_drop) or not 0 <= max_drop <= 1:
+        raise CrabError(f"--max-drop {max_drop}: expected a share in [0, 1]")
+    values: dict[str, list[float]] = {}
+    for item in grid or []:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise CrabError(f"--grid {clip(item)!r}: expected METHOD=V1,V2,...")
+        values[name.strip()] = _floats(text, "--grid")
+        if not values[name.strip()] or not all(math.isfinite(v) for v in values[name.strip()]):
+            raise CrabError(f"--grid {clip(item)!r}: expected at least one finite number")
+    methods_ = [m.strip() for m in only.split(",") if m.strip()] if only else None
+    cfg = opts.resolve()
+    fr.plan(values, methods_)  # unknown methods fail before any work
+    with run_lock(cfg.run_dir):
+        result = fr.run_frontier(cfg, values, methods_, max_drop)
+        paths = fr.write_frontier(result, cfg.run_dir / "frontier")
+    run_stage(cfg, "report", force="report")  # the report shows the frontier
+    typer.echo(fr.markdown(result))
+    typer.echo("\n".join(str(p) for p in paths))
+
+
 def _floats(text: str, flag: str) -> list[float]:
     try:
         return [float(v) for v in text.split(",") if v.strip()]
@@ -512,7 +554,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    from crabrec.errors import clip
 
     typer.echo(f"crabrec: error: {clip(' '.join(message.split()), 2000)}", err=True)
     sys.exit(code)

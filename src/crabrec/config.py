@@ -213,6 +213,10 @@ class BaselinesConfig(Strict):
     )
     rr_ks: list[PositiveInt] = Field(default_factory=lambda: [1, 5, 10, 20], description="K set of RR's U_G")
     rr_max_ndcg_drop: float = Field(0.05, ge=0, le=1, description="RR: keep validation NDCG@10 within this share")
+    rr_alpha: float | None = Field(
+        None, ge=0, le=100, description="RR: a fixed α instead of the one tuned on validation"
+    )
+    rw_beta: float = Field(1.0, ge=0, le=4, description="RW: weights W_G^β (0 = unweighted, 1 = the paper's RW)")
     rr_valid_samples: int | None = Field(None, ge=1, description="validation rows ranked for RR (None = all)")
 
     @field_validator("rr_alphas")

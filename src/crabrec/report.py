@@ -16,7 +16,7 @@ import numpy as np
 
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_text
-from crabrec.runfiles import RunFiles
+from crabrec.runfiles import RunFiles, read_checked
 
 COLUMNS = [("HR@10", "max"), ("NDCG@10", "max"), ("DGU@10", "min"), ("MGU@10", "min")]
 
@@ -119,6 +119,27 @@ def change_cells(rows: list[dict[str, Any]]) -> tuple[str, list[tuple[str, list[
             cells.append(f"{rel * 100:+.1f}%{star} [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]")
         out.append((r["method"], cells))
     return caption, out
+
+
+def frontier_picked(run: Path) -> tuple[str, list[tuple[str, str, list[str]]]]:
+    """From ``frontier/frontier.json``: its selection rule and, per method, the picked setting with its test metrics
+    and their change against MOR."""
+    path = run / "frontier" / "frontier.json"
+    if not path.is_file():
+        return "", []
+    result = read_checked(path, dict)
+    try:
+        base = next(p for p in result["points"] if p["method"] == "mor")
+        out = []
+        for p in result["selected"].values():
+            cells = []
+            for c, _ in COLUMNS:
+                b, v = base[f"test {c}"], p[f"test {c}"]
+                cells.append(f"{v:.4f} ({(v - b) / b * 100:+.1f}%)" if b else f"{v:.4f}")
+            out.append((p["label"], p["setting"], cells))
+        return str(result["rule"]), out
+    except (KeyError, TypeError, StopIteration, AttributeError):
+        raise CrabError(f"{path}: not a frontier result; re-run `crabrec frontier`") from None
 
 
 def exposure_by_group(run: Path) -> dict[str, list[float]]:
@@ -247,6 +268,9 @@ def write_report(run_dir: str | Path, stages: list[str]) -> list[Path]:
     exposure, tokens, curves = exposure_by_group(run), token_group_analysis(run), token_popularity_curves(run)
     svgs = figures(exposure, tokens, curves)
     files = RunFiles(run)
+    front = run / "frontier" / "frontier.svg"
+    if front.is_file() and (run / "frontier" / "frontier.json").is_file():
+        svgs = {"frontier": front.read_text(encoding="utf-8"), **svgs}
     text = files.sid_file("report.txt", rebalanced=True)
     rebalance = text.read_text() if text.is_file() else ""
     definitions = (files.load_metrics(rows[0]["model"]) or {}).get("definitions", {})
@@ -276,11 +300,15 @@ def _stage_label(name: str, state: dict) -> str:
 
 
 TITLES = {
+    "frontier": "Accuracy–fairness frontier (crabrec frontier)",
     "exposure": "Figure 1 (left): recommendation frequency by item-popularity group",
     "tokens": "Figure 1 (right): GU of item groups by token popularity, before/after CRAB",
     "curves": "Token popularity per level before/after rebalancing (sorted P(c))",
 }
 NOTES = {
+    "frontier": "Test HR@10 against test DGU@10 for every point of each method's knob sweep; lines join each "
+    "method's test Pareto set, ★ marks the point picked on validation (the rule and every number: "
+    "frontier/frontier.md).",
     "exposure": "Share of all top-10 slots per popularity group (equal-size groups by training frequency); "
     "'history' is the groups' share of the test users' histories (GH). The closer to GH, the fairer.",
     "tokens": "Items grouped by the popularity of their token at each level (top 5% tokens T_pop, bottom 5% "
@@ -303,6 +331,12 @@ def _markdown(run, rows, missing, svgs, rebalance, definitions, config, stage_ti
         parts += [""]
     for name in svgs:
         parts += [f"## {TITLES[name]}", "", f"![{name}](report_files/{name}.svg)", "", NOTES[name], ""]
+        if name == "frontier":
+            rule, picked = frontier_picked(run)
+            parts += [f"Picked on validation ({rule}); test values, change against MOR:", ""]
+            parts += ["| method | setting | " + " | ".join(c for c, _ in COLUMNS) + " |", "|---" * 6 + "|"]
+            parts += [f"| {label} | {setting} | " + " | ".join(cells) + " |" for label, setting, cells in picked]
+            parts += [""]
     if rebalance:
         parts += ["## Codebook rebalancing (CRAB stage 1)", "", "```", rebalance.rstrip(), "```", ""]
     parts += ["## Stage wall-clock (s)", "", "| stage | seconds |", "|---|---|"]

@@ -7,6 +7,7 @@ report's Table 1 and the analyses all read this registry; nothing else lists met
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from crabrec.errors import CrabError
@@ -19,7 +20,9 @@ class Method:
 
     ``stages`` are its own pipeline stages in order; ``trains`` is the one that fits it (None: nothing to fit) and
     ``evaluates`` the one that writes ``models/<name>/metrics.json``. ``cost`` names the stages whose time is the
-    method's cost in Table 1. ``knob`` is the setting that trades accuracy against popularity bias (None: none).
+    method's cost in Table 1. ``knob`` is the setting that trades accuracy against popularity bias (None: none) and
+    ``grid`` the values ``crabrec frontier`` tries; ``validate(files, cfg, rows)`` gives the @10 metrics of the
+    method's finished run on validation rows (how the frontier picks a point without looking at the test).
     """
 
     name: str
@@ -30,6 +33,8 @@ class Method:
     cost: tuple[str, ...] = ()
     section: str = ""
     knob: str | None = None
+    grid: tuple[float, ...] = ()
+    validate: Callable[..., dict[str, float]] | None = None
     describe: str = ""
 
 

@@ -34,6 +34,27 @@ def eval_stage(name: str, method: str, needs: tuple[str, ...], rebalanced: bool 
     )
 
 
+def generator_validation(method: str, rebalanced: bool = False):
+    """``validate(files, cfg, rows)`` of a generative method: its saved model's beam search over the validation rows
+    (``rows``: the first N, None = all) scored like the test (HR@10, NDCG@10, MGU@10, DGU@10)."""
+
+    def validate(files, cfg, rows: int | None) -> dict[str, float]:
+        from crabrec.decode.rank import score_rankings
+        from crabrec.decode.trie import SidTrie
+        from crabrec.evaluation import rank_with
+        from crabrec.runfiles import first_rows
+
+        codebook = files.load_codebook(rebalanced)
+        valid = first_rows(files.load_splits().valid, rows)
+        ev = cfg.evaluate
+        items, _ = rank_with(files.weights(method), codebook, valid, ev.beam, ev.batch_size, f"{method}: validation")
+        pop = files.load_popularity()
+        m = score_rankings(items, valid, pop.group, pop.popular, pop.n_groups, SidTrie.build(codebook), [10], [10])
+        return {k: m[k] for k in ("HR@10", "NDCG@10", "MGU@10", "DGU@10")}
+
+    return validate
+
+
 def train_from_scratch(ctx: RunContext, method: str, loss_fn=None) -> dict[str, Any]:
     """The MOR decoder (or ``train.backbone``) trained on the base codebook into ``models/<method>/``."""
     from crabrec.train.decoder import initial_decoder, train_decoder

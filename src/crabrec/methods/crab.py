@@ -8,7 +8,7 @@ from typing import Any
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_text
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, train_stage
+from crabrec.methods.common import eval_stage, generator_validation, train_stage
 from crabrec.pipeline import RunContext, Stage
 
 REBALANCE_READS = ("ratio", "levels", "max_split", "lam", "n_init", "max_iter", "exact_limit")
@@ -130,6 +130,8 @@ METHOD = Method(
     evaluates="crab-eval",
     cost=("rebalance", "finetune"),
     section="crab",
-    knob="crab.ratio",
+    knob="crab.gamma",
+    grid=(0.0, 0.1, 0.5, 1.0),
+    validate=generator_validation("crab", rebalanced=True),
     describe="CRAB: codebook rebalancing + hierarchical alignment fine-tune",
 )

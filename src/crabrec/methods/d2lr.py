@@ -8,7 +8,7 @@ from typing import Any
 
 from crabrec.errors import CrabError
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, train_from_scratch, train_stage
+from crabrec.methods.common import eval_stage, generator_validation, train_from_scratch, train_stage
 from crabrec.pipeline import RunContext
 
 
@@ -35,5 +35,7 @@ METHOD = Method(
     cost=("d2lr",),
     section="baselines",
     knob="baselines.d2lr_alpha",
+    grid=(0.2, 0.5, 0.8),
+    validate=generator_validation("d2lr"),
     describe="D²LR: token-level inverse-propensity retraining",
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, train_from_scratch, train_stage
+from crabrec.methods.common import eval_stage, generator_validation, train_from_scratch, train_stage
 from crabrec.pipeline import RunContext
 
 
@@ -24,5 +24,6 @@ METHOD = Method(
     evaluates="evaluate",
     cost=("train",),
     section="train",
+    validate=generator_validation("mor"),
     describe="the generative backbone (causal decoder over SID tokens)",
 )

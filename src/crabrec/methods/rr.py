@@ -8,9 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from crabrec.errors import CrabError
 from crabrec.io import write_json
 from crabrec.methods import Method
 from crabrec.pipeline import RunContext, Stage
+
+VALID_METRICS = ("HR@10", "NDCG@10", "MGU@10", "DGU@10")
 
 
 def run_rr(ctx: RunContext) -> dict[str, Any]:
@@ -34,11 +37,11 @@ def run_rr(ctx: RunContext) -> dict[str, Any]:
     u_group = group_penalty({k: np.asarray(fair[f"GU@{k}"]) for k in ks})
     penalty = item_penalty(u_group, pop.group, members)
     curve = []
-    for alpha in b.rr_alphas:
+    for alpha in sorted({*b.rr_alphas, *([b.rr_alpha] if b.rr_alpha is not None else [])}):
         items, _ = rerank(v_items, v_scores, penalty, alpha)
         m = score_rankings(items, valid, pop.group, pop.popular, pop.n_groups, trie, [10], [10])
-        curve.append({"alpha": alpha, "NDCG@10": m["NDCG@10"], "HR@10": m["HR@10"], "DGU@10": m["DGU@10"]})
-    alpha = choose_alpha(curve, b.rr_max_ndcg_drop)
+        curve.append({"alpha": alpha, **{k: m[k] for k in VALID_METRICS}})
+    alpha = choose_alpha(curve, b.rr_max_ndcg_drop) if b.rr_alpha is None else b.rr_alpha
     tune_seconds = time.perf_counter() - start
     base = files.load_rankings("mor")
     start = time.perf_counter()
@@ -55,6 +58,19 @@ def run_rr(ctx: RunContext) -> dict[str, Any]:
     return {**summary, "alpha": alpha, "train_seconds": round(tune_seconds, 1)}
 
 
+def validate_rr(files, cfg, rows: int | None) -> dict[str, float]:
+    """RR's validation metrics at its α: from the validation curve its stage wrote (ranked over ``rows`` rows, which
+    the frontier sets as ``baselines.rr_valid_samples``)."""
+    from crabrec.runfiles import read_checked
+
+    rerank_file = files.model_dir("rr") / "rerank.json"
+    info = read_checked(rerank_file, dict)
+    point = next((c for c in info.get("curve", []) if c.get("alpha") == info.get("alpha")), None)
+    if point is None or any(k not in point for k in VALID_METRICS):
+        raise CrabError(f"{rerank_file}: no validation metrics at α={info.get('alpha')}; re-run `rr` with --force")
+    return {k: point[k] for k in VALID_METRICS}
+
+
 STAGE = Stage(
     name="rr",
     fn=run_rr,
@@ -64,6 +80,7 @@ STAGE = Stage(
         "baselines.rr_alphas",
         "baselines.rr_ks",
         "baselines.rr_max_ndcg_drop",
+        "baselines.rr_alpha",
         "baselines.rr_valid_samples",
     ),
     needs=("data", "tokenize", "train", "evaluate"),
@@ -77,6 +94,8 @@ METHOD = Method(
     evaluates="rr",
     cost=("rr",),
     section="baselines",
-    knob="baselines.rr_max_ndcg_drop",
+    knob="baselines.rr_alpha",
+    grid=(0.0, 0.02, 0.05, 0.1, 0.2, 0.5),
+    validate=validate_rr,
     describe="Reranking: post-hoc re-ranking of MOR's beams",
 )

@@ -8,7 +8,7 @@ from typing import Any
 from crabrec.errors import CrabError
 from crabrec.io import write_json
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, train_from_scratch, train_stage
+from crabrec.methods.common import eval_stage, generator_validation, train_from_scratch, train_stage
 from crabrec.pipeline import RunContext
 
 
@@ -19,12 +19,14 @@ def run_rw(ctx: RunContext) -> dict[str, Any]:
     if ctx.cfg.train.backbone:
         raise CrabError("rw with train.backbone: not implemented (the weighted losses assume bare SID rows)")
     pop = ctx.files.load_popularity()
-    w_group = group_weights(ctx.files.load_splits().train, pop.group, pop.n_groups)
-    write_json(ctx.files.model_dir("rw") / "group_weights.json", {"W_G": w_group.tolist()})
+    beta = ctx.cfg.baselines.rw_beta
+    w_group = group_weights(ctx.files.load_splits().train, pop.group, pop.n_groups) ** beta
+    write_json(ctx.files.model_dir("rw") / "group_weights.json", {"W_G": w_group.tolist(), "beta": beta})
     return train_from_scratch(ctx, "rw", weighted_loss(token_weight_fn(w_group[pop.group])))
 
 
-TRAIN = train_stage("rw", "rw", run_rw, ("train", "seed"), "Reweighting: decoder retrained with group weights")
+READS = ("train", "seed", "baselines.rw_beta")
+TRAIN = train_stage("rw", "rw", run_rw, READS, "Reweighting: decoder retrained with group weights")
 METHOD = Method(
     name="rw",
     label="RW",
@@ -33,5 +35,8 @@ METHOD = Method(
     evaluates="rw-eval",
     cost=("rw",),
     section="train",
+    knob="baselines.rw_beta",
+    grid=(0.25, 0.5, 1.0),
+    validate=generator_validation("rw"),
     describe="Reweighting: group-weighted retraining",
 )

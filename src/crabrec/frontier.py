@@ -1,0 +1,209 @@
+"""The accuracy–fairness frontier: every debiasing method swept over its own knob, each point measured on validation
+and test, one point per method picked on validation by one stated rule.
+
+Each point is a sibling run under ``<run>/frontier/<method>/<knob>=<value>/`` that links the base run's data,
+embeddings, codebook and trained MOR (nothing upstream is retrained; see :func:`crabrec.analyses.link_base`) and runs
+the method's own stages with the knob set. Results: ``frontier.json``, ``frontier.csv``, ``frontier.md`` and
+``frontier.svg`` in ``<run>/frontier/``; the report shows them when present.
+
+Selection rule (validation only): among a method's points whose validation NDCG@10 is at least ``1 − max_drop``
+times MOR's, the one with the lowest validation DGU@10; if none qualifies, the one with the highest validation
+NDCG@10 (marked). docs/METHOD.md, "Frontier".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from crabrec.analyses import link_base
+from crabrec.config import RunConfig
+from crabrec.errors import CrabError
+from crabrec.io import write_json, write_text
+from crabrec.runfiles import RunFiles, read_checked
+
+METRICS = ("HR@10", "NDCG@10", "MGU@10", "DGU@10")
+
+
+def plan(grid: dict[str, list[float]] | None = None, only: list[str] | None = None) -> list[tuple[Any, list[float]]]:
+    """(method, values) for every registered method with a knob; ``grid`` overrides a method's values, ``only``
+    restricts the methods."""
+    from crabrec.methods import methods
+
+    swept = [m for m in methods() if m.knob and m.grid and m.validate]
+    names = [m.name for m in swept]
+    for name in [*(grid or {}), *(only or [])]:
+        if name not in names:
+            raise CrabError(f"frontier: method {name!r} has no knob to sweep; expected one of {', '.join(names)}")
+    return [(m, list((grid or {}).get(m.name, m.grid))) for m in swept if not only or m.name in only]
+
+
+def with_setting(cfg: RunConfig, key: str, value: Any, **top: Any) -> RunConfig:
+    """``cfg`` with the dotted ``key`` set to ``value`` (and top-level fields ``top``), validated again."""
+    data = cfg.model_dump()
+    node = data
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = node[part]
+    node[leaf] = value
+    data.update(top)
+    return RunConfig.model_validate(data)
+
+
+def _point(method, setting: str, files: RunFiles, cfg: RunConfig, rows: int | None) -> dict[str, Any]:
+    from crabrec.report import method_seconds
+
+    test = read_checked(files.metrics(method.name), dict)
+    valid = method.validate(files, cfg, rows)
+    return {
+        "method": method.name,
+        "label": method.label,
+        "setting": setting,
+        **{f"valid {k}": valid[k] for k in METRICS},
+        **{f"test {k}": test[k] for k in METRICS},
+        "cost_s": method_seconds(files, method),
+        "run": str(files.root),
+    }
+
+
+def run_frontier(
+    cfg: RunConfig, grid: dict[str, list[float]] | None = None, only: list[str] | None = None, max_drop: float = 0.05
+) -> dict[str, Any]:
+    """Sweep every method's knob on the run of ``cfg`` (cached per point) and pick each method's point."""
+    from crabrec.methods import get
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import preflight, registry
+
+    rows = cfg.baselines.rr_valid_samples  # the validation rows every point is scored on (RR tunes on the same)
+    ctx = RunContext(config=cfg, stages=registry())
+    ctx.ensure("data")
+    preflight(ctx)
+    ctx.ensure(get("mor").evaluates)
+    points = [_point(get("mor"), "base", RunFiles(cfg.run_dir), ctx.config, rows)]
+    for method, values in plan(grid, only):
+        leaf = method.knob.rsplit(".", 1)[-1]
+        for value in values:
+            tag = f"{leaf}={value:g}"
+            sub = with_setting(cfg, method.knob, value, runs_dir=str(cfg.run_dir / "frontier" / method.name), name=tag)
+            link_base(cfg.run_dir, sub.run_dir)
+            sub_ctx = RunContext(config=sub, stages=registry())
+            preflight(sub_ctx)
+            sub_ctx.ensure(method.evaluates)
+            points.append(_point(method, tag, RunFiles(sub.run_dir), sub_ctx.config, rows))
+    return {"points": points, "selected": select(points, max_drop), "pareto": pareto(points), "rule": rule(max_drop)}
+
+
+def rule(max_drop: float) -> str:
+    return (
+        f"per method, the lowest validation DGU@10 among its points with validation NDCG@10 ≥ {1 - max_drop:.2f} × "
+        "MOR's; if none, its highest validation NDCG@10"
+    )
+
+
+def select(points: list[dict[str, Any]], max_drop: float) -> dict[str, dict[str, Any]]:
+    """Each method's point by the validation rule (MOR's own point is the reference)."""
+    base = next(p for p in points if p["method"] == "mor")["valid NDCG@10"]
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(p["method"] for p in points if p["method"] != "mor"):
+        mine = [p for p in points if p["method"] == name]
+        ok = [p for p in mine if p["valid NDCG@10"] >= (1 - max_drop) * base]
+        if ok:
+            best = min(ok, key=lambda p: (p["valid DGU@10"], -p["valid NDCG@10"]))
+            out[name] = {**best, "within_drop": True}
+        else:
+            out[name] = {**max(mine, key=lambda p: p["valid NDCG@10"]), "within_drop": False}
+    return out
+
+
+def pareto(points: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Per method, the settings on its test Pareto set of (HR@10 up, DGU@10 down)."""
+    out: dict[str, list[str]] = {}
+    for name in dict.fromkeys(p["method"] for p in points):
+        mine = [p for p in points if p["method"] == name]
+        out[name] = [p["setting"] for p in mine if not any(dominates(q, p, "test") for q in mine if q is not p)]
+    return out
+
+
+def dominates(a: dict[str, Any], b: dict[str, Any], split: str) -> bool:
+    """``a`` is at least as good as ``b`` on HR@10 and DGU@10 of ``split`` and better on one."""
+    ha, hb, da, db = a[f"{split} HR@10"], b[f"{split} HR@10"], a[f"{split} DGU@10"], b[f"{split} DGU@10"]
+    return ha >= hb and da <= db and (ha > hb or da < db)
+
+
+def write_frontier(result: dict[str, Any], out: Path) -> list[Path]:
+    """``frontier.json``, ``.csv``, ``.md`` and ``.svg`` under ``out``."""
+    import pandas as pd
+
+    out.mkdir(parents=True, exist_ok=True)
+    frame = pd.DataFrame(result["points"]).drop(columns=["run"])
+    paths = [out / "frontier.json", out / "frontier.csv", out / "frontier.md", out / "frontier.svg"]
+    write_json(paths[0], result)
+    write_text(paths[1], frame.to_csv(index=False))
+    write_text(paths[2], markdown(result))
+    write_text(paths[3], figure(result))
+    return paths
+
+
+def _cells(p: dict[str, Any], split: str) -> str:
+    return " | ".join(f"{p[f'{split} {k}']:.4f}" for k in METRICS)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    head = " | ".join(f"valid {k}" for k in METRICS) + " | " + " | ".join(f"test {k}" for k in METRICS)
+    lines = ["# Accuracy–fairness frontier", "", f"Selection rule: {result['rule']}.", ""]
+    lines += [f"| method | setting | {head} | cost (s) | test Pareto | picked |", "|---" * 13 + "|"]
+    for p in result["points"]:
+        picked = result["selected"].get(p["method"], {}).get("setting") == p["setting"]
+        on_front = p["setting"] in result["pareto"].get(p["method"], [])
+        cost = "–" if p["cost_s"] is None else f"{p['cost_s']:,.0f}"
+        lines.append(
+            f"| {p['label']} | {p['setting']} | {_cells(p, 'valid')} | {_cells(p, 'test')} | {cost} | "
+            f"{'yes' if on_front else ''} | {'**picked**' if picked else ''} |"
+        )
+    lines += ["", "## Picked points against MOR (test)", ""]
+    base = next(p for p in result["points"] if p["method"] == "mor")
+    lines += ["| method | setting | " + " | ".join(METRICS) + " | dominated by |", "|---" * 7 + "|"]
+    picked = list(result["selected"].values())
+    for p in picked:
+        change = " | ".join(f"{rel(p, base, k):+.1f}%" for k in METRICS)
+        by = [q["label"] for q in picked if q is not p and dominates(q, p, "test")]
+        note = "" if p["within_drop"] else " (no point within the NDCG budget)"
+        lines.append(f"| {p['label']} | {p['setting']}{note} | {change} | {', '.join(by) or '–'} |")
+    return "\n".join(lines) + "\n"
+
+
+def rel(p: dict[str, Any], base: dict[str, Any], metric: str) -> float:
+    b = base[f"test {metric}"]
+    return (p[f"test {metric}"] - b) / b * 100 if b else float("nan")
+
+
+def figure(result: dict[str, Any]) -> str:
+    """Test HR@10 against test DGU@10: every point, each method's Pareto set joined, its picked point starred."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for name in dict.fromkeys(p["method"] for p in result["points"]):
+        mine = [p for p in result["points"] if p["method"] == name]
+        front = sorted(
+            (p for p in mine if p["setting"] in result["pareto"].get(name, [])), key=lambda p: p["test DGU@10"]
+        )
+        (line,) = ax.plot(
+            [p["test DGU@10"] for p in front], [p["test HR@10"] for p in front], marker="o", label=mine[0]["label"]
+        )
+        ax.scatter([p["test DGU@10"] for p in mine], [p["test HR@10"] for p in mine], color=line.get_color(), s=14)
+        pick = result["selected"].get(name)
+        if pick:
+            ax.scatter([pick["test DGU@10"]], [pick["test HR@10"]], marker="*", s=180, color=line.get_color())
+    ax.set_xlabel("test DGU@10 (lower is fairer)")
+    ax.set_ylabel("test HR@10")
+    ax.set_title("Frontier: lines = each method's test Pareto set, ★ = picked on validation", fontsize=9)
+    ax.legend(frameon=False, fontsize=8)
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()

@@ -1,0 +1,92 @@
+"""The accuracy–fairness frontier: the selection rule and Pareto sets by hand, and one sweep end to end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+
+from crabrec.frontier import dominates, pareto, select
+from tests.conftest import cli
+from tests.test_reliability_round2 import one_line_error
+
+
+def pt(method, setting, v_ndcg, v_dgu, t_hr, t_dgu):
+    return {
+        "method": method, "label": method.upper(), "setting": setting,
+        "valid NDCG@10": v_ndcg, "valid DGU@10": v_dgu, "test HR@10": t_hr, "test DGU@10": t_dgu,
+    }  # fmt: skip
+
+
+POINTS = [
+    pt("mor", "base", 0.100, 0.50, 0.050, 0.50),
+    pt("crab", "g=0", 0.099, 0.45, 0.049, 0.46),  # within 5%: DGU 0.45
+    pt("crab", "g=1", 0.096, 0.30, 0.045, 0.30),  # within 5% (0.096 ≥ 0.095): lowest DGU → picked
+    pt("crab", "g=2", 0.090, 0.10, 0.040, 0.10),  # 10% below MOR: not eligible, although fairest
+    pt("rr", "a=1", 0.080, 0.20, 0.040, 0.20),  # no rr point within 5% → its best NDCG
+    pt("rr", "a=2", 0.070, 0.10, 0.030, 0.25),  # dominated on test by a=1
+]
+
+
+def test_selection_rule_uses_validation_only():
+    picked = select(POINTS, 0.05)
+    assert picked["crab"]["setting"] == "g=1" and picked["crab"]["within_drop"]
+    assert picked["rr"]["setting"] == "a=1" and not picked["rr"]["within_drop"]
+    assert select(POINTS, 0.2)["crab"]["setting"] == "g=2"  # a looser budget admits the fairer point
+    assert "mor" not in picked
+
+
+def test_pareto_sets_per_method():
+    front = pareto(POINTS)
+    assert front["crab"] == ["g=0", "g=1", "g=2"]  # each trades HR for DGU
+    assert front["rr"] == ["a=1"]
+    assert dominates(POINTS[4], POINTS[5], "test") and not dominates(POINTS[5], POINTS[4], "test")
+    assert not dominates(POINTS[1], POINTS[1], "test")
+
+
+@pytest.mark.parametrize(
+    "args, expect",
+    [
+        (["--grid", "sasrec=1"], "frontier: method 'sasrec' has no knob to sweep"),
+        (["--grid", "crab=x"], "--grid 'x': expected comma-separated numbers"),
+        (["--grid", "crab"], "expected METHOD=V1,V2"),
+        (["--grid", "crab=nan"], "expected at least one finite number"),
+        (["--max-drop", "2"], "--max-drop 2.0: expected a share in [0, 1]"),
+        (["--only", "mor"], "frontier: method 'mor' has no knob"),
+    ],
+)
+def test_bad_frontier_options_are_one_line(args, expect, tiny_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    one_line_error(capsys, ["frontier", str(run), *args], expect)
+    assert not (run / "frontier").exists()
+
+
+def test_a_frontier_sweep_end_to_end(tiny_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    mor_state = (run / "stages" / "train.json").read_bytes()
+    grid = ["--grid", "rr=0,0.5", "--grid", "crab=0", "--grid", "rw=1", "--grid", "d2lr=0.5"]
+    code, _ = cli(["frontier", str(run), *grid])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    result = json.loads((run / "frontier" / "frontier.json").read_text())
+    points = {(p["method"], p["setting"]): p for p in result["points"]}
+    assert set(points) == {
+        ("mor", "base"), ("rr", "rr_alpha=0"), ("rr", "rr_alpha=0.5"), ("crab", "gamma=0"), ("rw", "rw_beta=1"),
+        ("d2lr", "d2lr_alpha=0.5"),
+    }  # fmt: skip
+    assert (run / "stages" / "train.json").read_bytes() == mor_state  # MOR reused, not retrained
+    mor, rr0 = points[("mor", "base")], points[("rr", "rr_alpha=0")]
+    for k in ("HR@10", "NDCG@10", "MGU@10", "DGU@10"):
+        # α = 0 leaves MOR's beams as they are: two code paths (MOR's validation beam search, RR's curve) agree
+        assert rr0[f"valid {k}"] == pytest.approx(mor[f"valid {k}"], abs=1e-12), k
+        assert rr0[f"test {k}"] == pytest.approx(mor[f"test {k}"], abs=1e-12), k
+    crab_run = run / "frontier" / "crab" / "gamma=0"
+    assert yaml.safe_load((crab_run / "config.yaml").read_text())["crab"]["gamma"] == 0.0
+    assert set(result["selected"]) == {"rr", "crab", "rw", "d2lr"}
+    assert "Accuracy–fairness frontier" in (run / "report.md").read_text()
+    assert (run / "frontier" / "frontier.svg").read_text().startswith("<?xml")
+    assert "Selection rule" in out.out
