@@ -243,3 +243,11 @@ def test_a_twelve_item_catalogue_runs_with_the_defaults(tmp_path, capsys):
     assert "HR@10" in metrics and "HR@20" not in metrics
     items = np.stack(__import__("pandas").read_parquet(runs / "tiny" / "models" / "mor" / "rankings.parquet")["items"])
     assert items.shape[1] == 12  # the whole catalogue ranked
+
+
+# -- 10. a config file that is not UTF-8 ----------------------------------------------------------------------------
+def test_a_config_file_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("seed: 3\nname: café\n".encode("latin-1"))
+    one_line_error(capsys, ["run", "--config", str(path), "--set", f"runs_dir={tmp_path / 'r'}"], "not UTF-8 text")
+    assert not (tmp_path / "r").exists()
