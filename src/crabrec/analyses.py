@@ -33,16 +33,18 @@ def sweeps(levels: int) -> dict[str, list[tuple[str, dict[str, Any]]]]:
     }
 
 
-def link_base(base: Path, target: Path) -> None:
+def link_base(
+    base: Path, target: Path, shared: tuple[str, ...] = SHARED, stages: tuple[str, ...] = SHARED_STAGES
+) -> None:
     """Make ``target`` a run that shares the base run's finished upstream artifacts (symlinks) and stage states."""
-    for rel in SHARED:
+    for rel in shared:
         src, dst = base / rel, target / rel
         if not src.exists():
             raise FileNotFoundError(src)
         dst.parent.mkdir(parents=True, exist_ok=True)
         if not dst.exists():
             os.symlink(src.resolve(), dst, target_is_directory=src.is_dir())
-    for name in SHARED_STAGES:
+    for name in stages:
         state, copy = RunFiles(base).state(name), RunFiles(target).state(name)
         if state.is_file():
             copy.parent.mkdir(parents=True, exist_ok=True)

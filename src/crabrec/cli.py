@@ -179,25 +179,58 @@ def run(
     opts: RunOptions,
     force: Annotated[list[str] | None, FORCE_STAGES] = None,
     until: Annotated[str | None, UNTIL] = None,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            "--seeds",
+            min=1,
+            max=100,
+            help="Repeat everything after the embedding with N seeds (seed, seed+1, ...); "
+            "mean ± std per method in <run>/seeds/seeds.md and the report.",
+        ),
+    ] = 1,
 ) -> None:
     """Run every stage (cached stages are skipped): data -> ... -> every method -> report."""
-    from crabrec.pipeline import RunContext, run_lock
-    from crabrec.stages import preflight, registry
+    from crabrec.pipeline import run_lock
+    from crabrec.stages import registry
 
     cfg = opts.resolve()
     stages = registry()
     for name_ in [*(force or []), *([until] if until else [])]:
         if name_ not in stages:
             raise CrabError(f"stage {name_!r}: expected one of {', '.join(stages)}")
-    ctx = RunContext(config=cfg, stages=stages, force=set(force or []))
+    todo = [until] if until else [s for s in stages if s != "report"]
     start = time.perf_counter()
     log.info("run %s -> %s", cfg.name, cfg.run_dir)
     with run_lock(cfg.run_dir):
-        ctx.ensure("data")
-        preflight(ctx)
-        for stage_name in [until] if until else stages:
-            ctx.ensure(stage_name)
+        ctx = _run_stages(cfg, todo, set(force or []))
+        if seeds > 1:
+            from crabrec import seeds as sd
+
+            configs = sd.seed_configs(cfg, seeds)
+            for sub in configs[1:]:
+                log.info("seed %d -> %s", sub.seed, sub.run_dir)
+                sd.prepare_sibling(cfg, sub)
+                _run_stages(sub, todo, set(force or []))
+            sd.write_summary(sd.summarize(configs), cfg.run_dir / "seeds")
+            log.info("across seeds: %s", cfg.run_dir / "seeds" / "seeds.md")
+            ctx.force.add("report")  # the report shows the seeds
+        if not until:
+            ctx.ensure("report")
     log.info("finished in %.1fs; artifacts in %s", time.perf_counter() - start, cfg.run_dir)
+
+
+def _run_stages(cfg: RunConfig, names: list[str], force: set[str]):
+    """Run ``names`` (and what they need) in the run of ``cfg``; returns the context."""
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import preflight, registry
+
+    ctx = RunContext(config=cfg, stages=registry(), force=force)
+    ctx.ensure("data")
+    preflight(ctx)
+    for name in names:
+        ctx.ensure(name)
+    return ctx
 
 
 @data_app.command("stats")

@@ -142,6 +142,24 @@ def frontier_picked(run: Path) -> tuple[str, list[tuple[str, str, list[str]]]]:
         raise CrabError(f"{path}: not a frontier result; re-run `crabrec frontier`") from None
 
 
+def seeds_table(summary: dict[str, Any]) -> tuple[str, list[tuple[str, list[str]]]]:
+    """The across-seeds table of ``seeds/seeds.json``: a caption and, per method, ``mean ± std`` per metric and the
+    number of seeds."""
+    try:
+        seeds = ", ".join(str(s) for s in summary["seeds"])
+        caption = (
+            f"Mean ± sample standard deviation over {len(summary['seeds'])} seeds ({seeds}): each seed redoes the "
+            "semantic IDs, every training and every evaluation on the same data and item embeddings."
+        )
+        rows = []
+        for m in summary["methods"].values():
+            cells = [f"{m[c]['mean']:.4f} ± {m[c]['std']:.4f}" for c in ("HR@10", "NDCG@10", "MGU@10", "DGU@10")]
+            rows.append((str(m["label"]), [*cells, str(len(m["per_seed"]))]))
+        return caption, rows
+    except (KeyError, TypeError, AttributeError):
+        raise CrabError("seeds/seeds.json: not a seeds summary; re-run `crabrec run --seeds N`") from None
+
+
 def exposure_by_group(run: Path) -> dict[str, list[float]]:
     """GP@10 per popularity group (least → most popular) for SASRec, MOR and CRAB, plus GH (history share)."""
     out: dict[str, list[float]] = {}
@@ -329,6 +347,11 @@ def _markdown(run, rows, missing, svgs, rebalance, definitions, config, stage_ti
         parts += ["| method | " + " | ".join(c for c, _ in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
         parts += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in changes]
         parts += [""]
+    seeds = run / "seeds" / "seeds.json"
+    if seeds.is_file():
+        caption, srows = seeds_table(read_checked(seeds, dict))
+        parts += ["### Across seeds", "", caption, "", "| method | HR@10 | NDCG@10 | MGU@10 | DGU@10 | seeds |"]
+        parts += ["|---" * 6 + "|", *(f"| {label} | " + " | ".join(cells) + " |" for label, cells in srows), ""]
     for name in svgs:
         parts += [f"## {TITLES[name]}", "", f"![{name}](report_files/{name}.svg)", "", NOTES[name], ""]
         if name == "frontier":
@@ -387,6 +410,13 @@ def _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times)
         out += [
             f"<tr><td>{e(name)}</td>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>" for name, cells in changes
         ]
+        out.append("</table>")
+    seeds = run / "seeds" / "seeds.json"
+    if seeds.is_file():
+        caption, srows = seeds_table(read_checked(seeds, dict))
+        out.append(f"<h3>Across seeds</h3><p>{e(caption)}</p><table><tr><th>method</th>")
+        out.append("".join(f"<th>{c}</th>" for c in ("HR@10", "NDCG@10", "MGU@10", "DGU@10", "seeds")) + "</tr>")
+        out += [f"<tr><td>{e(lb)}</td>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>" for lb, cells in srows]
         out.append("</table>")
     if missing:
         out.append(f"<p>Not in this run: {e(', '.join(missing))}.</p>")
