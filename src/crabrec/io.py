@@ -65,8 +65,6 @@ def read_input_json(path: str | os.PathLike) -> Any:
     naming it: missing, a folder, not UTF-8, invalid JSON, nested too deeply, or a key given twice in one object.
     Integers of more than ``MAX_INT_DIGITS`` digits are kept as their digit strings."""
     path = Path(path)
-    if not path.is_file():
-        raise CrabError(f"{path}: {'a folder, not a file' if path.is_dir() else 'file not found'}")
 
     def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -79,15 +77,26 @@ def read_input_json(path: str | os.PathLike) -> Any:
     def integer(text: str) -> int | str:
         return int(text) if len(text) <= MAX_INT_DIGITS else text
 
+    text = read_input_text(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh, object_pairs_hook=no_duplicates, parse_int=integer)
+        return json.loads(text, object_pairs_hook=no_duplicates, parse_int=integer)
     except json.JSONDecodeError as exc:
         raise CrabError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from None
-    except UnicodeDecodeError as exc:
-        raise CrabError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except RecursionError:
         raise CrabError(f"{path}: JSON nested too deeply") from None
+
+
+def read_input_text(path: str | os.PathLike) -> str:
+    """A text file the user brought, as UTF-8; missing, a folder, unreadable or not UTF-8 is a one-line error."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CrabError(f"{path}: not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
+    except IsADirectoryError:
+        raise CrabError(f"{path}: a folder, not a file") from None
+    except FileNotFoundError:
+        raise CrabError(f"{path}: file not found") from None
     except OSError as exc:
         raise CrabError(f"{path}: unreadable ({exc.strerror or exc})") from None
 

@@ -23,7 +23,7 @@ from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.kcore import kcore
 from crabrec.errors import CrabError, clip
-from crabrec.io import read_input_json
+from crabrec.io import read_input_json, read_input_text
 
 log = logging.getLogger("crabrec")
 
@@ -385,21 +385,9 @@ def _load_minionerec(path: Path, cfg: DataConfig) -> Dataset:
     )
 
 
-def _read_text(path: Path) -> str:
-    """A text file the user brought, as UTF-8; anything else is a one-line error naming it."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CrabError(f"{path}: not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
-    except IsADirectoryError:
-        raise CrabError(f"{path}: a folder, not a file") from None
-    except OSError as exc:
-        raise CrabError(f"{path}: unreadable ({exc.strerror or exc})") from None
-
-
 def _items_from_info(path: Path) -> dict[str, dict[str, str]]:
     items: dict[str, dict[str, str]] = {}
-    for n, line in enumerate(_read_text(path).splitlines(), start=1):
+    for n, line in enumerate(read_input_text(path).splitlines(), start=1):
         parts = line.split("\t")
         if len(parts) != 3:
             raise CrabError(f"{path}: line {n}: expected 3 tab-separated columns (semantic_id, title, item_id)")
