@@ -25,7 +25,7 @@ FLOORS = {
     1: ("data", "sid", "decode", "metrics", "models", "crab", "baselines", "embed"),
     2: ("train", "evaluation", "runfiles"),
     3: ("pipeline", "stages", "methods", "report"),
-    4: ("analyses", "frontier", "cli", "__main__"),
+    4: ("analyses", "frontier", "seeds", "cli", "__main__"),
 }
 FLOOR_OF = {name: floor for floor, names in FLOORS.items() for name in names}
 TIMING = ("inference_seconds", "users_per_s")

@@ -67,8 +67,9 @@ def write_evaluation(
         definitions=metric_definitions(pop.n_groups, float(pop.popular.mean())),
         ks=ks,
     )
-    if method != BASE and cfg.bootstrap:
-        metrics["vs_mor"] = versus_base(files, items, test, trie, cfg.bootstrap, seed)
+    samples = cfg.bootstrap  # read for every method: MOR's evaluation is what the others' intervals resample
+    if method != BASE and samples:
+        metrics["vs_mor"] = versus_base(files, items, test, trie, samples, seed)
     columns = {"row": np.arange(len(test)), "user": test.user, "target": test.target, "items": list(items)}
     with atomic_path(files.rankings(method)) as tmp:
         pd.DataFrame({**columns, "scores": list(scores)}).to_parquet(tmp)
