@@ -90,3 +90,15 @@ def test_a_frontier_sweep_end_to_end(tiny_run, tmp_path, capsys):
     assert "Accuracy–fairness frontier" in (run / "report.md").read_text()
     assert (run / "frontier" / "frontier.svg").read_text().startswith("<?xml")
     assert "Selection rule" in out.out
+
+
+def test_sweeping_one_method_again_keeps_the_others(tiny_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    assert cli(["frontier", str(run), "--grid", "rr=0,0.5", "--grid", "crab=0", "--only", "rr,crab"])[0] == 0
+    assert cli(["frontier", str(run), "--grid", "crab=1", "--only", "crab"])[0] == 0
+    capsys.readouterr()
+    result = json.loads((run / "frontier" / "frontier.json").read_text())
+    settings = sorted((p["method"], p["setting"]) for p in result["points"])
+    assert settings == [("crab", "gamma=1"), ("mor", "base"), ("rr", "rr_alpha=0"), ("rr", "rr_alpha=0.5")]
+    assert set(result["selected"]) == {"rr", "crab"}

@@ -4,7 +4,8 @@ and test, one point per method picked on validation by one stated rule.
 Each point is a sibling run under ``<run>/frontier/<method>/<knob>=<value>/`` that links the base run's data,
 embeddings, codebook and trained MOR (nothing upstream is retrained; see :func:`crabrec.analyses.link_base`) and runs
 the method's own stages with the knob set. Results: ``frontier.json``, ``frontier.csv``, ``frontier.md`` and
-``frontier.svg`` in ``<run>/frontier/``; the report shows them when present.
+``frontier.svg`` in ``<run>/frontier/``; the report shows them when present. Sweeping some methods again
+(``--only``) keeps the other methods' points of the earlier result.
 
 Selection rule (validation only): among a method's points whose validation NDCG@10 is at least ``1 − max_drop``
 times MOR's, the one with the lowest validation DGU@10; if none qualifies, the one with the highest validation
@@ -90,7 +91,18 @@ def run_frontier(
             preflight(sub_ctx)
             sub_ctx.ensure(method.evaluates)
             points.append(_point(method, tag, RunFiles(sub.run_dir), sub_ctx.config, rows))
+    points += kept_points(cfg.run_dir / "frontier" / "frontier.json", {m.name for m, _ in plan(grid, only)})
     return {"points": points, "selected": select(points, max_drop), "pareto": pareto(points), "rule": rule(max_drop)}
+
+
+def kept_points(path: Path, swept: set[str]) -> list[dict[str, Any]]:
+    """The points of an earlier frontier for the methods not swept now (``--only crab`` keeps RR's, RW's ...)."""
+    if not path.is_file():
+        return []
+    earlier = read_checked(path, dict).get("points")
+    if not isinstance(earlier, list):
+        raise CrabError(f"{path}: not a frontier result; delete it or re-run the whole frontier")
+    return [p for p in earlier if isinstance(p, dict) and p.get("method") not in swept | {"mor"}]
 
 
 def rule(max_drop: float) -> str:
