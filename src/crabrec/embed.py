@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from crabrec.config import EmbedConfig
-from crabrec.errors import CrabError, clip
+from crabrec.errors import CrabError, clip, reason
 
 log = logging.getLogger("crabrec")
 
@@ -98,9 +98,8 @@ def encode(texts: list[str], cfg: EmbedConfig, progress: bool = True) -> np.ndar
         try:
             model = SentenceTransformer(path, device=cfg.device)
         except Exception as exc:  # whatever a folder that is not a model makes the library raise
-            reason = clip(" ".join(str(exc).split()), 160) or type(exc).__name__
             raise CrabError(
-                f"embed.encoder {clip(cfg.encoder)}: not a sentence-transformers model ({reason})"
+                f"embed.encoder {clip(cfg.encoder)}: not a sentence-transformers model ({reason(exc)})"
             ) from None
         vectors = model.encode(
             texts, batch_size=cfg.batch_size, show_progress_bar=progress, convert_to_numpy=True

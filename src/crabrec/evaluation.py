@@ -18,9 +18,8 @@ from crabrec.config import EvalConfig
 from crabrec.data.dataset import Samples
 from crabrec.errors import CrabError
 from crabrec.io import atomic_path, write_json
+from crabrec.metrics import HEADLINE
 from crabrec.runfiles import RunFiles, first_rows, load_checked
-
-HEADLINE = ("HR@10", "NDCG@10", "MGU@10", "DGU@10")
 
 
 def metric_definitions(n_groups: int, popular_share: float) -> dict[str, str]:

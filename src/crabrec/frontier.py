@@ -21,9 +21,9 @@ from crabrec.analyses import link_base
 from crabrec.config import RunConfig
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_text
+from crabrec.metrics import HEADLINE as METRICS
+from crabrec.report import COLUMNS, picked_rows
 from crabrec.runfiles import RunFiles, read_checked
-
-METRICS = ("HR@10", "NDCG@10", "MGU@10", "DGU@10")
 
 
 def plan(grid: dict[str, list[float]] | None = None, only: list[str] | None = None) -> list[tuple[Any, list[float]]]:
@@ -172,21 +172,14 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {p['label']} | {p['setting']} | {_cells(p, 'valid')} | {_cells(p, 'test')} | {cost} | "
             f"{'yes' if on_front else ''} | {'**picked**' if picked else ''} |"
         )
-    lines += ["", "## Picked points against MOR (test)", ""]
-    base = next(p for p in result["points"] if p["method"] == "mor")
-    lines += ["| method | setting | " + " | ".join(METRICS) + " | dominated by |", "|---" * 7 + "|"]
+    lines += ["", "## Picked points (test value, change against MOR)", ""]
+    lines += ["| method | setting | " + " | ".join(c for c, _ in COLUMNS) + " | dominated by |", "|---" * 7 + "|"]
     picked = list(result["selected"].values())
-    for p in picked:
-        change = " | ".join(f"{rel(p, base, k):+.1f}%" for k in METRICS)
+    for p, (label, setting, cells) in zip(picked, picked_rows(result)):
         by = [q["label"] for q in picked if q is not p and dominates(q, p, "test")]
         note = "" if p["within_drop"] else " (no point within the NDCG budget)"
-        lines.append(f"| {p['label']} | {p['setting']}{note} | {change} | {', '.join(by) or '–'} |")
+        lines.append(f"| {label} | {setting}{note} | " + " | ".join(cells) + f" | {', '.join(by) or '–'} |")
     return "\n".join(lines) + "\n"
-
-
-def rel(p: dict[str, Any], base: dict[str, Any], metric: str) -> float:
-    b = base[f"test {metric}"]
-    return (p[f"test {metric}"] - b) / b * 100 if b else float("nan")
 
 
 def figure(result: dict[str, Any]) -> str:

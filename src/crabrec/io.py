@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from crabrec.errors import CrabError, clip
+from crabrec.errors import CrabError, clip, reason
 
 
 @contextlib.contextmanager
@@ -119,8 +119,7 @@ def load_npy(path: str | os.PathLike) -> np.ndarray:
 
 
 def _bad_artifact(path: str | os.PathLike, exc: Exception):
-    reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-    return CrabError(f"{path}: unreadable artifact ({reason}); re-run the stage that writes it with --force")
+    return CrabError(f"{path}: unreadable artifact ({reason(exc)}); re-run the stage that writes it with --force")
 
 
 def sha256_of(obj: Any) -> str:

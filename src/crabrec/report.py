@@ -16,6 +16,7 @@ import numpy as np
 
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_text
+from crabrec.metrics import HEADLINE
 from crabrec.runfiles import RunFiles, read_checked
 
 COLUMNS = [("HR@10", "max"), ("NDCG@10", "max"), ("DGU@10", "min"), ("MGU@10", "min")]
@@ -129,17 +130,22 @@ def frontier_picked(run: Path) -> tuple[str, list[tuple[str, str, list[str]]]]:
         return "", []
     result = read_checked(path, dict)
     try:
-        base = next(p for p in result["points"] if p["method"] == "mor")
-        out = []
-        for p in result["selected"].values():
-            cells = []
-            for c, _ in COLUMNS:
-                b, v = base[f"test {c}"], p[f"test {c}"]
-                cells.append(f"{v:.4f} ({(v - b) / b * 100:+.1f}%)" if b else f"{v:.4f}")
-            out.append((p["label"], p["setting"], cells))
-        return str(result["rule"]), out
+        return str(result["rule"]), picked_rows(result)
     except (KeyError, TypeError, StopIteration, AttributeError):
         raise CrabError(f"{path}: not a frontier result; re-run `crabrec frontier`") from None
+
+
+def picked_rows(result: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """Per method of a frontier result: its label, picked setting and ``test value (change vs MOR)`` per column."""
+    base = next(p for p in result["points"] if p["method"] == "mor")
+    out = []
+    for p in result["selected"].values():
+        cells = []
+        for c, _ in COLUMNS:
+            b, v = base[f"test {c}"], p[f"test {c}"]
+            cells.append(f"{v:.4f} ({(v - b) / b * 100:+.1f}%)" if b else f"{v:.4f}")
+        out.append((p["label"], p["setting"], cells))
+    return out
 
 
 def seeds_table(summary: dict[str, Any]) -> tuple[str, list[tuple[str, list[str]]]]:
@@ -153,7 +159,7 @@ def seeds_table(summary: dict[str, Any]) -> tuple[str, list[tuple[str, list[str]
         )
         rows = []
         for m in summary["methods"].values():
-            cells = [f"{m[c]['mean']:.4f} ± {m[c]['std']:.4f}" for c in ("HR@10", "NDCG@10", "MGU@10", "DGU@10")]
+            cells = [f"{m[c]['mean']:.4f} ± {m[c]['std']:.4f}" for c in HEADLINE]
             rows.append((str(m["label"]), [*cells, str(len(m["per_seed"]))]))
         return caption, rows
     except (KeyError, TypeError, AttributeError):
@@ -350,7 +356,7 @@ def _markdown(run, rows, missing, svgs, rebalance, definitions, config, stage_ti
     seeds = run / "seeds" / "seeds.json"
     if seeds.is_file():
         caption, srows = seeds_table(read_checked(seeds, dict))
-        parts += ["### Across seeds", "", caption, "", "| method | HR@10 | NDCG@10 | MGU@10 | DGU@10 | seeds |"]
+        parts += ["### Across seeds", "", caption, "", "| method | " + " | ".join(HEADLINE) + " | seeds |"]
         parts += ["|---" * 6 + "|", *(f"| {label} | " + " | ".join(cells) + " |" for label, cells in srows), ""]
     for name in svgs:
         parts += [f"## {TITLES[name]}", "", f"![{name}](report_files/{name}.svg)", "", NOTES[name], ""]
@@ -415,7 +421,7 @@ def _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times)
     if seeds.is_file():
         caption, srows = seeds_table(read_checked(seeds, dict))
         out.append(f"<h3>Across seeds</h3><p>{e(caption)}</p><table><tr><th>method</th>")
-        out.append("".join(f"<th>{c}</th>" for c in ("HR@10", "NDCG@10", "MGU@10", "DGU@10", "seeds")) + "</tr>")
+        out.append("".join(f"<th>{c}</th>" for c in (*HEADLINE, "seeds")) + "</tr>")
         out += [f"<tr><td>{e(lb)}</td>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>" for lb, cells in srows]
         out.append("</table>")
     if missing:
@@ -424,6 +430,15 @@ def _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times)
         out.append(
             f"<h2>{e(TITLES[name])}</h2><figure class='fig'>{svg}<figcaption>{e(NOTES[name])}</figcaption></figure>"
         )
+        if name == "frontier":
+            rule, picked = frontier_picked(run)
+            out.append(f"<p>Picked on validation ({e(rule)}); test values, change against MOR:</p>")
+            out.append(f"<table><tr><th>method</th><th>setting</th>{head}</tr>")
+            out += [
+                f"<tr><td>{e(lb)}</td><td>{e(st)}</td>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>"
+                for lb, st, cells in picked
+            ]
+            out.append("</table>")
     if rebalance:
         out.append(f"<h2>Codebook rebalancing (CRAB stage 1)</h2><pre>{e(rebalance)}</pre>")
     out.append("<h2>Stage wall-clock</h2><table><tr><th>stage</th><th>seconds</th></tr>")

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from crabrec.errors import CrabError
+from crabrec.errors import CrabError, reason
 from crabrec.io import load_npz, read_json
 
 T = TypeVar("T")
@@ -153,8 +153,9 @@ def read_checked(path: Path, kind: type) -> Any:
     except FileNotFoundError:
         raise CrabError(f"{path}: missing; run the stage that writes it") from None
     except (OSError, ValueError, RecursionError) as exc:
-        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        raise CrabError(f"{path}: unreadable JSON ({reason}); re-run the stage that writes it with --force") from None
+        raise CrabError(
+            f"{path}: unreadable JSON ({reason(exc)}); re-run the stage that writes it with --force"
+        ) from None
     if not isinstance(value, kind):
         raise CrabError(f"{path}: expected a JSON {kind.__name__}, got {type(value).__name__}; re-run with --force")
     return value
@@ -168,8 +169,9 @@ def load_checked(path: Path, load: Callable[[], T]) -> T:
     except CrabError:
         raise
     except Exception as exc:  # the file's content is the cause, whatever the library raises for it
-        reason = " ".join(str(exc).split())[:160] or type(exc).__name__
-        raise CrabError(f"{path}: unusable artifact ({reason}); re-run the stage that writes it with --force") from None
+        raise CrabError(
+            f"{path}: unusable artifact ({reason(exc)}); re-run the stage that writes it with --force"
+        ) from None
 
 
 def first_rows(samples, limit: int | None):

@@ -15,9 +15,9 @@ from typing import Any
 from crabrec.analyses import link_base
 from crabrec.config import RunConfig
 from crabrec.io import write_json, write_text
+from crabrec.metrics import HEADLINE as METRICS
 from crabrec.runfiles import RunFiles
 
-METRICS = ("HR@10", "NDCG@10", "MGU@10", "DGU@10")
 SEED_INDEPENDENT = ("data", "embeddings.npy", "embeddings.items.json")
 
 

@@ -12,7 +12,9 @@ EVAL_READS = ("evaluate", "seed")  # the seed: the bootstrap resamples of the CI
 
 def eval_needs(method: str, needs: tuple[str, ...]) -> tuple[str, ...]:
     """A method's evaluation also needs MOR's (its change against MOR, with CIs, is part of its metrics)."""
-    return needs if method == "mor" or "evaluate" in needs else (*needs, "evaluate")
+    from crabrec.evaluation import BASE
+
+    return needs if method == BASE or "evaluate" in needs else (*needs, "evaluate")
 
 
 def eval_stage(name: str, method: str, needs: tuple[str, ...], rebalanced: bool = False) -> Stage:
@@ -42,6 +44,7 @@ def generator_validation(method: str, rebalanced: bool = False):
         from crabrec.decode.rank import score_rankings
         from crabrec.decode.trie import SidTrie
         from crabrec.evaluation import rank_with
+        from crabrec.metrics import HEADLINE
         from crabrec.runfiles import first_rows
 
         codebook = files.load_codebook(rebalanced)
@@ -50,7 +53,7 @@ def generator_validation(method: str, rebalanced: bool = False):
         items, _ = rank_with(files.weights(method), codebook, valid, ev.beam, ev.batch_size, f"{method}: validation")
         pop = files.load_popularity()
         m = score_rankings(items, valid, pop.group, pop.popular, pop.n_groups, SidTrie.build(codebook), [10], [10])
-        return {k: m[k] for k in ("HR@10", "NDCG@10", "MGU@10", "DGU@10")}
+        return {k: m[k] for k in HEADLINE}
 
     return validate
 

@@ -11,9 +11,8 @@ import numpy as np
 from crabrec.errors import CrabError
 from crabrec.io import write_json
 from crabrec.methods import Method
+from crabrec.metrics import HEADLINE as VALID_METRICS
 from crabrec.pipeline import RunContext, Stage
-
-VALID_METRICS = ("HR@10", "NDCG@10", "MGU@10", "DGU@10")
 
 
 def run_rr(ctx: RunContext) -> dict[str, Any]:

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from crabrec.metrics import HEADLINE as METRICS
 from crabrec.metrics.ranking import hit_positions
-
-METRICS = ("HR@10", "NDCG@10", "MGU@10", "DGU@10")
 
 
 @dataclass

@@ -26,7 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from crabrec.config import LoopConfig
-from crabrec.errors import CrabError
+from crabrec.errors import CrabError, reason
 from crabrec.io import write_json
 
 log = logging.getLogger("crabrec")
@@ -107,8 +107,7 @@ def load_checkpoint(folder: Path, model, optimizer, scheduler) -> dict[str, Any]
         optimizer.load_state_dict(opt["optimizer"])
         scheduler.load_state_dict(opt["scheduler"])
     except Exception as exc:  # a foreign, truncated or tampered checkpoint: refuse with the reason
-        reason = " ".join(str(exc).split())[:160] or type(exc).__name__
-        raise CrabError(f"{folder}: unusable checkpoint ({reason}); delete it to train from scratch") from None
+        raise CrabError(f"{folder}: unusable checkpoint ({reason(exc)}); delete it to train from scratch") from None
     return state
 
 
