@@ -1,12 +1,15 @@
-"""TIGER's epoch time against MOR's at the same depth and width, and what length bucketing buys, in one process.
+"""TIGER's epoch time against MOR's at the same width, and what length bucketing and the fast dropout mask buy, in one
+process.
 
-    python benchmarks/bench_tiger.py --run runs/office-quick [--steps 30] [--layers 1]
+    python benchmarks/bench_tiger.py --run runs/office-quick [--steps 30] [--layers 1] [--dropout 0.1]
 
 Uses a tokenized run's training rows and SIDs. For each form it times ``--steps`` optimizer steps (forward, backward,
 AdamW) on the first batches of epoch 1, exactly as the training stage builds them, and projects one epoch as the mean
-step time x the epoch's number of batches: MOR packed (``layers`` decoder layers), TIGER with shuffled batches (the
-old plan), TIGER with length-bucketed batches (``layers`` encoder + ``layers`` decoder layers). Width 128, FFN 512,
-the quick preset's batch sizes (MOR 128 rows, TIGER 256).
+step time x the epoch's number of batches. Forms: MOR packed with ``layers`` decoder layers and with ``2 x layers``
+(the total depth of TIGER's ``layers`` encoder + ``layers`` decoder blocks); TIGER with shuffled batches and torch's
+dropout (the first version), length-bucketed with torch's dropout, and length-bucketed with the fast mask
+(:mod:`crabrec.models.dropout`, the current one). Width 128, FFN 512, every model at the same ``--dropout`` (MOR's
+residual and attention dropout, TIGER's dropout), the quick preset's batch sizes (MOR 128 rows, TIGER 256).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def main() -> None:
     ap.add_argument("--run", required=True, type=Path)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--layers", type=int, default=1)
+    ap.add_argument("--dropout", type=float, default=0.1)
     args = ap.parse_args()
     from crabrec.config import TigerSection, TrainConfig
     from crabrec.data.dataset import Splits
@@ -50,16 +54,24 @@ def main() -> None:
     cb = Codebook.load(args.run / "sid" / "codebook.json")
     train = Splits.load(args.run / "data" / "splits.npz").train
     tokens = item_tokens(cb.token_ids())
-    seed = 0
-    mor = build_decoder(
-        N_SPECIAL + cb.vocab_size, TrainConfig(hidden=128, layers=args.layers, heads=4, ff=512), seed=seed
-    )
+    seed, p = 0, args.dropout
+
+    def mor(layers: int):
+        size = TrainConfig(hidden=128, layers=layers, heads=4, ff=512, dropout=p, attention_dropout=p)
+        return build_decoder(N_SPECIAL + cb.vocab_size, size, seed=seed)
+
+    def tiger_model(fast: bool):
+        size = TigerSection(d_model=128, layers=args.layers, heads=4, d_kv=32, ff=512, dropout=p, user_bins=2000)
+        model = build_tiger(cb.vocab_size, size, seed=seed)
+        if not fast:  # back to torch's own dropout modules
+            for module in list(model.modules()):
+                for name, child in list(module.named_children()):
+                    if isinstance(child, torch.nn.Dropout):
+                        setattr(module, name, torch.nn.Dropout(child.p))
+        return model
+
     _, make_packed, plan_packed = packed_batcher(train, tokens, 128, seed)
-    tiger = build_tiger(
-        cb.vocab_size,
-        TigerSection(d_model=128, layers=args.layers, heads=4, d_kv=32, ff=512, dropout=0.1, user_bins=2000),
-        seed=seed,
-    )
+    tiger = tiger_model(fast=True)
 
     def make_tiger(rows):
         ids, mask = encode_inputs(tiger.config, train.user[rows], train.history[rows], train.length[rows], tokens)
@@ -67,16 +79,22 @@ def main() -> None:
 
     shuffled = list(batches(len(train), 256, seed, 1))
     bucketed = length_bucketed(train.length, np.ones(len(train), np.int64), 256, seed, 1)
+    n, lay = args.steps, args.layers
     rows = [
-        ("MOR packed", time_steps(mor, make_packed, decoder_loss, plan_packed(1), args.steps)),
-        ("TIGER, shuffled batches", time_steps(tiger, make_tiger, tiger_loss, shuffled, args.steps)),
-        ("TIGER, length-bucketed", time_steps(tiger, make_tiger, tiger_loss, bucketed, args.steps)),
+        (f"MOR packed, {lay} layer(s)", time_steps(mor(lay), make_packed, decoder_loss, plan_packed(1), n)),
+        (f"MOR packed, {2 * lay} layers", time_steps(mor(2 * lay), make_packed, decoder_loss, plan_packed(1), n)),
+        ("TIGER, shuffled, torch dropout", time_steps(tiger_model(False), make_tiger, tiger_loss, shuffled, n)),
+        ("TIGER, bucketed, torch dropout", time_steps(tiger_model(False), make_tiger, tiger_loss, bucketed, n)),
+        ("TIGER, bucketed, fast dropout", time_steps(tiger, make_tiger, tiger_loss, bucketed, n)),
     ]
-    print(f"{len(train):,} training rows, {torch.get_num_threads()} threads, depth {args.layers}, width 128")
-    print("| form | projected s / epoch | x MOR |")
-    print("|---|---|---|")
+    print(
+        f"{len(train):,} training rows, {torch.get_num_threads()} threads, TIGER {lay}+{lay} layers, width 128, "
+        f"dropout {p}"
+    )
+    print(f"| form | projected s / epoch | x MOR {lay} layer(s) | x MOR {2 * lay} layers |")
+    print("|---|---|---|---|")
     for name, sec in rows:
-        print(f"| {name} | {sec:.1f} | {sec / rows[0][1]:.2f} |")
+        print(f"| {name} | {sec:.1f} | {sec / rows[0][1]:.2f} | {sec / rows[1][1]:.2f} |")
 
 
 if __name__ == "__main__":

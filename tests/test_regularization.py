@@ -106,3 +106,35 @@ def test_cosine_and_inverse_sqrt_schedules(tmp_path):
 def test_time_budget_stops_after_the_epoch_that_reaches_it(tmp_path):
     _, epochs = _lrs(tmp_path, [0.1] * 9, epochs=9, patience=9, max_minutes=1e-9)
     assert epochs == 1
+
+
+def test_fast_dropout_rate_scale_gradient_and_seeding():
+    from crabrec.models.dropout import BITS, FastDropout, dropout
+
+    x = torch.ones(200, 500, requires_grad=True)
+    torch.manual_seed(0)
+    y = dropout(x, 0.3, True)
+    kept = y != 0
+    threshold = round(0.3 * BITS)
+    scale = BITS / (BITS - threshold)
+    assert abs(1 - kept.float().mean().item() - threshold / BITS) < 0.005  # 100,000 draws: the rate is p
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], scale))  # kept values scaled by 1/(1 − p')
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, y.detach())  # d(sum y)/dx = the scaled mask
+    torch.manual_seed(0)
+    assert torch.equal(dropout(x, 0.3, True), y)  # the torch seed fixes the mask
+    assert not torch.equal(dropout(x, 0.3, True), y)  # the next call draws a new one
+    assert dropout(x, 0.3, False) is x and dropout(x, 0.0, True) is x
+    assert torch.equal(dropout(x, 1.0, True), torch.zeros_like(x))
+    module = FastDropout(0.3)
+    assert module.eval()(x) is x
+
+
+def test_tiger_dropout_modules_use_the_fast_mask():
+    from crabrec.config import TigerSection
+    from crabrec.models.dropout import FastDropout
+    from crabrec.models.tiger import build_tiger
+
+    model = build_tiger(30, TigerSection(d_model=16, layers=1, heads=2, d_kv=8, ff=32, user_bins=4), seed=0)
+    drops = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    assert drops and all(type(m) is FastDropout and m.p == 0.1 for m in drops)

@@ -61,15 +61,18 @@ def build_decoder(vocab_size: int, size: TrainConfig, max_positions: int = 1024,
 
 def add_dropout(model):
     """Dropout ``config.crabrec_dropout`` on the token embeddings and on every residual branch (the attention and MLP
-    outputs), as forward hooks: Qwen2/Llama modules have attention dropout only. Active in training mode only, so
-    decoding and the saved weights are unchanged; call again after ``from_pretrained`` (the hooks are not saved)."""
+    outputs), as forward hooks (Qwen2/Llama modules have attention dropout only; masks from
+    :mod:`crabrec.models.dropout`). Active in training mode only, so decoding and the saved weights are unchanged;
+    call again after ``from_pretrained`` (the hooks are not saved)."""
     p = float(getattr(model.config, "crabrec_dropout", 0.0) or 0.0)
     base = getattr(model, "model", None)
     if p <= 0 or base is None or getattr(model, "_crabrec_dropout", False):
         return model
 
+    from crabrec.models.dropout import dropout
+
     def hook(module, args, output):
-        return torch.nn.functional.dropout(output, p, module.training)
+        return dropout(output, p, module.training)
 
     base.embed_tokens.register_forward_hook(hook)
     for layer in base.layers:

@@ -16,8 +16,11 @@ from crabrec.models.decoder import IGNORE, N_SPECIAL, PAD
 
 
 def build_tiger(sid_vocab: int, size: TigerSection, seed: int = 0):
-    """``T5ForConditionalGeneration`` with ``size.layers`` encoder and decoder blocks (ReLU FFN, tied embeddings)."""
+    """``T5ForConditionalGeneration`` with ``size.layers`` encoder and decoder blocks (ReLU FFN, tied embeddings);
+    its dropout modules draw their masks with :mod:`crabrec.models.dropout`."""
     from transformers import T5Config, T5ForConditionalGeneration
+
+    from crabrec.models.dropout import use_fast_dropout
 
     torch.manual_seed(seed)
     offset = N_SPECIAL + sid_vocab
@@ -38,7 +41,7 @@ def build_tiger(sid_vocab: int, size: TigerSection, seed: int = 0):
         crabrec_user_bins=size.user_bins,
         crabrec_user_offset=offset,
     )
-    return T5ForConditionalGeneration(config)
+    return use_fast_dropout(T5ForConditionalGeneration(config))
 
 
 def encode_inputs(
