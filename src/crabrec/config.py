@@ -122,7 +122,9 @@ class TrainConfig(LoopConfig):
     packing: Literal["rows", "packed"] = Field(
         "packed", description="packed: one sequence per user with a window mask (~8x faster); rows: one per sample"
     )
-    valid_samples: int = Field(1000, ge=1, description="validation rows used for NDCG@10 each epoch (every method)")
+    valid_samples: int = Field(
+        5000, ge=1, description="validation rows scored (NDCG@10) each epoch for early stopping (every method)"
+    )
     valid_beam: int = Field(20, ge=1, description="beam width of the per-epoch validation (generative methods)")
     threads: int = speed_only(0, ge=0, le=4096, description="torch threads for every stage (0 = leave as is)")
     backbone: str | None = Field(
