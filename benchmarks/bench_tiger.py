@@ -46,6 +46,7 @@ def main() -> None:
     from crabrec.config import TigerSection, TrainConfig
     from crabrec.data.dataset import Splits
     from crabrec.models.decoder import N_SPECIAL, build_decoder, item_tokens
+    from crabrec.models.dropout import use_fast_dropout
     from crabrec.models.tiger import build_tiger, encode_inputs, make_labels, tiger_loss
     from crabrec.sid.codebook import Codebook
     from crabrec.train.decoder import decoder_loss, packed_batcher
@@ -63,12 +64,7 @@ def main() -> None:
     def tiger_model(fast: bool):
         size = TigerSection(d_model=128, layers=args.layers, heads=4, d_kv=32, ff=512, dropout=p, user_bins=2000)
         model = build_tiger(cb.vocab_size, size, seed=seed)
-        if not fast:  # back to torch's own dropout modules
-            for module in list(model.modules()):
-                for name, child in list(module.named_children()):
-                    if isinstance(child, torch.nn.Dropout):
-                        setattr(module, name, torch.nn.Dropout(child.p))
-        return model
+        return model if fast else use_fast_dropout(model, torch.nn.Dropout)  # back to torch's own dropout
 
     _, make_packed, plan_packed = packed_batcher(train, tokens, 128, seed)
     tiger = tiger_model(fast=True)

@@ -26,6 +26,7 @@ def main() -> None:
     from crabrec.decode.rank import rank_samples, sid_members
     from crabrec.decode.trie import SidTrie
     from crabrec.evaluation import load_generator
+    from crabrec.metrics.ranking import hit_positions, ndcg_gains
     from crabrec.models.decoder import item_tokens
     from crabrec.runfiles import RunFiles
 
@@ -36,8 +37,7 @@ def main() -> None:
     model = load_generator(files.model_dir(args.method) / "model", codebook)
     items, _ = rank_samples(model, trie, valid, tokens, cfg.train.valid_beam)
     rep_of, _ = sid_members(trie, len(tokens))
-    hit = items[:, :10] == rep_of[valid.target][:, None]
-    per_user = (hit / np.log2(np.arange(2, 12))).sum(1)
+    per_user = ndcg_gains(hit_positions(items, rep_of[valid.target]), 10)
     log = json.loads((files.model_dir(args.method) / "train_log.json").read_text())
     steps = np.abs(np.diff([e["valid_ndcg@10"] for e in log]))
     print(f"{len(valid):,} validation users; median |change| between epochs in train_log.json: {np.median(steps):.4f}")

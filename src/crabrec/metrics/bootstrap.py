@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crabrec.metrics import HEADLINE as METRICS
-from crabrec.metrics.ranking import hit_positions
+from crabrec.metrics.ranking import hit_positions, ndcg_gains
 
 
 @dataclass
@@ -50,7 +50,7 @@ def per_user(
     """Per-row parts of HR@k, NDCG@k and the group shares; ``targets`` are the ranked stand-ins of the targets."""
     pos = hit_positions(rankings[:, :k], targets)
     hit = (pos >= 0).astype(np.float64)
-    gain = np.where(pos >= 0, 1.0 / np.log2(np.maximum(pos, 0) + 2.0), 0.0)
+    gain = ndcg_gains(pos, k)
     mass = item_group_mass(group, n_groups, members)
     top = rankings[:, :k]
     slots = np.where((top >= 0)[..., None], mass[np.maximum(top, 0)], 0.0).sum(1)

@@ -13,13 +13,16 @@ def hit_positions(rankings: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return np.where(hits.any(1), hits.argmax(1), -1)
 
 
+def ndcg_gains(pos: np.ndarray, k: int) -> np.ndarray:
+    """Each row's NDCG@k part ``1[0 <= pos < k] / log2(pos + 2)`` from :func:`hit_positions`."""
+    return np.where((pos >= 0) & (pos < k), 1.0 / np.log2(np.maximum(pos, 0) + 2.0), 0.0)
+
+
 def ranking_metrics(rankings: np.ndarray, targets: np.ndarray, ks: tuple[int, ...] = DEFAULT_KS) -> dict[str, float]:
     """``HR@K = mean[pos < K]``, ``NDCG@K = mean[1[pos < K] / log2(pos + 2)]``."""
     pos = hit_positions(rankings, targets)
     out: dict[str, float] = {}
     for k in ks:
-        hit = (pos >= 0) & (pos < k)
-        out[f"HR@{k}"] = float(hit.mean()) if len(pos) else 0.0
-        gain = np.where(hit, 1.0 / np.log2(np.maximum(pos, 0) + 2.0), 0.0)
-        out[f"NDCG@{k}"] = float(gain.mean()) if len(pos) else 0.0
+        out[f"HR@{k}"] = float(((pos >= 0) & (pos < k)).mean()) if len(pos) else 0.0
+        out[f"NDCG@{k}"] = float(ndcg_gains(pos, k).mean()) if len(pos) else 0.0
     return out

@@ -39,10 +39,10 @@ class FastDropout(nn.Dropout):
         return dropout(x, self.p, self.training)
 
 
-def use_fast_dropout(model: nn.Module) -> nn.Module:
-    """Replace every ``nn.Dropout`` module of ``model`` by a :class:`FastDropout` of the same rate (in place)."""
+def use_fast_dropout(model: nn.Module, kind: type[nn.Dropout] = FastDropout) -> nn.Module:
+    """Make every dropout module of ``model`` a ``kind`` of the same rate (in place); ``kind=nn.Dropout`` undoes it."""
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
-            if type(child) is nn.Dropout:
-                setattr(module, name, FastDropout(child.p))
+            if isinstance(child, nn.Dropout) and type(child) is not kind:
+                setattr(module, name, kind(child.p))
     return model
