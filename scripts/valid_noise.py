@@ -25,9 +25,9 @@ def main() -> None:
     from crabrec.config import load_config
     from crabrec.decode.rank import rank_samples, sid_members
     from crabrec.decode.trie import SidTrie
-    from crabrec.evaluation import load_generator
     from crabrec.metrics.ranking import hit_positions, ndcg_gains
     from crabrec.models.decoder import item_tokens
+    from crabrec.rankers import load_generator
     from crabrec.runfiles import RunFiles
 
     cfg = load_config(str(args.run / "config.yaml"))

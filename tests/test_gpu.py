@@ -63,7 +63,7 @@ def test_training_loop_runs_on_gpu(tmp_path):
 
 
 def test_saved_models_are_loaded_onto_the_gpu_for_evaluation(tmp_path):
-    from crabrec.evaluation import load_generator
+    from crabrec.rankers import load_generator
 
     _, cb, model = _setup(2)
     model.save_pretrained(tmp_path / "model")

@@ -534,6 +534,82 @@ def _floats(text: str, flag: str) -> list[float]:
         raise CrabError(f"{flag} {text!r}: expected comma-separated numbers") from None
 
 
+RunDir = Annotated[str, typer.Argument(help="A run directory written by `crabrec run`.")]
+
+
+@app.command()
+def recommend(
+    run_dir: RunDir,
+    method: Annotated[str, ANY_METHOD] = "mor",
+    history: Annotated[str | None, typer.Option(help="Item ids, oldest first, separated by commas.")] = None,
+    k: Annotated[int, typer.Option("-k", "--k", help="List length (at most the beam width).")] = 10,
+    user: Annotated[int | None, typer.Option(help="The run's user index (TIGER reads it).")] = None,
+    input_file: Annotated[
+        str | None, typer.Option("--input", help="A file of histories (.csv, .parquet or .jsonl; see README).")
+    ] = None,
+    output: Annotated[str | None, typer.Option(help="Where --input's answers go (.csv/.parquet/.jsonl).")] = None,
+    drop_unknown: Annotated[bool, typer.Option(help="Ignore item ids outside the catalogue.")] = False,
+    beam: Annotated[int | None, typer.Option(help="Beam width (default: the run's evaluate.beam).")] = None,
+) -> None:
+    """Top-k items after a history (--history) or for a file of histories (--input ... --output ...)."""
+    from crabrec.histories import file_format, read_histories, write_recommendations
+    from crabrec.recommender import load
+
+    if (history is None) == (input_file is None):
+        raise CrabError("give exactly one of --history ID,ID,... or --input FILE")
+    if input_file is not None and output is None:
+        raise CrabError("--input needs --output FILE (.csv, .parquet or .jsonl)")
+    if output is not None:
+        file_format(Path(output))
+    if history is not None:
+        rec = load(run_dir, method, beam=beam)
+        ids = [i.strip() for i in history.split(",") if i.strip()]
+        typer.echo(format_recommendations(rec.recommend(ids, k, user=user, drop_unknown=drop_unknown)))
+        return
+    histories, users = read_histories(input_file)
+    rec = load(run_dir, method, beam=beam)
+    try:
+        rows = rec.recommend_batch(histories, k, users=users, drop_unknown=drop_unknown, progress=True)
+    except CrabError as exc:
+        raise CrabError(f"{input_file}: {exc}") from None
+    typer.echo(f"{len(rows)} histories -> {write_recommendations(output, rows)}")
+
+
+def format_recommendations(rows) -> str:
+    """A plain-text table of :class:`~crabrec.recommender.Recommendation` s."""
+    lines = [f"{'rank':>4}  {'item':<12} {'score':>9}  {'group':<9} title"]
+    for r in rows:
+        group = f"{r.group}{' popular' if r.popular else ''}"
+        lines.append(f"{r.rank:>4}  {clip(r.item, 12):<12} {r.score:>9.4f}  {group:<9} {clip(r.title, 70)}")
+    return "\n".join(lines)
+
+
+@app.command()
+def serve(
+    run_dir: RunDir,
+    method: Annotated[
+        list[str] | None,
+        typer.Option(help="Method to serve (repeatable; the first is the default). Default: every evaluated one."),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Interface to bind (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port.")] = 8000,
+    max_batch: Annotated[int, typer.Option(min=1, help="Histories gathered into one ranker call.")] = 64,
+    max_wait_ms: Annotated[float, typer.Option(min=0.0, help="How long a batch waits for more requests.")] = 5.0,
+    max_body: Annotated[int, typer.Option(min=1, help="Largest request body, in bytes.")] = 1 << 20,
+) -> None:
+    """An HTTP JSON service: POST /recommend, GET /health, GET /models, docs at /docs."""
+    import uvicorn
+
+    from crabrec.serve import build_app
+    from crabrec.serve.app import Limits
+
+    application = build_app(run_dir, method, max_batch=max_batch, max_wait_ms=max_wait_ms, limits=Limits(max_body))
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("binding to %s: the service has no authentication", host)
+    typer.echo(f"serving {', '.join(application.state.batchers)} from {run_dir} at http://{host}:{port} (docs: /docs)")
+    uvicorn.run(application, host=host, port=port, log_level="warning")
+
+
 @sid_app.command("stats")
 @run_command
 def sid_stats(

@@ -8,7 +8,6 @@ run's numbers of groups and popular share, into every ``metrics.json``.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,7 +18,7 @@ from crabrec.data.dataset import Samples
 from crabrec.errors import CrabError
 from crabrec.io import atomic_path, write_json
 from crabrec.metrics import HEADLINE
-from crabrec.runfiles import RunFiles, first_rows, load_checked
+from crabrec.runfiles import RunFiles, first_rows
 
 
 def metric_definitions(n_groups: int, popular_share: float) -> dict[str, str]:
@@ -107,64 +106,11 @@ def versus_base(files: RunFiles, items: np.ndarray, test: Samples, trie, samples
     return out
 
 
-def inference_device():
-    """Where saved models are evaluated: the GPU when there is one (fp32 weights, as trained), else the CPU."""
-    import torch
-
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def load_generator(model_dir: Path, codebook):
-    """A saved decoder or TIGER model, checked against ``codebook`` (a model from another codebook is an error)."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
-
-    from crabrec.models.backbone import is_backbone_dir
-    from crabrec.models.decoder import N_SPECIAL
-
-    if not (model_dir / "config.json").is_file():
-        raise CrabError(f"{model_dir}: no trained model here (expected config.json + model.safetensors)")
-    config = load_checked(model_dir / "config.json", lambda: AutoConfig.from_pretrained(model_dir))
-    seq2seq = bool(getattr(config, "is_encoder_decoder", False))
-    size = getattr(config, "crabrec_user_offset" if seq2seq else "vocab_size", None)
-    if not isinstance(size, int):
-        raise CrabError(f"{model_dir / 'config.json'}: not a crabrec model config; re-run the stage that writes it")
-    sid_vocab = size - N_SPECIAL
-    if is_backbone_dir(model_dir):  # a pretrained backbone: its tokenizer's SID tokens are checked by generator_io
-        sid_vocab = codebook.vocab_size
-    if sid_vocab != codebook.vocab_size:
-        raise CrabError(
-            f"{model_dir}: model has {sid_vocab} SID tokens but the codebook has {codebook.vocab_size}; "
-            "it was trained on another codebook"
-        )
-    auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
-    model = load_checked(model_dir / "model.safetensors", lambda: auto.from_pretrained(model_dir))
-    return model.to(inference_device())
-
-
-def generator_io(model_dir: Path, codebook):
-    """How the saved model at ``model_dir`` reads SIDs (a backbone folder carries its tokenizer and prompts)."""
-    from crabrec.models.backbone import decoder_io, is_backbone_dir, load_tokenizer
-
-    return decoder_io(codebook, load_tokenizer(model_dir) if is_backbone_dir(model_dir) else None)
-
-
-def rank_with(model_dir: Path, codebook, rows: Samples, beam: int, batch_size: int, desc: str):
-    """``(items, scores)``: the saved generative model's constrained beam search over ``rows``."""
-    from crabrec.decode.rank import rank_samples
-    from crabrec.decode.trie import SidTrie
-
-    model = load_generator(model_dir, codebook)
-    io = generator_io(model_dir, codebook)
-    trie = SidTrie.build(codebook)
-    return rank_samples(model, trie, rows, io.tokens, beam, batch_size, desc=desc, prompt=io.test_prompt, base=io.base)
-
-
-def evaluate_generator(files: RunFiles, method: str, codebook, cfg: EvalConfig, seed: int) -> dict[str, Any]:
-    """Rank the test rows with ``models/<method>/model`` and write its metrics and rankings."""
-    from crabrec.decode.trie import SidTrie
-
+def evaluate_ranker(files: RunFiles, method: str, ranker, trie, cfg: EvalConfig, seed: int) -> dict[str, Any]:
+    """Rank the test rows with ``ranker`` (:mod:`crabrec.rankers`) and write ``method``'s metrics and rankings
+    (``trie``: the SIDs it ranks over; None for an item-id ranker)."""
     test = test_rows(files, cfg)
     start = time.perf_counter()
-    items, scores = rank_with(files.weights(method), codebook, test, cfg.beam, cfg.batch_size, f"evaluate {method}")
+    items, scores = ranker.rank(test, desc=f"evaluate {method}")
     seconds = time.perf_counter() - start
-    return write_evaluation(files, method, items, scores, test, seconds, SidTrie.build(codebook), cfg, seed)
+    return write_evaluation(files, method, items, scores, test, seconds, trie, cfg, seed)

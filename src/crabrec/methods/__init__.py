@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from crabrec.errors import CrabError
 from crabrec.pipeline import Stage
+from crabrec.rankers import Ranker
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,8 @@ class Method:
     method's cost in Table 1. ``knob`` is the setting that trades accuracy against popularity bias (None: none) and
     ``grid`` the values ``crabrec frontier`` tries; ``validate(files, cfg, rows)`` gives the @10 metrics of the
     method's finished run on validation rows (how the frontier picks a point without looking at the test).
+    ``ranker(files, cfg, beam=None)`` loads the trained method as a :class:`crabrec.rankers.Ranker`: what its
+    evaluation, ``crabrec.load`` and ``crabrec serve`` rank with.
     """
 
     name: str
@@ -35,6 +38,7 @@ class Method:
     knob: str | None = None
     grid: tuple[float, ...] = ()
     validate: Callable[..., dict[str, float]] | None = None
+    ranker: Callable[..., Ranker] | None = None
     describe: str = ""
 
 

@@ -21,10 +21,11 @@ def eval_stage(name: str, method: str, needs: tuple[str, ...], rebalanced: bool 
     """Stage ``name``: constrained beam search over the test rows with ``models/<method>/model``."""
 
     def run(ctx: RunContext) -> dict[str, Any]:
-        from crabrec.evaluation import evaluate_generator
+        from crabrec.evaluation import evaluate_ranker
+        from crabrec.rankers import generator_ranker
 
-        codebook = ctx.files.load_codebook(rebalanced)
-        return evaluate_generator(ctx.files, method, codebook, ctx.cfg.evaluate, ctx.cfg.seed)
+        ranker = generator_ranker(method, rebalanced)(ctx.files, ctx.cfg)
+        return evaluate_ranker(ctx.files, method, ranker, ranker.trie, ctx.cfg.evaluate, ctx.cfg.seed)
 
     return Stage(
         name=name,
@@ -42,17 +43,15 @@ def generator_validation(method: str, rebalanced: bool = False):
 
     def validate(files, cfg, rows: int | None) -> dict[str, float]:
         from crabrec.decode.rank import score_rankings
-        from crabrec.decode.trie import SidTrie
-        from crabrec.evaluation import rank_with
         from crabrec.metrics import HEADLINE
+        from crabrec.rankers import generator_ranker
         from crabrec.runfiles import first_rows
 
-        codebook = files.load_codebook(rebalanced)
+        ranker = generator_ranker(method, rebalanced)(files, cfg)
         valid = first_rows(files.load_splits().valid, rows)
-        ev = cfg.evaluate
-        items, _ = rank_with(files.weights(method), codebook, valid, ev.beam, ev.batch_size, f"{method}: validation")
+        items, _ = ranker.rank(valid, desc=f"{method}: validation")
         pop = files.load_popularity()
-        m = score_rankings(items, valid, pop.group, pop.popular, pop.n_groups, SidTrie.build(codebook), [10], [10])
+        m = score_rankings(items, valid, pop.group, pop.popular, pop.n_groups, ranker.trie, [10], [10])
         return {k: m[k] for k in HEADLINE}
 
     return validate

@@ -10,6 +10,7 @@ from crabrec.io import write_json, write_text
 from crabrec.methods import Method
 from crabrec.methods.common import eval_stage, generator_validation, train_stage
 from crabrec.pipeline import RunContext, Stage
+from crabrec.rankers import generator_ranker
 
 REBALANCE_READS = ("ratio", "levels", "max_split", "lam", "n_init", "max_iter", "exact_limit")
 FINETUNE_READS = ("gamma", "normalize_lt", "params", "lora_r", "lora_alpha", "lora_dropout", "init_noise")
@@ -133,5 +134,6 @@ METHOD = Method(
     knob="crab.gamma",
     grid=(0.0, 0.1, 0.5, 1.0),
     validate=generator_validation("crab", rebalanced=True),
+    ranker=generator_ranker("crab", rebalanced=True),
     describe="CRAB: codebook rebalancing + hierarchical alignment fine-tune",
 )

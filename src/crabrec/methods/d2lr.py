@@ -10,6 +10,7 @@ from crabrec.errors import CrabError
 from crabrec.methods import Method
 from crabrec.methods.common import eval_stage, generator_validation, train_from_scratch, train_stage
 from crabrec.pipeline import RunContext
+from crabrec.rankers import generator_ranker
 
 
 def run_d2lr(ctx: RunContext) -> dict[str, Any]:
@@ -37,5 +38,6 @@ METHOD = Method(
     knob="baselines.d2lr_alpha",
     grid=(0.2, 0.5, 0.8),
     validate=generator_validation("d2lr"),
+    ranker=generator_ranker("d2lr"),
     describe="D²LR: token-level inverse-propensity retraining",
 )

@@ -8,6 +8,7 @@ from typing import Any
 from crabrec.methods import Method
 from crabrec.methods.common import eval_stage, generator_validation, train_from_scratch, train_stage
 from crabrec.pipeline import RunContext
+from crabrec.rankers import generator_ranker
 
 
 def run_train(ctx: RunContext) -> dict[str, Any]:
@@ -25,5 +26,6 @@ METHOD = Method(
     cost=("train",),
     section="train",
     validate=generator_validation("mor"),
+    ranker=generator_ranker("mor"),
     describe="the generative backbone (causal decoder over SID tokens)",
 )

@@ -19,8 +19,9 @@ def run_rr(ctx: RunContext) -> dict[str, Any]:
     from crabrec.baselines.rerank import choose_alpha, group_penalty, item_penalty, rerank
     from crabrec.decode.rank import score_rankings, sid_members
     from crabrec.decode.trie import SidTrie
-    from crabrec.evaluation import rank_with, test_rows, write_evaluation
+    from crabrec.evaluation import test_rows, write_evaluation
     from crabrec.metrics import group_unfairness
+    from crabrec.rankers import generator_ranker
     from crabrec.runfiles import first_rows
 
     b, ev, files = ctx.cfg.baselines, ctx.cfg.evaluate, ctx.files
@@ -30,7 +31,7 @@ def run_rr(ctx: RunContext) -> dict[str, Any]:
     _, members = sid_members(trie, codebook.n_items)
     valid = first_rows(files.load_splits().valid, b.rr_valid_samples)
     start = time.perf_counter()
-    v_items, v_scores = rank_with(files.weights("mor"), codebook, valid, ev.beam, ev.batch_size, "rr: validation")
+    v_items, v_scores = generator_ranker("mor")(files, ctx.cfg).rank(valid, desc="rr: validation")
     ks = tuple(b.rr_ks)
     fair = group_unfairness(v_items, valid.history_items(), pop.group, pop.n_groups, ks, members)
     u_group = group_penalty({k: np.asarray(fair[f"GU@{k}"]) for k in ks})
@@ -55,6 +56,42 @@ def run_rr(ctx: RunContext) -> dict[str, Any]:
         {"alpha": alpha, "U_G": u_group.tolist(), "curve": curve, "tune_seconds": round(tune_seconds, 1)},
     )
     return {**summary, "alpha": alpha, "train_seconds": round(tune_seconds, 1)}
+
+
+class RerankRanker:
+    """MOR's beam search, then RR's re-ranking at the α and U_G that the ``rr`` stage chose on validation (the same
+    re-ranking ``rr`` applied to MOR's stored test beams)."""
+
+    def __init__(self, base, penalty: np.ndarray, alpha: float) -> None:
+        self.base, self.penalty, self.alpha = base, penalty, alpha
+        self.trie, self.width = base.trie, base.width
+
+    def rank(self, rows, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        from crabrec.baselines.rerank import rerank
+
+        items, scores = self.base.rank(rows, desc=desc, progress=progress)
+        return rerank(items, scores, self.penalty, self.alpha)
+
+
+def rr_ranker(files, cfg, beam: int | None = None) -> RerankRanker:
+    """``Method.ranker`` of RR: MOR's ranker and ``models/rr/rerank.json``."""
+    from crabrec.baselines.rerank import item_penalty
+    from crabrec.decode.rank import sid_members
+    from crabrec.rankers import generator_ranker
+    from crabrec.runfiles import read_checked
+
+    path = files.model_dir("rr") / "rerank.json"
+    if not path.is_file():
+        raise CrabError(f"{path}: missing; run `crabrec evaluate --method rr` first")
+    info = read_checked(path, dict)
+    pop = files.load_popularity()
+    alpha, u_group = info.get("alpha"), info.get("U_G")
+    numbers = isinstance(u_group, list) and all(isinstance(u, int | float) for u in u_group)
+    if not isinstance(alpha, int | float) or not numbers or len(u_group) != pop.n_groups:
+        raise CrabError(f"{path}: expected a number `alpha` and {pop.n_groups} numbers `U_G`; re-run `rr` with --force")
+    base = generator_ranker("mor")(files, cfg, beam)
+    _, members = sid_members(base.trie, len(pop.group))
+    return RerankRanker(base, item_penalty(np.asarray(u_group, np.float64), pop.group, members), float(alpha))
 
 
 def validate_rr(files, cfg, rows: int | None) -> dict[str, float]:
@@ -96,5 +133,6 @@ METHOD = Method(
     knob="baselines.rr_alpha",
     grid=(0.0, 0.02, 0.05, 0.1, 0.2, 0.5),
     validate=validate_rr,
+    ranker=rr_ranker,
     describe="Reranking: post-hoc re-ranking of MOR's beams",
 )

@@ -10,6 +10,7 @@ from crabrec.io import write_json
 from crabrec.methods import Method
 from crabrec.methods.common import eval_stage, generator_validation, train_from_scratch, train_stage
 from crabrec.pipeline import RunContext
+from crabrec.rankers import generator_ranker
 
 
 def run_rw(ctx: RunContext) -> dict[str, Any]:
@@ -38,5 +39,6 @@ METHOD = Method(
     knob="baselines.rw_beta",
     grid=(0.25, 0.5, 1.0),
     validate=generator_validation("rw"),
+    ranker=generator_ranker("rw"),
     describe="Reweighting: group-weighted retraining",
 )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 
+from crabrec.data.dataset import Samples
+from crabrec.errors import CrabError
 from crabrec.methods import Method
 from crabrec.methods.common import EVAL_READS, eval_needs, train_stage
 from crabrec.pipeline import RunContext, Stage
@@ -44,20 +45,37 @@ def run_sasrec(ctx: RunContext) -> dict[str, Any]:
     return training_summary(result, out)
 
 
-def run_eval(ctx: RunContext) -> dict[str, Any]:
-    from crabrec.evaluation import inference_device, test_rows, write_evaluation
-    from crabrec.models.sasrec import SASRec, rank_full
-    from crabrec.runfiles import load_checked
+class SasrecRanker:
+    """The saved SASRec: full ranking over the catalogue, the top ``width`` items with their logits."""
 
-    cfg = ctx.cfg.evaluate
-    path = ctx.files.weights("sasrec")
-    model = load_checked(path / "model.safetensors", lambda: SASRec.from_pretrained(path)).to(inference_device())
-    test = test_rows(ctx.files, cfg)
-    start = time.perf_counter()
-    items = rank_full(model, test.history, test.length, cfg.beam)
-    seconds = time.perf_counter() - start
-    scores = np.zeros(items.shape, np.float32)
-    return write_evaluation(ctx.files, "sasrec", items, scores, test, seconds, None, cfg, ctx.cfg.seed)
+    trie = None  # ranks item ids, not SIDs
+
+    def __init__(self, model_dir, width: int) -> None:
+        from crabrec.models.sasrec import SASRec
+        from crabrec.rankers import inference_device, quiet_loading
+        from crabrec.runfiles import load_checked
+
+        if not (model_dir / "config.json").is_file():
+            raise CrabError(f"{model_dir}: no trained model here (expected config.json + model.safetensors)")
+        with quiet_loading():
+            model = load_checked(model_dir / "model.safetensors", lambda: SASRec.from_pretrained(model_dir))
+        self.model, self.width = model.to(inference_device()), min(width, model.config.n_items)
+
+    def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        from crabrec.models.sasrec import top_full
+
+        return top_full(self.model, rows.history, rows.length, self.width)
+
+
+def sasrec_ranker(files, cfg, beam: int | None = None) -> SasrecRanker:
+    return SasrecRanker(files.weights("sasrec"), beam or cfg.evaluate.beam)
+
+
+def run_eval(ctx: RunContext) -> dict[str, Any]:
+    from crabrec.evaluation import evaluate_ranker
+
+    ranker = sasrec_ranker(ctx.files, ctx.cfg)
+    return evaluate_ranker(ctx.files, "sasrec", ranker, None, ctx.cfg.evaluate, ctx.cfg.seed)
 
 
 READS = ("sasrec", "train.valid_samples", "seed")
@@ -78,5 +96,6 @@ METHOD = Method(
     evaluates="sasrec-eval",
     cost=("sasrec",),
     section="sasrec",
+    ranker=sasrec_ranker,
     describe="SASRec: item-id transformer, the accuracy reference",
 )

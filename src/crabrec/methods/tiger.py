@@ -10,6 +10,7 @@ import numpy as np
 from crabrec.methods import Method
 from crabrec.methods.common import eval_stage, train_stage
 from crabrec.pipeline import RunContext
+from crabrec.rankers import generator_ranker
 
 
 def run_tiger(ctx: RunContext) -> dict[str, Any]:
@@ -50,5 +51,6 @@ METHOD = Method(
     evaluates="tiger-eval",
     cost=("tiger",),
     section="tiger",
+    ranker=generator_ranker("tiger"),
     describe="TIGER: encoder-decoder generative retrieval",
 )

@@ -97,10 +97,22 @@ def to_tensors(history: np.ndarray, length: np.ndarray, n_items: int) -> tuple[t
 @torch.no_grad()
 def rank_full(model: SASRec, history: np.ndarray, length: np.ndarray, k: int, batch_size: int = 512) -> np.ndarray:
     """Top-``k`` items per row by full ranking over the catalogue."""
+    return top_full(model, history, length, k, batch_size)[0]
+
+
+@torch.no_grad()
+def top_full(
+    model: SASRec, history: np.ndarray, length: np.ndarray, k: int, batch_size: int = 512
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(items [N, k], scores [N, k])``: each row's top-``k`` items by full ranking, with their logits."""
     model.eval()
     device = model.items.weight.device
-    out = []
+    items, scores = [], []
     for s in range(0, len(history), batch_size):
         h, n = to_tensors(history[s : s + batch_size], length[s : s + batch_size], model.config.n_items)
-        out.append(model.scores(h.to(device), n.to(device)).topk(k, dim=1).indices.cpu().numpy())
-    return np.concatenate(out) if out else np.zeros((0, k), np.int64)
+        top = model.scores(h.to(device), n.to(device)).topk(k, dim=1)
+        items.append(top.indices.cpu().numpy())
+        scores.append(top.values.float().cpu().numpy())
+    if not items:
+        return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
+    return np.concatenate(items), np.concatenate(scores)

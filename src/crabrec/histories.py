@@ -1,0 +1,120 @@
+"""History files for ``crabrec recommend --input/--output``: CSV, parquet or JSON lines, chosen by the extension.
+
+Input: one history per row in a ``history`` column (CSV: item ids separated by spaces or commas; parquet: a list
+column or such a string; JSONL: ``{"history": [...]}`` per line), and optionally a ``user`` column (the run's user
+index, read by TIGER). Output: one row per input row: ``row`` (0-based), ``items``, ``scores``, ``groups``
+(CSV: space-separated), written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from crabrec.errors import CrabError, clip, reason
+from crabrec.io import atomic_path
+
+FORMATS = (".csv", ".parquet", ".jsonl")
+SPLIT = re.compile(r"[\s,]+")
+
+
+def file_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise CrabError(f"{path}: unknown extension {suffix or '(none)'!r}; expected one of {', '.join(FORMATS)}")
+    return suffix
+
+
+def read_histories(path: str | Path) -> tuple[list[list[str]], list[int] | None]:
+    """``(histories, users)`` of a history file (users None when it has no ``user`` column)."""
+    path = Path(path)
+    kind = file_format(path)
+    if not path.is_file():
+        raise CrabError(f"{path}: no such file")
+    records = _jsonl(path) if kind == ".jsonl" else _table(path, kind)
+    if not records:
+        raise CrabError(f"{path}: no rows; expected one history per row")
+    histories, users = [], []
+    for r, rec in enumerate(records):
+        histories.append(_history(path, r, rec.get("history")))
+        user = rec.get("user")
+        user = user.item() if hasattr(user, "item") else user  # a numpy scalar from a table
+        users.append(int(user) if isinstance(user, float) and user.is_integer() else user)
+    given = [u for u in users if u is not None]
+    if given and len(given) != len(users):
+        raise CrabError(f"{path}: `user` is missing on some rows; give it on every row or on none")
+    for r, u in enumerate(users if given else []):
+        if isinstance(u, bool) or not isinstance(u, int) or u < 0:
+            raise CrabError(f"{path} row {r}: user {clip(repr(u), 40)}: expected a user index ≥ 0")
+    return histories, (users if given else None)
+
+
+def _table(path: Path, kind: str) -> list[dict[str, Any]]:
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path, dtype={"history": str}) if kind == ".csv" else pd.read_parquet(path)
+    except Exception as exc:  # whatever the reader raises about the file's content
+        raise CrabError(f"{path}: unreadable {kind[1:]} ({reason(exc)})") from None
+    if "history" not in frame.columns:
+        raise CrabError(f"{path}: no `history` column (columns: {clip(', '.join(map(str, frame.columns)), 80)})")
+    if "user" in frame.columns and frame["user"].isna().any():
+        raise CrabError(f"{path}: `user` is missing on some rows; give it on every row or on none")
+    columns = ["history", *(["user"] if "user" in frame.columns else [])]
+    return frame[columns].to_dict("records")
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    records = []
+    with path.open("rb") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except (ValueError, RecursionError) as exc:
+                raise CrabError(f"{path} line {n}: not JSON ({reason(exc, 80)})") from None
+            if not isinstance(rec, dict):
+                raise CrabError(f"{path} line {n}: expected an object with a `history`, got {type(rec).__name__}")
+            records.append(rec)
+    return records
+
+
+def _history(path: Path, row: int, value: Any) -> list[str]:
+    """One history cell: a list of ids, or a string of ids separated by spaces or commas."""
+    if hasattr(value, "tolist") and not isinstance(value, str):
+        value = value.tolist()
+    if isinstance(value, str):
+        return [v for v in SPLIT.split(value.strip()) if v]
+    if isinstance(value, list) and all(isinstance(v, str | int) and not isinstance(v, bool) for v in value):
+        return [str(v) for v in value]
+    raise CrabError(f"{path} row {row}: history {clip(repr(value), 40)}: expected item ids (a list or a string)")
+
+
+def write_recommendations(path: str | Path, rows: list[list[Any]]) -> Path:
+    """Write each input row's recommendations (lists of :class:`~crabrec.recommender.Recommendation`)."""
+    import pandas as pd
+
+    path = Path(path)
+    kind = file_format(path)
+    records = [
+        {
+            "row": r,
+            "items": [x.item for x in recs],
+            "scores": [x.score for x in recs],
+            "groups": [x.group for x in recs],
+        }
+        for r, recs in enumerate(rows)
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        if kind == ".jsonl":
+            tmp.write_text("".join(json.dumps(rec) + "\n" for rec in records))
+        elif kind == ".parquet":
+            pd.DataFrame(records).to_parquet(tmp)
+        else:
+            flat = [{k: " ".join(map(str, v)) if isinstance(v, list) else v for k, v in rec.items()} for rec in records]
+            pd.DataFrame(flat, columns=["row", "items", "scores", "groups"]).to_csv(tmp, index=False)
+    return path

@@ -1,0 +1,113 @@
+"""Rankers: a saved model of a run that turns (history -> ?) rows into a ranked list of items.
+
+Every method's test evaluation, its validation, ``crabrec.load`` and ``crabrec serve`` rank through the ranker its
+registry entry builds (``Method.ranker``), so what a user gets from the API is exactly what ``evaluate`` scored.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from crabrec.data.dataset import Samples
+from crabrec.errors import CrabError
+from crabrec.runfiles import load_checked
+
+
+class Ranker(Protocol):
+    """``rank(rows)`` -> ``(items [N, width], scores [N, width])``, best first (-1 = an empty slot)."""
+
+    width: int  # the length of every ranked list: the beam of a generative model
+
+    def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def inference_device():
+    """Where saved models are evaluated: the GPU when there is one (fp32 weights, as trained), else the CPU."""
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_generator(model_dir: Path, codebook):
+    """A saved decoder or TIGER model, checked against ``codebook`` (a model from another codebook is an error)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    from crabrec.models.backbone import is_backbone_dir
+    from crabrec.models.decoder import N_SPECIAL
+
+    if not (model_dir / "config.json").is_file():
+        raise CrabError(f"{model_dir}: no trained model here (expected config.json + model.safetensors)")
+    config = load_checked(model_dir / "config.json", lambda: AutoConfig.from_pretrained(model_dir))
+    seq2seq = bool(getattr(config, "is_encoder_decoder", False))
+    size = getattr(config, "crabrec_user_offset" if seq2seq else "vocab_size", None)
+    if not isinstance(size, int):
+        raise CrabError(f"{model_dir / 'config.json'}: not a crabrec model config; re-run the stage that writes it")
+    sid_vocab = size - N_SPECIAL
+    if is_backbone_dir(model_dir):  # a pretrained backbone: its tokenizer's SID tokens are checked by generator_io
+        sid_vocab = codebook.vocab_size
+    if sid_vocab != codebook.vocab_size:
+        raise CrabError(
+            f"{model_dir}: model has {sid_vocab} SID tokens but the codebook has {codebook.vocab_size}; "
+            "it was trained on another codebook"
+        )
+    auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
+    with quiet_loading():
+        model = load_checked(model_dir / "model.safetensors", lambda: auto.from_pretrained(model_dir))
+    return model.to(inference_device())
+
+
+@contextmanager
+def quiet_loading():
+    """No "Loading weights" bar from transformers for our small saved models (restored afterwards)."""
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+
+
+def generator_io(model_dir: Path, codebook):
+    """How the saved model at ``model_dir`` reads SIDs (a backbone folder carries its tokenizer and prompts)."""
+    from crabrec.models.backbone import decoder_io, is_backbone_dir, load_tokenizer
+
+    return decoder_io(codebook, load_tokenizer(model_dir) if is_backbone_dir(model_dir) else None)
+
+
+class GeneratorRanker:
+    """A saved generative model (MOR decoder, backbone or TIGER): constrained beam search over its codebook's SIDs;
+    each slot is the first item of a generated SID."""
+
+    def __init__(self, model_dir: Path, codebook, beam: int, batch_size: int) -> None:
+        from crabrec.decode.trie import SidTrie
+
+        self.model = load_generator(model_dir, codebook)
+        self.io = generator_io(model_dir, codebook)
+        self.trie = SidTrie.build(codebook)
+        self.width, self.batch_size = beam, batch_size
+
+    def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        from crabrec.decode.rank import rank_samples
+
+        io = self.io
+        return rank_samples(
+            self.model, self.trie, rows, io.tokens, self.width, self.batch_size,
+            progress=progress, desc=desc, prompt=io.test_prompt, base=io.base,
+        )  # fmt: skip
+
+
+def generator_ranker(method: str, rebalanced: bool = False):
+    """``Method.ranker`` of a generative method: ``models/<method>/model`` over the base (or CRAB's) codebook."""
+
+    def build(files, cfg, beam: int | None = None) -> GeneratorRanker:
+        ev = cfg.evaluate
+        return GeneratorRanker(files.weights(method), files.load_codebook(rebalanced), beam or ev.beam, ev.batch_size)
+
+    return build

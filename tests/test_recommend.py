@@ -1,0 +1,200 @@
+"""The Python API and `crabrec recommend`: what a user gets equals what `evaluate` scored, and bad input is one line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import crabrec
+from crabrec.errors import CrabError
+from crabrec.methods import methods
+from crabrec.runfiles import RunFiles
+from tests.test_cli_bad_input import run_cli
+
+RANKED = [m.name for m in methods() if m.ranker is not None]
+
+
+def test_every_method_can_rank():
+    assert set(RANKED) == {"mor", "tiger", "sasrec", "rw", "rr", "d2lr", "crab"}
+
+
+def histories_of(run, rows: int):
+    files = RunFiles(run)
+    ids = files.load_items()["item_ids"]
+    test = files.load_splits().test
+    n = min(rows, len(test))
+    return [[ids[i] for i in row] for row in test.rows()[:n]], test.user[:n].tolist(), ids
+
+
+@pytest.mark.parametrize("method", RANKED)
+def test_api_top_k_equals_the_evaluated_rankings(tiny_run, method):
+    """recommend_batch over the test histories (with their users) reproduces rankings.parquet, slot for slot."""
+    histories, users, ids = histories_of(tiny_run, 150)
+    rec = crabrec.load(tiny_run, method)
+    got = rec.recommend_batch(histories, k=rec.max_k, users=users)
+    saved = RunFiles(tiny_run).load_rankings(method)
+    for row, recs in enumerate(got):
+        expected = [ids[i] for i in saved["items"][row] if i >= 0]
+        assert [r.item for r in recs] == expected[: rec.max_k]
+        assert [r.rank for r in recs] == list(range(1, len(recs) + 1))
+        if method != "sasrec":  # SASRec's stored scores are its logits too, but compare generative ones exactly
+            assert np.allclose([r.score for r in recs], saved["scores"][row][: len(recs)], atol=1e-6)
+
+
+def test_recommendation_fields_come_from_the_run(tiny_run):
+    rec = crabrec.load(tiny_run, "mor")
+    items = RunFiles(tiny_run).load_items()
+    pop = RunFiles(tiny_run).load_popularity()
+    out = rec.recommend([items["item_ids"][0], items["item_ids"][1]], k=5)
+    assert 1 <= len(out) <= 5
+    for r in out:
+        i = items["item_ids"].index(r.item)
+        assert r.title == items["text"][i]["title"]
+        assert r.group == pop.group[i] and r.popular == bool(pop.popular[i])
+    assert [r.score for r in out] == sorted((r.score for r in out), reverse=True)
+    assert set(out[0].as_dict()) == {"rank", "item", "title", "score", "group", "popular"}
+
+
+def test_single_history_equals_its_row_in_a_batch(tiny_run):
+    histories, _, _ = histories_of(tiny_run, 8)
+    rec = crabrec.load(tiny_run, "crab")
+    batch = rec.recommend_batch(histories, k=10)
+    for h, expected in zip(histories, batch):
+        assert [r.item for r in rec.recommend(h, k=10)] == [r.item for r in expected]
+
+
+def test_long_history_reads_the_last_items(tiny_run):
+    histories, _, _ = histories_of(tiny_run, 1)
+    rec = crabrec.load(tiny_run, "sasrec")
+    pad = [histories[0][0]] * 50
+    assert [r.item for r in rec.recommend(pad + histories[0], k=5)] == [
+        r.item for r in rec.recommend((pad + histories[0])[-rec.max_history :], k=5)
+    ]
+
+
+def test_api_errors(tiny_run, tmp_path):
+    rec = crabrec.load(tiny_run, "mor")
+    known = rec.item_ids[0]
+    with pytest.raises(CrabError, match=r"history: 2 item id\(s\) not in .*'nope-1', 'nope-2'"):
+        rec.recommend([known, "nope-1", "nope-2"])
+    assert rec.recommend([known, "nope"], drop_unknown=True) == rec.recommend([known])
+    with pytest.raises(CrabError, match="history: empty after dropping unknown items"):
+        rec.recommend(["nope"], drop_unknown=True)
+    with pytest.raises(CrabError, match="history: empty"):
+        rec.recommend([])
+    with pytest.raises(CrabError, match="history 1: 1 item id"):
+        rec.recommend_batch([[known], ["zz"]])
+    for k in (0, rec.max_k + 1, 2.5, True):
+        with pytest.raises(CrabError, match=f"expected an integer from 1 to {rec.max_k}"):
+            rec.recommend([known], k=k)
+    with pytest.raises(CrabError, match="item ids are strings"):
+        rec.recommend([known, None])
+    with pytest.raises(CrabError, match="expected a list of item ids"):
+        rec.recommend(known)
+    with pytest.raises(CrabError, match="users: expected one per history"):
+        rec.recommend_batch([[known], [known]], users=[1])
+    with pytest.raises(CrabError, match=r"users\[0\]: expected a user index"):
+        rec.recommend([known], user=-1)
+    with pytest.raises(CrabError, match="--method 'nope': expected one of"):
+        crabrec.load(tiny_run, "nope")
+    with pytest.raises(CrabError, match="not a run directory"):
+        crabrec.load(tmp_path, "mor")
+    assert rec.recommend([int(known)]) == rec.recommend([known])  # JSON numbers as ids
+
+
+def test_beam_sets_the_longest_list(tiny_run):
+    rec = crabrec.load(tiny_run, "mor", beam=30)
+    assert rec.max_k == 30 and len(rec.recommend([rec.item_ids[0]], k=30)) == 30
+    with pytest.raises(CrabError, match="beam=0"):
+        crabrec.load(tiny_run, "mor", beam=0)
+
+
+def test_untrained_method_is_one_line(tiny_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    shutil.rmtree(run / "models" / "rr")
+    with pytest.raises(CrabError, match=r"rerank.json: missing; run `crabrec evaluate --method rr`"):
+        crabrec.load(run, "rr")
+    shutil.rmtree(run / "models" / "d2lr" / "model")
+    with pytest.raises(CrabError, match="no trained model here"):
+        crabrec.load(run, "d2lr")
+
+
+def test_cli_recommend_prints_a_table(tiny_run, capsys):
+    rec = crabrec.load(tiny_run, "rr")
+    history = ",".join(rec.item_ids[:3])
+    code, out, err = run_cli(["recommend", str(tiny_run), "--method", "rr", "--history", history, "-k", "4"], capsys)
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert lines[0].split()[:4] == ["rank", "item", "score", "group"]
+    expected = rec.recommend(rec.item_ids[:3], k=4)
+    assert [line.split()[1] for line in lines[1:]] == [r.item for r in expected]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
+def test_cli_recommend_file(tiny_run, tmp_path, capsys, suffix):
+    histories, users, _ = histories_of(tiny_run, 20)
+    src = tmp_path / f"in{suffix}"
+    if suffix == ".csv":
+        pd.DataFrame({"history": [" ".join(h) for h in histories], "user": users}).to_csv(src, index=False)
+    elif suffix == ".jsonl":
+        src.write_text("".join(json.dumps({"history": h, "user": u}) + "\n" for h, u in zip(histories, users)))
+    else:
+        pd.DataFrame({"history": histories, "user": users}).to_parquet(src)
+    out = tmp_path / f"out{suffix}"
+    code, _, err = run_cli(["recommend", str(tiny_run), "--method", "tiger", "--input", str(src), "--output", str(out),
+                            "-k", "5"], capsys)  # fmt: skip
+    assert code == 0, err
+    expected = crabrec.load(tiny_run, "tiger").recommend_batch(histories, k=5, users=users)
+    if suffix == ".csv":
+        got = [row.split() for row in pd.read_csv(out)["items"].astype(str)]
+    elif suffix == ".jsonl":
+        got = [json.loads(line)["items"] for line in out.read_text().splitlines()]
+    else:
+        got = [list(x) for x in pd.read_parquet(out)["items"]]
+    assert got == [[r.item for r in recs] for recs in expected]
+
+
+def bad_files(tmp_path, item: str):
+    (tmp_path / "nohist.csv").write_text("items\n1 2\n")
+    (tmp_path / "unknown.jsonl").write_text(json.dumps({"history": [item]}) + "\n" + json.dumps({"history": ["zz"]}))
+    (tmp_path / "notjson.jsonl").write_text('{"history": ["1"]}\n{oops\n')
+    (tmp_path / "empty.csv").write_text("history\n")
+    (tmp_path / "users.jsonl").write_text(json.dumps({"history": [item], "user": -3}) + "\n")
+    (tmp_path / "partial.jsonl").write_text(json.dumps({"history": [item], "user": 1}) + '\n{"history": ["1"]}\n')
+    (tmp_path / "cell.jsonl").write_text(json.dumps({"history": {"a": 1}}) + "\n")
+    (tmp_path / "h.txt").write_text("x")
+    return [
+        (["--input", "nohist.csv", "--output", "o.csv"], "nohist.csv: no `history` column"),
+        (["--input", "unknown.jsonl", "--output", "o.csv"], "unknown.jsonl: history 1: 1 item id(s) not in"),
+        (["--input", "notjson.jsonl", "--output", "o.csv"], "notjson.jsonl line 2: not JSON"),
+        (["--input", "empty.csv", "--output", "o.csv"], "empty.csv: no rows"),
+        (["--input", "users.jsonl", "--output", "o.csv"], "users.jsonl row 0: user -3: expected a user index"),
+        (["--input", "partial.jsonl", "--output", "o.csv"], "partial.jsonl: `user` is missing on some rows"),
+        (["--input", "cell.jsonl", "--output", "o.csv"], "cell.jsonl row 0: history {'a': 1}: expected item ids"),
+        (["--input", "h.txt", "--output", "o.csv"], "h.txt: unknown extension '.txt'"),
+        (["--input", "missing.csv", "--output", "o.csv"], "missing.csv: no such file"),
+        (["--input", "empty.csv"], "--input needs --output"),
+        (["--history", item, "--output", "o.xlsx"], "o.xlsx: unknown extension"),
+        ([], "give exactly one of --history"),
+        (["--history", f"{item},zz"], "history: 1 item id(s) not in this run's catalogue"),
+        (["--history", item, "-k", "0"], "k=0: expected an integer from 1 to"),
+        (["--history", item, "--method", "bogus"], "--method 'bogus': expected one of"),
+    ]
+
+
+def test_cli_recommend_bad_input_is_one_line(tiny_run, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    item = crabrec.load(tiny_run, "sasrec").item_ids[0]
+    for args, expected in bad_files(tmp_path, item):
+        code, _, err = run_cli(["recommend", str(tiny_run), "--method", "sasrec", *args], capsys)
+        assert code == 2, (args, err)
+        assert expected in err and err.count("\n") == 1 and "Traceback" not in err, (args, err)
+    assert not (tmp_path / "o.csv").exists()
+    code, _, err = run_cli(["recommend", str(tmp_path / "nope"), "--history", "1"], capsys)
+    assert code == 2 and "not a run directory" in err

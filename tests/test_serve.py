@@ -1,0 +1,183 @@
+"""`crabrec serve`: real HTTP requests to a server on a free loopback port; dynamic batching; 4xx, never 500."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import crabrec
+from crabrec.data.dataset import Samples
+from crabrec.serve.batcher import DynamicBatcher
+from tests.test_recommend import histories_of
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tiny_run):
+    """``crabrec serve`` of the tiny run (mor and rr, batches of up to 64 gathered for 20 ms) on a free port."""
+    import uvicorn
+
+    from crabrec.serve import build_app
+    from crabrec.serve.app import Limits
+
+    app = build_app(tiny_run, ["mor", "rr"], max_batch=64, max_wait_ms=20, limits=Limits(max_body=20_000))
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    end = time.time() + 30
+    while not srv.started and time.time() < end:
+        time.sleep(0.05)
+    assert srv.started
+    yield f"http://127.0.0.1:{port}", app
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+def call(url: str, body: bytes | None = None, method: str | None = None) -> tuple[int, dict]:
+    req = urllib.request.Request(url, data=body, method=method or ("POST" if body is not None else "GET"))
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def post(base: str, payload) -> tuple[int, dict]:
+    return call(f"{base}/recommend", json.dumps(payload).encode())
+
+
+def items(answer: list[dict]) -> list[str]:
+    return [r["item"] for r in answer]
+
+
+def test_health_models_and_docs(server, tiny_run):
+    base, _ = server
+    assert call(f"{base}/health") == (200, {"status": "ok", "run": str(tiny_run), "methods": ["mor", "rr"]})
+    code, models = call(f"{base}/models")
+    assert code == 200 and models["default"] == "mor"
+    table = {m["method"]: m for m in models["models"]}
+    assert table["rr"]["served"] and not table["crab"]["served"]
+    mor = json.loads((tiny_run / "models" / "mor" / "metrics.json").read_text())
+    assert table["mor"]["metrics"]["HR@10"] == mor["HR@10"] and table["mor"]["max_k"] == 20
+    with urllib.request.urlopen(f"{base}/docs", timeout=10) as resp:
+        assert resp.status == 200 and b"swagger" in resp.read().lower()
+    code, spec = call(f"{base}/openapi.json")
+    assert (
+        "history"
+        in spec["paths"]["/recommend"]["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"]
+    )
+
+
+def test_recommend_equals_the_api(server, tiny_run):
+    base, _ = server
+    histories, users, _ = histories_of(tiny_run, 6)
+    for method in ("mor", "rr"):
+        rec = crabrec.load(tiny_run, method)
+        code, one = post(base, {"history": histories[0], "k": 7, "method": method, "user": users[0]})
+        assert code == 200 and one["method"] == method and one["k"] == 7
+        assert one["items"] == [r.as_dict() for r in rec.recommend(histories[0], k=7, user=users[0])]
+        code, many = post(base, {"histories": histories, "k": 5, "method": method})
+        assert code == 200
+        assert [items(a) for a in many["results"]] == [items(r.as_dict() for r in x) for x in
+                                                      rec.recommend_batch(histories, k=5)]  # fmt: skip
+
+
+def test_concurrent_requests_are_batched(server, tiny_run):
+    base, app = server
+    histories, _, _ = histories_of(tiny_run, 24)
+    rec = crabrec.load(tiny_run, "mor")
+    expected = [items(r.as_dict() for r in x) for x in rec.recommend_batch(histories, k=10)]
+    before = dict(app.state.batchers["mor"].stats)
+    with ThreadPoolExecutor(24) as pool:
+        answers = list(pool.map(lambda h: post(base, {"history": h}), histories))
+    assert all(code == 200 for code, _ in answers)
+    assert [items(a["items"]) for _, a in answers] == expected
+    after = app.state.batchers["mor"].stats
+    assert after["histories"] - before["histories"] == 24
+    assert after["calls"] - before["calls"] < 24 and after["largest"] > 1  # gathered into fewer ranker calls
+
+
+def bad_requests(item: str) -> list[tuple[bytes, int, str]]:
+    deep = b"[" * 5000
+    return [
+        (b"{bad", 400, "malformed JSON"),
+        (b"", 400, "empty body"),
+        (b"NaN", 400, "malformed JSON: NaN is not a JSON value"),
+        (b"\xff\xfe\x00", 400, "malformed JSON"),
+        (deep, 400, "malformed JSON"),
+        (b"[1, 2]", 422, "expected a JSON object, got list"),
+        (b'"text"', 422, "expected a JSON object, got str"),
+        (b"{}", 422, "give exactly one of `history`"),
+        (json.dumps({"history": [item], "histories": [[item]]}).encode(), 422, "give exactly one of"),
+        (json.dumps({"history": []}).encode(), 422, "history: empty"),
+        (json.dumps({"history": ["no-such-item"]}).encode(), 422, "'no-such-item'"),
+        (json.dumps({"history": ["no-such-item"], "drop_unknown": True}).encode(), 422, "after dropping unknown"),
+        (json.dumps({"history": [item], "k": 0}).encode(), 422, "k=0: expected an integer from 1 to 20"),
+        (json.dumps({"history": [item], "k": 21}).encode(), 422, "k=21"),
+        (b'{"history": ["%s"], "k": 1e400}' % item.encode(), 422, "k: "),
+        (json.dumps({"history": [item], "k": float("inf")}).encode(), 400, "Infinity is not a JSON value"),
+        (json.dumps({"history": [item], "k": "10"}).encode(), 422, "k: "),
+        (json.dumps({"history": [None]}).encode(), 422, "history.0: expected an item id"),
+        (json.dumps({"history": item}).encode(), 422, "history: "),
+        (json.dumps({"histories": [[item], "x"]}).encode(), 422, "histories.1: "),
+        (json.dumps({"history": [item], "method": "crab"}).encode(), 422, "method 'crab': not served here"),
+        (json.dumps({"history": [item], "extra": 1}).encode(), 422, "extra: "),
+        (json.dumps({"history": [item], "users": [1]}).encode(), 422, "`user` goes with `history`"),
+        (json.dumps({"histories": [[item]] * 2, "users": [1]}).encode(), 422, "users: expected one per history"),
+        (json.dumps({"history": [item], "user": -1}).encode(), 422, "expected a user index"),
+        (json.dumps({"histories": [[item]] * 1025}).encode(), 413, "at most 1024 per request"),
+        (json.dumps({"history": [item] * 10_000}).encode(), 413, "at most 20000 bytes"),
+    ]
+
+
+def test_bad_requests_get_a_4xx_with_one_line(server, tiny_run):
+    base, _ = server
+    item = crabrec.load(tiny_run, "mor").item_ids[0]
+    for body, status, reason in bad_requests(item):
+        code, answer = call(f"{base}/recommend", body)
+        assert code == status, (body[:60], code, answer)
+        assert reason in answer["error"] and "\n" not in answer["error"], (body[:60], answer)
+    assert call(f"{base}/nowhere")[0] == 404
+    assert call(f"{base}/recommend", method="GET")[0] == 405
+    assert post(base, {"history": [item]})[0] == 200  # the server is still fine
+
+
+def test_batcher_splits_results_and_passes_errors():
+    calls = []
+
+    def rank(rows: Samples):
+        calls.append(len(rows))
+        if (rows.user < 0).any():
+            raise ValueError("boom")
+        return rows.user[:, None] * np.ones((1, 3), np.int64), np.zeros((len(rows), 3), np.float32)
+
+    def rows(users: list[int]) -> Samples:
+        return Samples.from_rows(users, [[1]] * len(users), [0] * len(users), 2)
+
+    async def scenario():
+        batcher = DynamicBatcher(rank, max_batch=8, max_wait_ms=50)
+        outs = await asyncio.gather(*(batcher.submit(rows([u, u + 100])) for u in range(4)))
+        with pytest.raises(ValueError, match="boom"):
+            await batcher.submit(rows([-1]))
+        await batcher.stop()
+        return outs
+
+    outs = asyncio.run(scenario())
+    assert [o[0][:, 0].tolist() for o in outs] == [[u, u + 100] for u in range(4)]
+    assert calls[0] == 8 and len(calls) == 2
