@@ -23,7 +23,7 @@ PACKAGE = ROOT / "src" / "crabrec"
 FLOORS = {
     0: ("errors", "io", "config", "presets", "datasets"),
     1: ("data", "sid", "decode", "metrics", "models", "crab", "baselines", "embed"),
-    2: ("train", "evaluation", "runfiles", "rankers", "histories"),
+    2: ("train", "evaluation", "runfiles", "rankers", "histories", "export"),
     3: ("pipeline", "stages", "methods", "report"),
     4: ("analyses", "frontier", "seeds", "recommender", "serve", "cli", "__main__"),
 }

@@ -47,7 +47,9 @@ SetOpt = Annotated[
     list[str] | None, typer.Option("--set", "-s", help="Override any key, e.g. --set data.kcore=3 (repeatable).")
 ]
 DataPathOpt = Annotated[str | None, typer.Option("--data", help="Dataset path (default: embedded Office).")]
-FormatOpt = Annotated[str | None, typer.Option("--format", help="auto|lcrec|minionerec|recbole|table.")]
+FormatOpt = Annotated[
+    str | None, typer.Option("--format", help="auto|lcrec|minionerec|recbole|table|amazon14|amazon18|amazon23.")
+]
 NameOpt = Annotated[str | None, typer.Option("--name", help="Run name: artifacts go to <runs_dir>/<name>/.")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for every random choice.")]
 RUN_OPTIONS = {
@@ -251,6 +253,20 @@ def data_stats(
     pop = compute_popularity(splits.train, ds.n_items, cfg.data.n_groups, cfg.data.popular_share)
     stats = dataset_stats(ds, splits, pop)
     typer.echo(json.dumps(stats, indent=2) if as_json else format_stats(stats))
+
+
+@data_app.command("export")
+def data_export(
+    run_dir: Annotated[str, typer.Argument(help="A run directory (its data and tokenize stages have run).")],
+    out: Annotated[str, typer.Argument(help="The folder to write.")],
+    force: Annotated[bool, typer.Option(help="Replace a non-empty folder.")] = False,
+) -> None:
+    """Write the run's splits, SIDs and item text in MiniOneRec's layout (train|valid|test CSVs, index, info)."""
+    from crabrec.export import export_minionerec
+
+    done = export_minionerec(run_dir, out, force)
+    typer.echo(f"{done['folder']}: {done['items']} items, train {done['train']}, valid {done['valid']}, "
+               f"test {done['test']} rows")  # fmt: skip
 
 
 def run_stage(cfg: RunConfig, stage_name: str, force: str | None = None) -> dict[str, Any]:

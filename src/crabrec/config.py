@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StringConstraints, ValidationError, field_validator
 
 from crabrec.errors import CrabError, clip
 
@@ -35,10 +35,13 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
+Month = Annotated[str, StringConstraints(pattern=r"^\d{4}-(0[1-9]|1[0-2])$")]  # YYYY-MM
+
+
 class DataConfig(Strict):
     """Where the data comes from and how it is split into (history -> next item) samples."""
 
-    format: Literal["auto", "lcrec", "minionerec", "recbole", "table"] = "auto"
+    format: Literal["auto", "lcrec", "minionerec", "recbole", "table", "amazon14", "amazon18", "amazon23"] = "auto"
     path: str | None = Field(None, description="dataset directory or file; None = the embedded Office dataset")
     name: str | None = Field(None, description="file stem inside `path` (e.g. 'Office'); inferred when unique")
     item_table: str | None = Field(None, description="table format: the item table (CSV/parquet)")
@@ -46,6 +49,17 @@ class DataConfig(Strict):
     item_col: str = "item"
     time_col: str | None = "timestamp"
     kcore: int = Field(5, ge=0, description="iterative k-core for users and items (0 = off)")
+    recipe: Literal["auto", "tiger", "minionerec"] = Field(
+        "auto",
+        description="raw Amazon data: tiger (dedup, LOO) or minionerec (title filter, window, 8:1:1); "
+        "auto = tiger for amazon14, minionerec otherwise",
+    )
+    time_window: list[Month] | None = Field(
+        None,
+        min_length=2,
+        max_length=2,
+        description="raw data, minionerec recipe: [first, last] month as YYYY-MM; None = 2016-10 to 2018-11",
+    )
     split: Literal["auto", "leave_one_out", "global_time", "given"] = "auto"
     max_history: int = Field(10, ge=1)
     train_on_available: bool = Field(

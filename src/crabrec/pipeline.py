@@ -49,6 +49,7 @@ class Stage:
     artifacts: tuple[str, ...] = ()
     describe: str = ""
     needs_if: Callable[[RunContext], tuple[str, ...]] | None = None  # inputs that depend on what earlier stages made
+    uses_torch: bool = True  # False: torch is not imported for it (seeded all the same when already loaded)
 
     def declared_keys(self, config: Any = None) -> set[str]:
         """Every setting this stage may read under ``config``, sections expanded to their keys."""
@@ -195,7 +196,7 @@ class RunContext:
         self.running = name
         self._view = ConfigView(self.config, stage.declared_keys(self.config), seen, name)
         try:
-            start_stage(self.config, "seed" in stage.reads)
+            start_stage(self.config, "seed" in stage.reads, stage.uses_torch)
             summary = stage.fn(self)
         finally:
             self._view, self.running = None, ""
@@ -210,20 +211,24 @@ class RunContext:
         return summary
 
 
-def start_stage(cfg: RunConfig, seeded: bool) -> None:
+def start_stage(cfg: RunConfig, seeded: bool, uses_torch: bool = True) -> None:
     """Put the process in the same state at the start of every stage: threads, and Python/NumPy/torch seeds (the
-    run's seed for a stage that reads ``seed``, 0 for one that does not, so its result cannot depend on it)."""
+    run's seed for a stage that reads ``seed``, 0 for one that does not, so its result cannot depend on it). A stage
+    without torch does not import it (about 190 MB of memory); a later stage seeds it at its own start."""
     import random
+    import sys
 
     import numpy as np
-    import torch
 
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
     seed = cfg.seed if seeded else 0
     random.seed(seed)
     np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
+    if uses_torch or "torch" in sys.modules:
+        import torch
+
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
+        torch.manual_seed(seed)
 
 
 def write_config(cfg: RunConfig) -> None:

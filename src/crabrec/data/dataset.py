@@ -92,6 +92,7 @@ class Dataset:
     given: dict[str, tuple[list[int], list[list[int]], list[int]]] | None = None
     notes: list[str] = field(default_factory=list)
     has_text: bool = True  # False: an ids-only catalogue (no item text to embed)
+    split_hint: str | None = None  # the split its preparation recipe prescribes (data.split=auto uses it)
 
     @property
     def n_items(self) -> int:

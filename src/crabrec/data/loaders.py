@@ -1,12 +1,14 @@
 """Loaders for the supported on-disk layouts; each returns a :class:`Dataset` or raises a one-line CrabError.
 
 Layouts: ``lcrec`` (LC-Rec/LETTER json), ``minionerec`` (train/valid/test CSVs + index + info), ``recbole``
-(atomic ``.inter``/``.item`` files) and ``table`` (a CSV/parquet of user,item,timestamp plus an item table).
+(atomic ``.inter``/``.item`` files), ``table`` (a CSV/parquet of user,item,timestamp plus an item table) and the raw
+Amazon dumps ``amazon14``/``amazon18``/``amazon23`` (:mod:`crabrec.data.amazon`).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import logging
 import re
@@ -29,6 +31,8 @@ log = logging.getLogger("crabrec")
 
 SPLIT_NAMES = ("train", "valid", "test")
 MINIONEREC_COLUMNS = ("user_id", "history_item_id", "item_id")
+RAW_FORMATS = ("amazon14", "amazon18", "amazon23")  # crabrec.data.amazon
+MINIONEREC_WINDOW = ["2016-10", "2018-11"]  # the months of MiniOneRec's shipped Amazon-2018 files
 
 
 def embedded_path() -> Path:
@@ -47,6 +51,7 @@ def load_dataset(cfg: DataConfig) -> Dataset:
         "minionerec": _load_minionerec,
         "recbole": _load_recbole,
         "table": _load_table,
+        **{raw: functools.partial(_load_raw, fmt=raw) for raw in RAW_FORMATS},
     }
     ds = loader[fmt](path, cfg)
     if ds.given is None:
@@ -68,12 +73,19 @@ def detect_format(path: Path) -> str:
         raise CrabError(f"{path}: cannot tell the layout from the file name; set data.format")
     if any((path / s).is_dir() for s in SPLIT_NAMES):
         return "minionerec"
+    if list(path.glob("reviews_*_5.json*")):
+        return "amazon14"
+    if list(path.glob("meta_*.jsonl*")):
+        return "amazon23"
+    if list(path.glob("meta_*.json*")):
+        return "amazon18"
     if list(path.glob("*.inter.json")):
         return "lcrec"
     if list(path.glob("*.inter")):
         return "recbole"
     raise CrabError(
-        f"{path}: no known layout found (expected <name>.inter.json, <name>.inter, or train|valid|test/ folders); "
+        f"{path}: no known layout found (expected <name>.inter.json, <name>.inter, train|valid|test/ folders, or "
+        "raw Amazon review + meta_<Category> files); "
         "set data.format"
     )
 
@@ -208,10 +220,19 @@ def _filter(ds: Dataset, k: int) -> Dataset:
         timestamps=times,
         notes=ds.notes,
         has_text=ds.has_text,
+        split_hint=ds.split_hint,
     )
 
 
 # ----------------------------------------------------------------------------------------------- layouts
+
+
+def _load_raw(path: Path, cfg: DataConfig, fmt: str) -> Dataset:
+    from crabrec.data.amazon import load_raw_amazon
+
+    recipe = cfg.recipe if cfg.recipe != "auto" else ("tiger" if fmt == "amazon14" else "minionerec")
+    window = cfg.time_window if cfg.time_window is not None else (MINIONEREC_WINDOW if recipe == "minionerec" else None)
+    return load_raw_amazon(path, fmt, recipe, window if recipe == "minionerec" else None, cfg.name)
 
 
 def _load_lcrec(path: Path, cfg: DataConfig) -> Dataset:

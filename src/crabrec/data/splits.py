@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from crabrec.data.dataset import Dataset, Samples, Splits
+from crabrec.data.dataset import PAD, Dataset, Samples, Splits
 from crabrec.errors import CrabError
 
 
 def resolve_split(dataset: Dataset, split: str) -> str:
-    """``auto``: the files' own split if there is one, else global_time with timestamps, else leave_one_out."""
+    """``auto``: the files' own split if there is one, else the recipe's (raw Amazon data), else global_time with
+    timestamps, else leave_one_out."""
     if split != "auto":
         return split
     if dataset.given is not None:
         return "given"
+    if dataset.split_hint is not None:
+        return dataset.split_hint
     return "global_time" if dataset.timestamps is not None else "leave_one_out"
 
 
@@ -38,36 +41,53 @@ def make_splits(dataset: Dataset, split: str = "auto", max_history: int = 10) ->
     raise CrabError(f"unknown split {kind!r}")
 
 
+def _positions(dataset: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every (user, position ≥ 1) of the sequences, flattened: ``(flat items, row user, row position in the flat
+    array, row's sequence start)``, users in order and positions ascending."""
+    lengths = np.fromiter((len(s) for s in dataset.sequences), dtype=np.int64, count=len(dataset.sequences))
+    flat = np.concatenate(dataset.sequences).astype(np.int64, copy=False) if len(lengths) else np.zeros(0, np.int64)
+    index = np.int32 if len(flat) < 2**31 - 1 else np.int64  # positions: half the memory on large data
+    starts = (np.concatenate([[0], np.cumsum(lengths)[:-1]]) if len(lengths) else np.zeros(0)).astype(index)
+    user = np.repeat(np.arange(len(lengths), dtype=index), np.maximum(lengths - 1, 0))
+    first = np.zeros(len(flat), dtype=bool)
+    first[starts[lengths > 0]] = True
+    pos = np.flatnonzero(~first).astype(index)  # every position but each sequence's first
+    return flat, user, pos, starts[user]
+
+
+def _rows(flat: np.ndarray, user: np.ndarray, pos: np.ndarray, start: np.ndarray, h: int) -> Samples:
+    """Samples whose target is ``flat[pos]`` and history the (at most ``h``) items before it in its sequence;
+    built in chunks so the index temporaries stay small."""
+    n = len(pos)
+    history = np.full((n, h), PAD, dtype=np.int64)
+    length = np.minimum(pos - start, h).astype(np.int64)
+    cols = np.arange(h)
+    for a in range(0, n, 1 << 18):
+        b = min(a + (1 << 18), n)
+        first = pos[a:b].astype(np.int64) - length[a:b]
+        idx = first[:, None] + cols[None, :]
+        ok = cols[None, :] < length[a:b, None]
+        history[a:b] = np.where(ok, flat[np.minimum(idx, len(flat) - 1)], PAD)
+    return Samples(user=user.astype(np.int64), history=history, length=length, target=flat[pos])
+
+
 def _leave_one_out(dataset: Dataset, h: int) -> dict[str, Samples]:
     """Last item -> test, second-last -> valid, every earlier position (with a non-empty history) -> train."""
-    rows: dict[str, tuple[list[int], list[list[int]], list[int]]] = {
-        k: ([], [], []) for k in ("train", "valid", "test")
-    }
-    for u, seq in enumerate(dataset.sequences):
-        s = seq.tolist()
-        n = len(s)
-        for i in range(1, n):
-            name = "test" if i == n - 1 else "valid" if i == n - 2 else "train"
-            users, hists, targets = rows[name]
-            users.append(u)
-            hists.append(s[max(0, i - h) : i])
-            targets.append(s[i])
-    return {k: Samples.from_rows(*v, max_history=h) for k, v in rows.items()}
+    flat, user, pos, start = _positions(dataset)
+    ends = np.cumsum([len(s) for s in dataset.sequences], dtype=np.int64)
+    back = ends[user] - pos  # 1 = the last item, 2 = the second last
+    parts = {"test": back == 1, "valid": back == 2, "train": back > 2}
+    return {k: _rows(flat, user[m], pos[m], start[m], h) for k, m in parts.items()}
 
 
 def _global_time(dataset: Dataset, h: int) -> dict[str, Samples]:
     """MiniOneRec: all sliding windows sorted by target time (stable), then 8:1:1 by row."""
-    users, hists, targets, times = [], [], [], []
     assert dataset.timestamps is not None
-    for u, (seq, ts) in enumerate(zip(dataset.sequences, dataset.timestamps)):
-        s = seq.tolist()
-        for i in range(1, len(s)):
-            users.append(u)
-            hists.append(s[max(0, i - h) : i])
-            targets.append(s[i])
-            times.append(float(ts[i]))
-    allrows = Samples.from_rows(users, hists, targets, max_history=h)
-    order = np.argsort(np.asarray(times), kind="stable")
+    flat, user, pos, start = _positions(dataset)
+    times = np.concatenate(dataset.timestamps).astype(np.float64, copy=False) if len(flat) else np.zeros(0)
+    order = np.argsort(times[pos], kind="stable")
+    del times
     n = len(order)
     a, b = int(0.8 * n), int(0.9 * n)
-    return {"train": allrows.take(order[:a]), "valid": allrows.take(order[a:b]), "test": allrows.take(order[b:])}
+    cut = {"train": order[:a], "valid": order[a:b], "test": order[b:]}
+    return {k: _rows(flat, user[o], pos[o], start[o], h) for k, o in cut.items()}

@@ -49,4 +49,5 @@ DATA_STAGE = Stage(
     reads=("data",),
     artifacts=("data/splits.npz", "data/popularity.npz", "data/items.json", "data/stats.json"),
     describe="load, k-core, split into samples, item popularity and groups",
+    uses_torch=False,
 )
