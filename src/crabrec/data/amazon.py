@@ -225,7 +225,8 @@ def clean(value: Any) -> str:
 
 
 def item_text(rec: dict[str, Any], fmt: str) -> dict[str, str]:
-    brand = rec.get("brand") or rec.get("store") or (rec.get("details") or {}).get("Brand", "")
+    details = rec.get("details") if isinstance(rec.get("details"), dict) else {}
+    brand = rec.get("brand") or rec.get("store") or details.get("Brand", "")
     categories = rec.get("categories") if fmt != "amazon18" else rec.get("category")
     if fmt == "amazon14" and isinstance(categories, list) and categories and isinstance(categories[0], list):
         categories = categories[0]  # the first category path
