@@ -76,7 +76,7 @@ def time_steps(cfg, splits, cb, steps: int) -> None:
             make = row_batcher(splits.train, tokens)
             plan = list(batches(len(splits.train), cfg.train.batch_size, 0, 1))
         else:
-            _, make, plan_fn = packed_batcher(splits.train, tokens, cfg.train.batch_size, 0)
+            _, make, plan_fn, _ = packed_batcher(splits.train, tokens, cfg.train.batch_size, 0)
             plan = plan_fn(1)
         model = build_decoder(N_SPECIAL + cb.vocab_size, TrainConfig(), seed=0)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

@@ -66,7 +66,7 @@ def main() -> None:
         model = build_tiger(cb.vocab_size, size, seed=seed)
         return model if fast else use_fast_dropout(model, torch.nn.Dropout)  # back to torch's own dropout
 
-    _, make_packed, plan_packed = packed_batcher(train, tokens, 128, seed)
+    _, make_packed, plan_packed, _ = packed_batcher(train, tokens, 128, seed)
     tiger = tiger_model(fast=True)
 
     def make_tiger(rows):

@@ -199,3 +199,15 @@ def test_minionerec_export_round_trips(tiny_run, tmp_path, capsys):
     code, _, err = run_cli(["data", "export", str(tiny_run), str(out)], capsys)
     assert code == 2 and "exists and is not empty" in err
     assert run_cli(["data", "export", str(tiny_run), str(out), "--force"], capsys)[0] == 0
+
+
+def test_cli_no_valid_line_is_exit_2(tmp_path, capsys):
+    from tests.test_cli_bad_input import run_cli
+
+    folder = tmp_path / "raw"
+    folder.mkdir()
+    write_gz(folder / "Toys_5.json.gz", ["{oops", json.dumps({"reviewerID": "u", "asin": "a", "unixReviewTime": "x"})])
+    write_gz(folder / "meta_Toys.json.gz", [json.dumps({"asin": "a", "title": "Toy"})])
+    code, _, err = run_cli(["data", "stats", "--data", str(folder), "--set", f"runs_dir={tmp_path / 'runs'}"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "Toys_5.json.gz: no valid review line (2 of 2 review lines skipped (bad JSON 1, non-numeric" in err

@@ -659,7 +659,10 @@ def main(argv: list[str] | None = None) -> None:
     and exits 130."""
     from typer._click import exceptions as click_errors
 
+    from crabrec import distributed
+
     _setup_logging()
+    distributed.setup()  # under torchrun / accelerate launch: join the process group
     refresh_help()
     try:
         code = app(args=argv, prog_name="crabrec", standalone_mode=False)

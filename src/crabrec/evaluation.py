@@ -108,9 +108,37 @@ def versus_base(files: RunFiles, items: np.ndarray, test: Samples, trie, samples
 
 def evaluate_ranker(files: RunFiles, method: str, ranker, trie, cfg: EvalConfig, seed: int) -> dict[str, Any]:
     """Rank the test rows with ``ranker`` (:mod:`crabrec.rankers`) and write ``method``'s metrics and rankings
-    (``trie``: the SIDs it ranks over; None for an item-id ranker)."""
+    (``trie``: the SIDs it ranks over; None for an item-id ranker). Under a launcher the rows are sharded."""
+    from crabrec import distributed
+
     test = test_rows(files, cfg)
     start = time.perf_counter()
-    items, scores = ranker.rank(test, desc=f"evaluate {method}")
+    items, scores = rank_sharded(ranker, test, f"evaluate {method}")
     seconds = time.perf_counter() - start
-    return write_evaluation(files, method, items, scores, test, seconds, trie, cfg, seed)
+    summary = (
+        write_evaluation(files, method, items, scores, test, seconds, trie, cfg, seed)
+        if distributed.is_main()
+        else None
+    )
+    return distributed.broadcast(summary)
+
+
+def rank_sharded(ranker, rows: Samples, desc: str) -> tuple[np.ndarray, np.ndarray]:
+    """``ranker.rank(rows)``; with several processes, each ranks every N-th block of ``ranker.block`` rows (the
+    batches a single process would decode, so every row's result is the same) and the blocks are gathered in order."""
+    from tqdm.auto import tqdm
+
+    from crabrec import distributed
+
+    world, me = distributed.size(), distributed.rank()
+    if world == 1:
+        return ranker.rank(rows, desc=desc)
+    starts = list(range(0, len(rows), ranker.block))[me::world]
+    mine = []
+    for s in tqdm(starts, desc=f"{desc} (process {me} of {world})", disable=me != 0, leave=False):
+        block = rows.take(np.arange(s, min(s + ranker.block, len(rows))))
+        mine.append((s, *ranker.rank(block, desc=desc, progress=False)))
+    parts = sorted((p for shard in distributed.gather(mine) for p in shard), key=lambda p: p[0])
+    if not parts:
+        return ranker.rank(rows, desc=desc, progress=False)  # no rows: the empty ranking of the right shape
+    return np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from crabrec import distributed
 from crabrec.config import RunConfig, applies, is_speed_only, leaf_keys
 from crabrec.errors import CrabError
 from crabrec.io import sha256_of, write_json, write_text
@@ -50,6 +51,7 @@ class Stage:
     describe: str = ""
     needs_if: Callable[[RunContext], tuple[str, ...]] | None = None  # inputs that depend on what earlier stages made
     uses_torch: bool = True  # False: torch is not imported for it (seeded all the same when already loaded)
+    distributed: bool = False  # under a launcher, every process runs it (training, evaluation); else the main one
 
     def declared_keys(self, config: Any = None) -> set[str]:
         """Every setting this stage may read under ``config``, sections expanded to their keys."""
@@ -185,7 +187,8 @@ class RunContext:
         if name in self._ran:  # computed by this context already
             return self.summary(name)
         fresh_input = any(dep in self._ran for dep in self.needs(name))  # e.g. a forced re-training
-        if name not in self.force and not fresh_input and self.is_done(name):
+        cached = name not in self.force and not fresh_input and distributed.is_main() and self.is_done(name)
+        if distributed.broadcast(cached):  # the main process decides for all (it alone writes the files)
             summary = self.summary(name)
             if name not in self._checked:
                 log.info("[%s] cached (%s)", name, _one_line(summary))
@@ -195,15 +198,19 @@ class RunContext:
         start = time.perf_counter()
         self.running = name
         self._view = ConfigView(self.config, stage.declared_keys(self.config), seen, name)
+        main = distributed.is_main()
         try:
             start_stage(self.config, "seed" in stage.reads, stage.uses_torch)
-            summary = stage.fn(self)
+            summary = stage.fn(self) if main or stage.distributed else {}
         finally:
             self._view, self.running = None, ""
         seconds = time.perf_counter() - start
-        write_config(self.config)  # after success: a failing stage leaves the run directory as it was
-        state = {"key": self.key(name), "seconds": round(seconds, 3), "summary": summary, "read": sorted(seen)}
-        write_json(self.state_path(name), state)
+        if main:
+            write_config(self.config)  # after success: a failing stage leaves the run directory as it was
+            state = {"key": self.key(name), "seconds": round(seconds, 3), "summary": summary, "read": sorted(seen)}
+            write_json(self.state_path(name), state)
+        distributed.barrier()  # the other processes go on once the main one has written the stage's files
+        summary = distributed.broadcast(summary)
         log.info("[%s] done in %.1fs (%s)", name, seconds, _one_line(summary))
         self.force.discard(name)
         self._checked.add(name)
@@ -255,7 +262,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     import fcntl
 
     run_dir = Path(run_dir).resolve()
-    if run_dir in _HELD:
+    if run_dir in _HELD or not distributed.is_main():  # under a launcher the main process holds it for all
         yield
         return
     if run_dir.exists() and not run_dir.is_dir():

@@ -21,6 +21,7 @@ class Ranker(Protocol):
     """``rank(rows)`` -> ``(items [N, width], scores [N, width])``, best first (-1 = an empty slot)."""
 
     width: int  # the length of every ranked list: the beam of a generative model
+    block: int  # rows it decodes together (sharded evaluation splits the rows into whole blocks)
 
     def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]: ...
 
@@ -92,6 +93,7 @@ class GeneratorRanker:
         self.io = generator_io(model_dir, codebook)
         self.trie = SidTrie.build(codebook)
         self.width, self.batch_size = beam, batch_size
+        self.block = batch_size
 
     def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
         from crabrec.decode.rank import rank_samples

@@ -24,7 +24,8 @@ def crab_loss(h: Hierarchy, gamma: float, normalize: bool):
         rec = target_loss(model, batch["ids"], batch["mask"], batch["labels"], position_ids=batch.get("positions"))
         if gamma == 0:
             return rec
-        return rec + gamma * alignment_loss(model.get_input_embeddings().weight, h, normalize)
+        inner = getattr(model, "module", model)  # under several processes the loop hands over the DDP wrapper
+        return rec + gamma * alignment_loss(inner.get_input_embeddings().weight, h, normalize)
 
     return loss
 

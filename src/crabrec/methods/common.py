@@ -34,6 +34,7 @@ def eval_stage(name: str, method: str, needs: tuple[str, ...], rebalanced: bool 
         needs=eval_needs(method, needs),
         artifacts=tuple(f"models/{method}/{a}" for a in EVAL_ARTIFACTS),
         describe=f"{method}: constrained beam search on the test rows -> metrics.json, rankings.parquet",
+        distributed=True,
     )
 
 
@@ -73,4 +74,4 @@ def train_from_scratch(ctx: RunContext, method: str, loss_fn=None) -> dict[str, 
 def train_stage(name: str, method: str, fn, reads: tuple[str, ...], describe: str, needs=("data", "tokenize")) -> Stage:
     """Stage ``name``: ``fn`` trains ``method`` into ``models/<method>/`` (weights + ``train_summary.json``)."""
     artifacts = (f"models/{method}/model/model.safetensors", f"models/{method}/train_summary.json")
-    return Stage(name=name, fn=fn, reads=reads, needs=needs, artifacts=artifacts, describe=describe)
+    return Stage(name=name, fn=fn, reads=reads, needs=needs, artifacts=artifacts, describe=describe, distributed=True)

@@ -64,7 +64,7 @@ class RerankRanker:
 
     def __init__(self, base, penalty: np.ndarray, alpha: float) -> None:
         self.base, self.penalty, self.alpha = base, penalty, alpha
-        self.trie, self.width = base.trie, base.width
+        self.trie, self.width, self.block = base.trie, base.width, base.block
 
     def rank(self, rows, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
         from crabrec.baselines.rerank import rerank

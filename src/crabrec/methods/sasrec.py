@@ -49,6 +49,7 @@ class SasrecRanker:
     """The saved SASRec: full ranking over the catalogue, the top ``width`` items with their logits."""
 
     trie = None  # ranks item ids, not SIDs
+    block = 512  # top_full's batch
 
     def __init__(self, model_dir, width: int) -> None:
         from crabrec.models.sasrec import SASRec
@@ -87,6 +88,7 @@ EVAL = Stage(
     needs=eval_needs("sasrec", ("data", "sasrec")),
     artifacts=("models/sasrec/metrics.json", "models/sasrec/rankings.parquet"),
     describe="sasrec: full ranking of the test rows -> metrics.json, rankings.parquet",
+    distributed=True,
 )
 METHOD = Method(
     name="sasrec",

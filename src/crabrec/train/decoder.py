@@ -40,8 +40,9 @@ def row_batcher(samples: Samples, tokens: np.ndarray, prompt=None):
 
 
 def packed_batcher(samples: Samples, tokens: np.ndarray, batch_size: int, seed: int):
-    """``(n chains, make, plan)``: chains of users instead of rows, in length-bucketed batches of about
-    ``batch_size`` rows each; the window is the samples' history width."""
+    """``(n chains, make, plan, size)``: chains of users instead of rows, in length-bucketed batches of about
+    ``batch_size`` rows each (``size(index)``: the training rows those chains hold); the window is the samples'
+    history width."""
     from crabrec.models.packing import build_chains, pack_batch
 
     max_history = samples.history.shape[1]
@@ -57,7 +58,10 @@ def packed_batcher(samples: Samples, tokens: np.ndarray, batch_size: int, seed: 
     def plan(epoch: int) -> list[np.ndarray]:
         return length_bucketed(lengths, rows, batch_size, seed, epoch)
 
-    return len(chains.items), make, plan
+    def size(index: np.ndarray) -> int:
+        return int(rows[index].sum())
+
+    return len(chains.items), make, plan, size
 
 
 def sid_validator(trie, tokens: np.ndarray, samples: Samples, cfg: TrainConfig, io=None):
@@ -106,9 +110,9 @@ def train_decoder(
     from crabrec.decode.trie import SidTrie
 
     tokens = io.tokens
-    n_rows, batcher, plan = len(splits.train), row_batcher(splits.train, tokens, io.train_prompt), None
+    rows = Rows(len(splits.train), row_batcher(splits.train, tokens, io.train_prompt))
     if cfg.packing == "packed" and io.train_prompt is None:  # a backbone's prompt rows are trained row by row
-        n_rows, batcher, plan = packed_batcher(splits.train, tokens, cfg.batch_size, seed)
+        rows = Rows(*packed_batcher(splits.train, tokens, cfg.batch_size, seed))
     validate = sid_validator(SidTrie.build(codebook), tokens, splits.valid, cfg, io)
-    result = train(model, Rows(n_rows, batcher, plan), loss_fn or decoder_loss, validate, cfg, out_dir, seed, **loop)
+    result = train(model, rows, loss_fn or decoder_loss, validate, cfg, out_dir, seed, **loop)
     return training_summary(result, out_dir)

@@ -114,11 +114,14 @@ def load_checkpoint(folder: Path, model, optimizer, scheduler) -> dict[str, Any]
 @dataclass
 class Rows:
     """The training data as the loop sees it: ``n`` rows, ``make(indices)`` builds a batch, ``plan(epoch)`` (optional)
-    gives an epoch's batches of indices (e.g. :func:`length_bucketed`; default: shuffled ``batch_size`` rows)."""
+    gives an epoch's batches of indices (e.g. :func:`length_bucketed`; default: shuffled ``batch_size`` rows), and
+    ``size(indices)`` (optional) the number of training rows they hold, the weight of their mean loss (default: one
+    per index; a packed chain holds several)."""
 
     n: int
     make: Callable[[np.ndarray], Batch]
     plan: Callable[[int], list[np.ndarray]] | None = None
+    size: Callable[[np.ndarray], int] = len
 
 
 def train(
@@ -150,7 +153,14 @@ def train(
         cpu=not cuda,
         mixed_precision="bf16" if cuda and torch.cuda.is_bf16_supported() else "no",
     )
-    log.info("training on %s (mixed precision: %s)", accelerator.device, accelerator.mixed_precision)
+    log.info(
+        "training on %s (mixed precision: %s%s)",
+        accelerator.device,
+        accelerator.mixed_precision,
+        f", {accelerator.num_processes} processes, {accelerator.distributed_type.value}"
+        if accelerator.num_processes > 1
+        else "",
+    )
     groups = param_groups or [{"params": [p for p in model.parameters() if p.requires_grad]}]
     optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
     plans = {
@@ -204,12 +214,18 @@ def train(
         model.train()
         total_loss, count = 0.0, 0
         epoch_start = time.perf_counter()
-        bar = tqdm(plans[epoch], desc=f"epoch {epoch}", leave=False)
-        for index in bar:
-            index = index[accelerator.process_index :: accelerator.num_processes]  # data parallel: a share each
+        bar = tqdm(plans[epoch], desc=f"epoch {epoch}", leave=False, disable=not accelerator.is_main_process)
+        world = accelerator.num_processes
+        for whole in bar:
+            index = whole[accelerator.process_index :: world]  # data parallel: a share each
+            weight = rows.size(index)
+            if not len(index):  # fewer indices than processes: this one joins the step with a zero-weight row
+                index = whole[:1]
             with accelerator.accumulate(model):
                 loss = loss_fn(model, to_device(rows.make(index), accelerator.device))
-                accelerator.backward(loss)
+                # gradients are averaged over processes: weigh each share by its size, so that the step is the one
+                # of the whole batch's mean loss however the rows divide
+                accelerator.backward(loss * (weight * world / rows.size(whole)) if world > 1 else loss)
                 optimizer.step()
                 if accelerator.sync_gradients:
                     scheduler.step()
@@ -219,9 +235,12 @@ def train(
                 raise CrabError(
                     f"training diverged in epoch {epoch}: the loss is {value}; lower the learning rate (lr={cfg.lr})"
                 )
-            total_loss += value * len(index)
-            count += len(index)
-            bar.set_postfix(loss=f"{total_loss / count:.4f}")
+            total_loss += value * weight
+            count += weight
+            bar.set_postfix(loss=f"{total_loss / max(count, 1):.4f}")
+        if world > 1:  # the epoch's mean loss over every process's rows
+            sums = accelerator.reduce(torch.tensor([total_loss, float(count)], device=accelerator.device), "sum")
+            total_loss, count = float(sums[0]), int(sums[1])
         model.eval()
         score = float(validate(accelerator.unwrap_model(model)))
         entry = {
@@ -280,7 +299,10 @@ def training_summary(result: TrainResult, out_dir: Path) -> dict[str, Any]:
         "train_seconds": round(result.seconds, 1),
         "seconds_per_epoch": round(float(np.mean(epoch_seconds)), 1) if epoch_seconds else 0.0,
     }
-    write_json(out_dir / "train_summary.json", summary)
+    from crabrec import distributed
+
+    if distributed.is_main():
+        write_json(out_dir / "train_summary.json", summary)
     return summary
 
 
