@@ -666,6 +666,7 @@ def main(argv: list[str] | None = None) -> None:
     refresh_help()
     try:
         code = app(args=argv, prog_name="crabrec", standalone_mode=False)
+        distributed.teardown()
     except CrabError as exc:
         _fail(str(exc), 2)
     except click_errors.NoArgsIsHelpError as exc:

@@ -37,6 +37,14 @@ def setup() -> None:
         logging.getLogger("crabrec").setLevel(logging.WARNING)
 
 
+def teardown() -> None:
+    """Leave the process group before the interpreter exits (its threads must not outlive it: that aborts)."""
+    group = _group()
+    if group:
+        group.barrier()  # nobody leaves while another process still talks to it
+        group.destroy_process_group()
+
+
 def _group():
     if not launched():
         return None
