@@ -18,7 +18,7 @@ from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 from crabrec.errors import CrabError, clip
-from crabrec.recommender import Recommender
+from crabrec.recommender import Recommendation, Recommender
 from crabrec.serve.batcher import DynamicBatcher
 
 ItemIds = list[StrictStr | StrictInt]
@@ -38,20 +38,11 @@ class RecommendRequest(BaseModel):
     drop_unknown: StrictBool = Field(False, description="ignore item ids outside the catalogue instead of a 422")
 
 
-class Item(BaseModel):
-    rank: int
-    item: str
-    title: str
-    score: float
-    group: int
-    popular: bool
-
-
 class RecommendResponse(BaseModel):
     method: str
     k: int
-    items: list[Item] | None = Field(None, description="the answer to `history`")
-    results: list[list[Item]] | None = Field(None, description="the answers to `histories`, in order")
+    items: list[Recommendation] | None = Field(None, description="the answer to `history`")
+    results: list[list[Recommendation]] | None = Field(None, description="the answers to `histories`, in order")
 
 
 @dataclass(frozen=True)
