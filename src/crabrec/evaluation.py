@@ -106,9 +106,9 @@ def versus_base(files: RunFiles, items: np.ndarray, test: Samples, trie, samples
     return out
 
 
-def evaluate_ranker(files: RunFiles, method: str, ranker, trie, cfg: EvalConfig, seed: int) -> dict[str, Any]:
-    """Rank the test rows with ``ranker`` (:mod:`crabrec.rankers`) and write ``method``'s metrics and rankings
-    (``trie``: the SIDs it ranks over; None for an item-id ranker). Under a launcher the rows are sharded."""
+def evaluate_ranker(files: RunFiles, method: str, ranker, cfg: EvalConfig, seed: int) -> dict[str, Any]:
+    """Rank the test rows with ``ranker`` (:mod:`crabrec.rankers`) and write ``method``'s metrics and rankings.
+    Under a launcher the rows are sharded."""
     from crabrec import distributed
 
     test = test_rows(files, cfg)
@@ -116,7 +116,7 @@ def evaluate_ranker(files: RunFiles, method: str, ranker, trie, cfg: EvalConfig,
     items, scores = rank_sharded(ranker, test, f"evaluate {method}")
     seconds = time.perf_counter() - start
     summary = (
-        write_evaluation(files, method, items, scores, test, seconds, trie, cfg, seed)
+        write_evaluation(files, method, items, scores, test, seconds, ranker.trie, cfg, seed)
         if distributed.is_main()
         else None
     )

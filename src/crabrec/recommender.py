@@ -172,5 +172,4 @@ def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -
     cfg = load_config(str(root / "config.yaml"), location)
     files = RunFiles(root)
     ranker = chosen.ranker(files, cfg, beam)
-    splits = files.load_splits()
-    return Recommender(root, method, ranker, files.load_items(), files.load_popularity(), splits.test.history.shape[1])
+    return Recommender(root, method, ranker, files.load_items(), files.load_popularity(), cfg.data.max_history)

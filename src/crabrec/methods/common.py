@@ -1,4 +1,5 @@
-"""Stage builders the methods share: the test evaluation of a saved generative model, and decoder training."""
+"""Stage builders the methods share: the test evaluation and the validation of a method's ranker, and decoder
+training."""
 
 from __future__ import annotations
 
@@ -17,15 +18,13 @@ def eval_needs(method: str, needs: tuple[str, ...]) -> tuple[str, ...]:
     return needs if method == BASE or "evaluate" in needs else (*needs, "evaluate")
 
 
-def eval_stage(name: str, method: str, needs: tuple[str, ...], rebalanced: bool = False) -> Stage:
-    """Stage ``name``: constrained beam search over the test rows with ``models/<method>/model``."""
+def eval_stage(name: str, method: str, needs: tuple[str, ...], ranker) -> Stage:
+    """Stage ``name``: ``ranker(files, cfg)`` (the method's :class:`~crabrec.rankers.Ranker`) ranks the test rows."""
 
     def run(ctx: RunContext) -> dict[str, Any]:
         from crabrec.evaluation import evaluate_ranker
-        from crabrec.rankers import generator_ranker
 
-        ranker = generator_ranker(method, rebalanced)(ctx.files, ctx.cfg)
-        return evaluate_ranker(ctx.files, method, ranker, ranker.trie, ctx.cfg.evaluate, ctx.cfg.seed)
+        return evaluate_ranker(ctx.files, method, ranker(ctx.files, ctx.cfg), ctx.cfg.evaluate, ctx.cfg.seed)
 
     return Stage(
         name=name,
@@ -33,26 +32,25 @@ def eval_stage(name: str, method: str, needs: tuple[str, ...], rebalanced: bool 
         reads=EVAL_READS,
         needs=eval_needs(method, needs),
         artifacts=tuple(f"models/{method}/{a}" for a in EVAL_ARTIFACTS),
-        describe=f"{method}: constrained beam search on the test rows -> metrics.json, rankings.parquet",
+        describe=f"{method}: rank the test rows -> metrics.json, rankings.parquet",
         distributed=True,
     )
 
 
-def generator_validation(method: str, rebalanced: bool = False):
-    """``validate(files, cfg, rows)`` of a generative method: its saved model's beam search over the validation rows
-    (``rows``: the first N, None = all) scored like the test (HR@10, NDCG@10, MGU@10, DGU@10)."""
+def ranker_validation(method: str, ranker):
+    """``validate(files, cfg, rows)`` of a method: its ranker over the validation rows (``rows``: the first N,
+    None = all) scored like the test (HR@10, NDCG@10, MGU@10, DGU@10)."""
 
     def validate(files, cfg, rows: int | None) -> dict[str, float]:
         from crabrec.decode.rank import score_rankings
         from crabrec.metrics import HEADLINE
-        from crabrec.rankers import generator_ranker
         from crabrec.runfiles import first_rows
 
-        ranker = generator_ranker(method, rebalanced)(files, cfg)
+        ranked = ranker(files, cfg)
         valid = first_rows(files.load_splits().valid, rows)
-        items, _ = ranker.rank(valid, desc=f"{method}: validation")
+        items, _ = ranked.rank(valid, desc=f"{method}: validation")
         pop = files.load_popularity()
-        m = score_rankings(items, valid, pop.group, pop.popular, pop.n_groups, ranker.trie, [10], [10])
+        m = score_rankings(items, valid, pop.group, pop.popular, pop.n_groups, ranked.trie, [10], [10])
         return {k: m[k] for k in HEADLINE}
 
     return validate

@@ -8,9 +8,11 @@ from typing import Any
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_text
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, generator_validation, train_stage
+from crabrec.methods.common import eval_stage, ranker_validation, train_stage
 from crabrec.pipeline import RunContext, Stage
 from crabrec.rankers import generator_ranker
+
+RANKER = generator_ranker("crab", rebalanced=True)  # its test evaluation, validation, API and server rank with it
 
 REBALANCE_READS = ("ratio", "levels", "max_split", "lam", "n_init", "max_iter", "exact_limit")
 FINETUNE_READS = ("gamma", "normalize_lt", "params", "lora_r", "lora_alpha", "lora_dropout", "init_noise")
@@ -126,14 +128,14 @@ FINETUNE = train_stage(
 METHOD = Method(
     name="crab",
     label="CRAB",
-    stages=(REBALANCE, FINETUNE, eval_stage("crab-eval", "crab", ("data", "tokenize", "finetune"), rebalanced=True)),
+    stages=(REBALANCE, FINETUNE, eval_stage("crab-eval", "crab", ("data", "tokenize", "finetune"), RANKER)),
     trains="finetune",
     evaluates="crab-eval",
     cost=("rebalance", "finetune"),
     section="crab",
     knob="crab.gamma",
     grid=(0.0, 0.1, 0.5, 1.0),
-    validate=generator_validation("crab", rebalanced=True),
-    ranker=generator_ranker("crab", rebalanced=True),
+    validate=ranker_validation("crab", RANKER),
+    ranker=RANKER,
     describe="CRAB: codebook rebalancing + hierarchical alignment fine-tune",
 )

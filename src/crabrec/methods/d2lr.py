@@ -8,9 +8,11 @@ from typing import Any
 
 from crabrec.errors import CrabError
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, generator_validation, train_from_scratch, train_stage
+from crabrec.methods.common import eval_stage, ranker_validation, train_from_scratch, train_stage
 from crabrec.pipeline import RunContext
 from crabrec.rankers import generator_ranker
+
+RANKER = generator_ranker("d2lr")  # its test evaluation, validation, API and server rank with it
 
 
 def run_d2lr(ctx: RunContext) -> dict[str, Any]:
@@ -30,14 +32,14 @@ TRAIN = train_stage("d2lr", "d2lr", run_d2lr, READS, "D²LR (reconstruction): de
 METHOD = Method(
     name="d2lr",
     label="D²LR (reconstruction)",
-    stages=(TRAIN, eval_stage("d2lr-eval", "d2lr", needs=("data", "tokenize", "d2lr"))),
+    stages=(TRAIN, eval_stage("d2lr-eval", "d2lr", ("data", "tokenize", "d2lr"), RANKER)),
     trains="d2lr",
     evaluates="d2lr-eval",
     cost=("d2lr",),
     section="baselines",
     knob="baselines.d2lr_alpha",
     grid=(0.2, 0.5, 0.8),
-    validate=generator_validation("d2lr"),
-    ranker=generator_ranker("d2lr"),
+    validate=ranker_validation("d2lr", RANKER),
+    ranker=RANKER,
     describe="D²LR: token-level inverse-propensity retraining",
 )

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, generator_validation, train_from_scratch, train_stage
+from crabrec.methods.common import eval_stage, ranker_validation, train_from_scratch, train_stage
 from crabrec.pipeline import RunContext
 from crabrec.rankers import generator_ranker
+
+RANKER = generator_ranker("mor")  # its test evaluation, validation, API and server rank with it
 
 
 def run_train(ctx: RunContext) -> dict[str, Any]:
@@ -16,7 +18,7 @@ def run_train(ctx: RunContext) -> dict[str, Any]:
 
 
 TRAIN = train_stage("train", "mor", run_train, ("train", "seed"), "MOR-style decoder trained on the base codebook")
-EVALUATE = eval_stage("evaluate", "mor", needs=("data", "tokenize", "train"))
+EVALUATE = eval_stage("evaluate", "mor", ("data", "tokenize", "train"), RANKER)
 METHOD = Method(
     name="mor",
     label="MOR (base)",
@@ -25,7 +27,7 @@ METHOD = Method(
     evaluates="evaluate",
     cost=("train",),
     section="train",
-    validate=generator_validation("mor"),
-    ranker=generator_ranker("mor"),
+    validate=ranker_validation("mor", RANKER),
+    ranker=RANKER,
     describe="the generative backbone (causal decoder over SID tokens)",
 )

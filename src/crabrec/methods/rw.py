@@ -8,9 +8,11 @@ from typing import Any
 from crabrec.errors import CrabError
 from crabrec.io import write_json
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, generator_validation, train_from_scratch, train_stage
+from crabrec.methods.common import eval_stage, ranker_validation, train_from_scratch, train_stage
 from crabrec.pipeline import RunContext
 from crabrec.rankers import generator_ranker
+
+RANKER = generator_ranker("rw")  # its test evaluation, validation, API and server rank with it
 
 
 def run_rw(ctx: RunContext) -> dict[str, Any]:
@@ -31,14 +33,14 @@ TRAIN = train_stage("rw", "rw", run_rw, READS, "Reweighting: decoder retrained w
 METHOD = Method(
     name="rw",
     label="RW",
-    stages=(TRAIN, eval_stage("rw-eval", "rw", needs=("data", "tokenize", "rw"))),
+    stages=(TRAIN, eval_stage("rw-eval", "rw", ("data", "tokenize", "rw"), RANKER)),
     trains="rw",
     evaluates="rw-eval",
     cost=("rw",),
     section="train",
     knob="baselines.rw_beta",
     grid=(0.25, 0.5, 1.0),
-    validate=generator_validation("rw"),
-    ranker=generator_ranker("rw"),
+    validate=ranker_validation("rw", RANKER),
+    ranker=RANKER,
     describe="Reweighting: group-weighted retraining",
 )

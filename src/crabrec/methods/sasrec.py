@@ -9,8 +9,8 @@ import numpy as np
 from crabrec.data.dataset import Samples
 from crabrec.errors import CrabError
 from crabrec.methods import Method
-from crabrec.methods.common import EVAL_READS, eval_needs, train_stage
-from crabrec.pipeline import RunContext, Stage
+from crabrec.methods.common import eval_stage, train_stage
+from crabrec.pipeline import RunContext
 
 
 def run_sasrec(ctx: RunContext) -> dict[str, Any]:
@@ -72,24 +72,9 @@ def sasrec_ranker(files, cfg, beam: int | None = None) -> SasrecRanker:
     return SasrecRanker(files.weights("sasrec"), beam or cfg.evaluate.beam)
 
 
-def run_eval(ctx: RunContext) -> dict[str, Any]:
-    from crabrec.evaluation import evaluate_ranker
-
-    ranker = sasrec_ranker(ctx.files, ctx.cfg)
-    return evaluate_ranker(ctx.files, "sasrec", ranker, None, ctx.cfg.evaluate, ctx.cfg.seed)
-
-
 READS = ("sasrec", "train.valid_samples", "seed")
 TRAIN = train_stage("sasrec", "sasrec", run_sasrec, READS, "SASRec (item ids, full ranking)", needs=("data",))
-EVAL = Stage(
-    name="sasrec-eval",
-    fn=run_eval,
-    reads=EVAL_READS,
-    needs=eval_needs("sasrec", ("data", "sasrec")),
-    artifacts=("models/sasrec/metrics.json", "models/sasrec/rankings.parquet"),
-    describe="sasrec: full ranking of the test rows -> metrics.json, rankings.parquet",
-    distributed=True,
-)
+EVAL = eval_stage("sasrec-eval", "sasrec", ("data", "sasrec"), sasrec_ranker)
 METHOD = Method(
     name="sasrec",
     label="SASRec",

@@ -12,6 +12,8 @@ from crabrec.methods.common import eval_stage, train_stage
 from crabrec.pipeline import RunContext
 from crabrec.rankers import generator_ranker
 
+RANKER = generator_ranker("tiger")  # its test evaluation, validation, API and server rank with it
+
 
 def run_tiger(ctx: RunContext) -> dict[str, Any]:
     from crabrec.decode.trie import SidTrie
@@ -46,11 +48,11 @@ TRAIN = train_stage("tiger", "tiger", run_tiger, READS, "TIGER: T5 encoder-decod
 METHOD = Method(
     name="tiger",
     label="TIGER",
-    stages=(TRAIN, eval_stage("tiger-eval", "tiger", needs=("data", "tokenize", "tiger"))),
+    stages=(TRAIN, eval_stage("tiger-eval", "tiger", ("data", "tokenize", "tiger"), RANKER)),
     trains="tiger",
     evaluates="tiger-eval",
     cost=("tiger",),
     section="tiger",
-    ranker=generator_ranker("tiger"),
+    ranker=RANKER,
     describe="TIGER: encoder-decoder generative retrieval",
 )
