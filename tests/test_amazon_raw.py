@@ -211,3 +211,10 @@ def test_cli_no_valid_line_is_exit_2(tmp_path, capsys):
     code, _, err = run_cli(["data", "stats", "--data", str(folder), "--set", f"runs_dir={tmp_path / 'runs'}"], capsys)
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert "Toys_5.json.gz: no valid review line (2 of 2 review lines skipped (bad JSON 1, non-numeric" in err
+
+
+def test_time_window_applies_to_the_tiger_recipe_when_set(tmp_path):
+    folder = tiger_fixture(tmp_path / "w")  # every interaction is in 2016-11 or 2016-12
+    assert load_dataset(DataConfig(path=str(folder), kcore=3, time_window=["2016-11", "2016-12"])).n_users == 3
+    with pytest.raises(CrabError, match="no interaction left"):
+        load_dataset(DataConfig(path=str(folder), kcore=3, time_window=["2017-01", "2017-02"]))

@@ -58,7 +58,8 @@ class DataConfig(Strict):
         None,
         min_length=2,
         max_length=2,
-        description="raw data, minionerec recipe: [first, last] month as YYYY-MM; None = 2016-10 to 2018-11",
+        description="raw data: keep interactions from the first to the last month (YYYY-MM, both included); "
+        "None = the recipe's (minionerec: 2016-10 to 2018-11; tiger: none)",
     )
     split: Literal["auto", "leave_one_out", "global_time", "given"] = "auto"
     max_history: int = Field(10, ge=1)

@@ -300,8 +300,8 @@ def load_raw_amazon(folder: Path, fmt: str, recipe: str, window: list[str] | Non
     if recipe == "minionerec":
         titled = np.array([usable_title(meta.get(i, {}).get("title", "")) for i in item_names], dtype=bool)
         keep &= titled[item]
-        if window:
-            keep &= (when >= month_start(window[0])) & (when < month_start(window[1], end=True))
+    if window:  # both months included
+        keep &= (when >= month_start(window[0])) & (when < month_start(window[1], end=True))
     no_meta = sum(1 for i in item_names if i not in meta)
     if no_meta:
         notes.append(f"{no_meta} reviewed items have no metadata line (empty text)")

@@ -231,8 +231,8 @@ def _load_raw(path: Path, cfg: DataConfig, fmt: str) -> Dataset:
     from crabrec.data.amazon import load_raw_amazon
 
     recipe = cfg.recipe if cfg.recipe != "auto" else ("tiger" if fmt == "amazon14" else "minionerec")
-    window = cfg.time_window if cfg.time_window is not None else (MINIONEREC_WINDOW if recipe == "minionerec" else None)
-    return load_raw_amazon(path, fmt, recipe, window if recipe == "minionerec" else None, cfg.name)
+    window = cfg.time_window or (MINIONEREC_WINDOW if recipe == "minionerec" else None)
+    return load_raw_amazon(path, fmt, recipe, window, cfg.name)
 
 
 def _load_lcrec(path: Path, cfg: DataConfig) -> Dataset:
