@@ -361,16 +361,21 @@ def train(
     opts: RunOptions,
     method: Annotated[str, TRAINED_METHOD] = "mor",
     backbone: Annotated[
-        str | None, typer.Option(help="MOR on a local Hugging Face causal LM (LoRA), e.g. from `backbone import-gguf`.")
+        str | None,
+        typer.Option(
+            help="A local Hugging Face causal LM (LoRA) under MOR and the methods built on it (RW, RR, D²LR, CRAB), "
+            "e.g. from `backbone import-gguf`."
+        ),
     ] = None,
     force: ForceOpt = False,
 ) -> None:
     """Train one method (and the stages it needs), evaluate it on the test rows, print its metrics."""
-    from crabrec.methods import get
+    from crabrec.methods import get, methods
 
     chosen = get(method, trained=True)
-    if backbone and method != "mor":
-        raise CrabError(f"--backbone: only for --method mor (got --method {method})")
+    if backbone and not chosen.backbone:
+        on = ", ".join(m.name for m in methods() if m.backbone and m.trains)
+        raise CrabError(f"--backbone: for the methods built on the MOR decoder ({on}), not --method {method}")
     cfg = opts.resolve(train={"backbone": backbone} if backbone else None)
     run_stage(cfg, chosen.evaluates, (chosen.trains or chosen.evaluates) if force else None)
     _print_metrics(cfg, chosen.name)

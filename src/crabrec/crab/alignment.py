@@ -24,11 +24,12 @@ class Hierarchy:
     n_parents: int
 
 
-def hierarchy(codebook: Codebook) -> Hierarchy:
+def hierarchy(codebook: Codebook, base: int = N_SPECIAL) -> Hierarchy:
+    """Parent/child pairs of ``codebook``; ``base`` = vocabulary id of its global token 0 (a backbone's first SID)."""
     slots, children = [], []
     n = 0
     for level in range(codebook.semantic_levels - 1):
-        offset = N_SPECIAL + int(codebook.offsets[level + 1])
+        offset = base + int(codebook.offsets[level + 1])
         for _, kids in sorted(codebook.children(level).items()):
             if len(kids) < 2:
                 continue  # a single child contributes 0
@@ -65,25 +66,48 @@ def parent_codes(parent: dict[str, str]) -> dict[tuple[str, int], int]:
 
 
 def expand_embeddings(
-    model, old: Codebook, new: Codebook, parent: dict[str, str], seed: int, noise: float = 1e-3
+    model, old: Codebook, new: Codebook, parent: dict[str, str], seed: int, noise: float = 1e-3, base: int = N_SPECIAL
 ) -> None:
-    """Resize to the new vocabulary: old tokens keep their rows (at their new ids), each new token starts as a copy
-    of its original token plus ``N(0, (noise·σ_SID)²)``. Tied input/output embeddings stay tied."""
-    old_w = model.get_input_embeddings().weight.detach().clone()
-    sigma = old_w[N_SPECIAL:].std(0)
+    """Resize to the new vocabulary: rows below ``base`` (special tokens, a backbone's own vocabulary) stay, the SID
+    block is rewritten in the new codebook's order: old tokens keep their rows (at their new ids), each new token
+    starts as a copy of its original token plus ``N(0, (noise·σ_SID)²)``. Tied input/output embeddings stay tied;
+    untied output rows are grown the same way (same noise)."""
+    sources = _row_sources(old, new, parent, base)
     gen = torch.Generator().manual_seed(seed)
-    new_w = torch.empty(N_SPECIAL + new.vocab_size, old_w.shape[1])
-    new_w[:N_SPECIAL] = old_w[:N_SPECIAL]
+    dim = model.get_input_embeddings().weight.shape[1]
+    eps = {j: torch.randn(dim, generator=gen) for j, (_, _, fresh) in enumerate(sources) if fresh}
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    tables = [model.get_input_embeddings().weight.detach().clone()]
+    if not tied and model.get_output_embeddings() is not None:
+        tables.append(model.get_output_embeddings().weight.detach().clone())
+    grown = [_grow(w, sources, eps, noise, base, old.vocab_size) for w in tables]
+    model.resize_token_embeddings(base + new.vocab_size, mean_resizing=False)
+    model.get_input_embeddings().weight.data.copy_(grown[0])
+    if len(grown) > 1:
+        model.get_output_embeddings().weight.data.copy_(grown[1])
+    if tied:
+        model.tie_weights()
+
+
+def _row_sources(old: Codebook, new: Codebook, parent: dict[str, str], base: int) -> list[tuple[int, int, bool]]:
+    """For each SID token of ``new`` in order: the old rows it starts as the mean of (``start, stop``: its own
+    row, its original token's, or its level's mean when it has no recorded parent) and whether it is new."""
     parents = parent_codes(parent)
+    out = []
     for level in range(new.n_levels):
-        o_off, n_off = N_SPECIAL + int(old.offsets[level]), N_SPECIAL + int(new.offsets[level])
-        keep = old.sizes[level]
-        new_w[n_off : n_off + keep] = old_w[o_off : o_off + keep]
+        o_off, keep = base + int(old.offsets[level]), old.sizes[level]
+        out += [(o_off + code, o_off + code + 1, False) for code in range(keep)]
         for code in range(keep, new.sizes[level]):
             src = parents.get((new.prefixes[level], code))
-            base = old_w[o_off + src] if src is not None else old_w[o_off : o_off + keep].mean(0)
-            new_w[n_off + code] = base + noise * sigma * torch.randn(old_w.shape[1], generator=gen)
-    model.resize_token_embeddings(new_w.shape[0], mean_resizing=False)
-    model.get_input_embeddings().weight.data.copy_(new_w)
-    if model.config.tie_word_embeddings:
-        model.tie_weights()
+            out.append((o_off + src, o_off + src + 1, True) if src is not None else (o_off, o_off + keep, True))
+    return out
+
+
+def _grow(w: torch.Tensor, sources, eps: dict[int, torch.Tensor], noise: float, base: int, old_sids: int):
+    sigma = w[base : base + old_sids].std(0)
+    out = torch.empty(base + len(sources), w.shape[1], dtype=w.dtype)
+    out[:base] = w[:base]
+    for j, (start, stop, _) in enumerate(sources):
+        row = w[start:stop].mean(0)
+        out[base + j] = row + noise * sigma * eps[j] if j in eps else row
+    return out

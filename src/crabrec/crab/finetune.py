@@ -1,8 +1,9 @@
 """CRAB stage 2: fine-tune the trained decoder on the rebalanced codebook with L_Rec + γ·L_T.
 
 Trainable (docs/METHOD.md, "CRAB stage 2"): LoRA (``crab.lora_r``/``lora_alpha``/``lora_dropout``) on q/k/v/o plus
-every SID embedding row (the tied output rows train with them; the special-token rows are masked), embeddings without
-weight decay; or every parameter (``crab.params=full``). The best model is exported with the LoRA weights merged.
+every SID embedding row (the tied output rows train with them; the rows before the SID block are masked), embeddings
+without weight decay; or every parameter (``crab.params=full``). The best model is exported with the LoRA weights
+merged.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ def crab_loss(h: Hierarchy, gamma: float, normalize: bool):
     return loss
 
 
-def prepare_trainable(model, cfg: CrabConfig) -> tuple[Any, list[dict[str, Any]]]:
-    """Wrap with LoRA (or not) and return the model and its AdamW parameter groups."""
+def prepare_trainable(model, cfg: CrabConfig, first_sid: int = N_SPECIAL) -> tuple[Any, list[dict[str, Any]]]:
+    """Wrap with LoRA (or not) and return the model and its AdamW parameter groups; embedding rows below
+    ``first_sid`` (special tokens, a backbone's own vocabulary) get no gradient."""
     emb = model.get_input_embeddings()
     if cfg.params == "lora":
         from crabrec.models.lora import add_lora
@@ -40,7 +42,7 @@ def prepare_trainable(model, cfg: CrabConfig) -> tuple[Any, list[dict[str, Any]]
         emb = model.get_input_embeddings()
         emb.weight.requires_grad_(True)
     row_mask = torch.ones(emb.weight.shape[0], 1, device=emb.weight.device)
-    row_mask[:N_SPECIAL] = 0.0
+    row_mask[:first_sid] = 0.0
     emb.weight.register_hook(lambda g: g * row_mask.to(g.device))
     others = [p for p in model.parameters() if p.requires_grad and p is not emb.weight]
     groups = [{"params": others}, {"params": [emb.weight], "weight_decay": 0.0}]

@@ -25,7 +25,8 @@ class Method:
     ``grid`` the values ``crabrec frontier`` tries; ``validate(files, cfg, rows)`` gives the @10 metrics of the
     method's finished run on validation rows (how the frontier picks a point without looking at the test).
     ``ranker(files, cfg, beam=None)`` loads the trained method as a :class:`crabrec.rankers.Ranker`: what its
-    evaluation, ``crabrec.load`` and ``crabrec serve`` rank with.
+    evaluation, ``crabrec.load`` and ``crabrec serve`` rank with. ``backbone``: it is built on the MOR decoder, so
+    ``train.backbone`` (a pretrained LLM) carries it too.
     """
 
     name: str
@@ -39,6 +40,7 @@ class Method:
     grid: tuple[float, ...] = ()
     validate: Callable[..., dict[str, float]] | None = None
     ranker: Callable[..., Ranker] | None = None
+    backbone: bool = False
     describe: str = ""
 
 

@@ -44,17 +44,19 @@ def run_rebalance(ctx: RunContext) -> dict[str, Any]:
 
 
 def model_residuals(ctx: RunContext, codebook) -> list:
-    """Residuals from the trained MOR decoder's SID token embeddings (see ``token_residuals``)."""
+    """Residuals from the trained MOR model's SID token embeddings (see ``token_residuals``): the from-scratch
+    decoder's or a backbone's (its tokenizer places the SID rows)."""
     from safetensors import safe_open
 
     from crabrec.crab.rebalance import token_residuals
-    from crabrec.models.decoder import item_tokens
+    from crabrec.rankers import generator_io
     from crabrec.runfiles import load_checked
 
-    weights = ctx.files.weights("mor") / "model.safetensors"
-    if ctx.cfg.train.backbone or not weights.is_file():
+    model_dir = ctx.files.weights("mor")
+    weights = model_dir / "model.safetensors"
+    if not weights.is_file():
         raise CrabError(
-            f"{ctx.files.codebook()}: no per-item residuals (the dataset has no item text) and no from-scratch MOR "
+            f"{ctx.files.codebook()}: no per-item residuals (the dataset has no item text) and no trained MOR "
             "model to take token embeddings from; run `crabrec train` first"
         )
 
@@ -63,7 +65,7 @@ def model_residuals(ctx: RunContext, codebook) -> list:
             return f.get_tensor("model.embed_tokens.weight")
 
     table = load_checked(weights, read_table)
-    return token_residuals(item_tokens(codebook.token_ids()), table)
+    return token_residuals(generator_io(model_dir, codebook).tokens, table)
 
 
 def needs_model_vectors(ctx: RunContext) -> tuple[str, ...]:
@@ -77,35 +79,50 @@ def needs_model_vectors(ctx: RunContext) -> tuple[str, ...]:
 
 
 def run_finetune(ctx: RunContext) -> dict[str, Any]:
-    """CRAB stage 2 on the trained MOR model, on the rebalanced codebook."""
-    from transformers import AutoModelForCausalLM
-
+    """CRAB stage 2 on the trained MOR model (from-scratch decoder or backbone), on the rebalanced codebook."""
     from crabrec.config import Overlay
     from crabrec.crab.alignment import expand_embeddings, hierarchy
     from crabrec.crab.finetune import crab_loss, prepare_trainable
-    from crabrec.models.backbone import decoder_io
-    from crabrec.models.decoder import add_dropout
+    from crabrec.models.backbone import decoder_io, export_backbone
     from crabrec.models.lora import export_merged
-    from crabrec.runfiles import load_checked, read_checked
+    from crabrec.runfiles import read_checked
     from crabrec.train.decoder import train_decoder
 
     c, files, seed = ctx.cfg.crab, ctx.files, ctx.cfg.seed
-    if ctx.cfg.train.backbone:
-        raise CrabError("CRAB fine-tuning with train.backbone: not implemented yet (the from-scratch decoder only)")
     old, new = files.load_codebook(), files.load_codebook(rebalanced=True)
     parent = read_checked(files.sid_file("token_map.json", True), dict)["parent"]
-    mor = files.weights("mor")
-    model = add_dropout(load_checked(mor / "model.safetensors", lambda: AutoModelForCausalLM.from_pretrained(mor)))
-    expand_embeddings(model, old, new, parent, seed, c.init_noise)
-    model, groups = prepare_trainable(model, c)
+    model, tokenizer, base = mor_model(ctx, old, new)
+    expand_embeddings(model, old, new, parent, seed, c.init_noise, base)
+    model, groups = prepare_trainable(model, c, base)
     loop = Overlay(ctx.cfg.train, c, OWN_LOOP)
-    loss = crab_loss(hierarchy(new), c.gamma, c.normalize_lt)
+    loss = crab_loss(hierarchy(new, base), c.gamma, c.normalize_lt)
+    export = export_merged if tokenizer is None else export_backbone(tokenizer)
     out = files.model_dir("crab")
     policy = ctx.checkpoint_policy()
     return train_decoder(
-        model, decoder_io(new), new, files.load_splits(), loop, out, seed, loss,
-        param_groups=groups, export=export_merged, **policy,
+        model, decoder_io(new, tokenizer), new, files.load_splits(), loop, out, seed, loss,
+        param_groups=groups, export=export, **policy,
     )  # fmt: skip
+
+
+def mor_model(ctx: RunContext, old, new):
+    """``(model, tokenizer, base)``: the trained MOR model to fine-tune. A backbone comes with its own tokenizer
+    plus the new codebook's SID tokens (``None`` for the from-scratch decoder); ``base`` = the SID block's first row."""
+    from pathlib import Path
+
+    from transformers import AutoModelForCausalLM
+
+    from crabrec.models.backbone import rebalanced_tokenizer
+    from crabrec.models.decoder import N_SPECIAL, add_dropout
+    from crabrec.rankers import generator_io
+    from crabrec.runfiles import load_checked
+
+    mor = ctx.files.weights("mor")
+    model = load_checked(mor / "model.safetensors", lambda: AutoModelForCausalLM.from_pretrained(mor))
+    if not ctx.cfg.train.backbone:
+        return add_dropout(model), None, N_SPECIAL
+    base = generator_io(mor, old).base
+    return model, rebalanced_tokenizer(Path(ctx.cfg.train.backbone), base, list(new.sizes)), base
 
 
 REBALANCE = Stage(
@@ -137,5 +154,6 @@ METHOD = Method(
     grid=(0.0, 0.1, 0.5, 1.0),
     validate=ranker_validation("crab", RANKER),
     ranker=RANKER,
+    backbone=True,
     describe="CRAB: codebook rebalancing + hierarchical alignment fine-tune",
 )

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from crabrec.errors import CrabError
 from crabrec.methods import Method
 from crabrec.methods.common import eval_stage, ranker_validation, train_from_scratch, train_stage
 from crabrec.pipeline import RunContext
@@ -20,8 +19,6 @@ def run_d2lr(ctx: RunContext) -> dict[str, Any]:
     from crabrec.baselines.weighted import weighted_loss
 
     b = ctx.cfg.baselines
-    if ctx.cfg.train.backbone:
-        raise CrabError("d2lr with train.backbone: not implemented (the weighted losses assume bare SID rows)")
     levels = ctx.files.load_codebook().n_levels
     weights = token_weight_fn(ctx.files.load_popularity().freq, levels, b.d2lr_alpha, b.d2lr_clip)
     return train_from_scratch(ctx, "d2lr", weighted_loss(weights))
@@ -41,5 +38,6 @@ METHOD = Method(
     grid=(0.2, 0.5, 0.8),
     validate=ranker_validation("d2lr", RANKER),
     ranker=RANKER,
+    backbone=True,
     describe="D²LR: token-level inverse-propensity retraining",
 )

@@ -29,5 +29,6 @@ METHOD = Method(
     section="train",
     validate=ranker_validation("mor", RANKER),
     ranker=RANKER,
+    backbone=True,
     describe="the generative backbone (causal decoder over SID tokens)",
 )

@@ -134,5 +134,6 @@ METHOD = Method(
     grid=(0.0, 0.02, 0.05, 0.1, 0.2, 0.5),
     validate=validate_rr,
     ranker=rr_ranker,
+    backbone=True,
     describe="Reranking: post-hoc re-ranking of MOR's beams",
 )

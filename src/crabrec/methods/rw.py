@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from crabrec.errors import CrabError
 from crabrec.io import write_json
 from crabrec.methods import Method
 from crabrec.methods.common import eval_stage, ranker_validation, train_from_scratch, train_stage
@@ -19,8 +18,6 @@ def run_rw(ctx: RunContext) -> dict[str, Any]:
     from crabrec.baselines.reweight import group_weights, token_weight_fn
     from crabrec.baselines.weighted import weighted_loss
 
-    if ctx.cfg.train.backbone:
-        raise CrabError("rw with train.backbone: not implemented (the weighted losses assume bare SID rows)")
     pop = ctx.files.load_popularity()
     beta = ctx.cfg.baselines.rw_beta
     w_group = group_weights(ctx.files.load_splits().train, pop.group, pop.n_groups) ** beta
@@ -42,5 +39,6 @@ METHOD = Method(
     grid=(0.25, 0.5, 1.0),
     validate=ranker_validation("rw", RANKER),
     ranker=RANKER,
+    backbone=True,
     describe="Reweighting: group-weighted retraining",
 )

@@ -95,6 +95,21 @@ def attach_sid_tokens(model, tokenizer, sizes: list[int]) -> tuple[int, list[int
     return base, list(range(base, base + len(names)))
 
 
+def rebalanced_tokenizer(original: Path, base: int, sizes: list[int]):
+    """The backbone's own tokenizer (``original``, without SID tokens) with the SID tokens of a codebook of ``sizes``
+    (CRAB's rebalanced one) added in its order from vocabulary id ``base`` on, where the trained model's SID block
+    starts: each level's tokens stay contiguous, as decoding needs."""
+    tokenizer = load_tokenizer(original)
+    if len(tokenizer) != base:
+        raise CrabError(
+            f"{original}: its tokenizer has {len(tokenizer)} tokens but the trained model's SID tokens start at "
+            f"{base}; CRAB needs the backbone the model was trained from, without SID tokens of its own"
+        )
+    tokenizer.add_tokens(sid_token_names(sizes), special_tokens=False)
+    sid_base(tokenizer, sizes)
+    return tokenizer
+
+
 def load_backbone(path: Path, sizes: list[int], seed: int):
     """``(peft model, tokenizer, base)``: the backbone with SID tokens and LoRA on attention."""
     from transformers import AutoModelForCausalLM
