@@ -38,6 +38,19 @@ def test_lloyd_never_worse_than_init_and_matches_exhaustive(seed):
     assert objective(units, iterative, m, lam) <= brute[0] + 0.05  # heuristic: close to the optimum
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_enumeration_scores_first_labellings_only_and_returns_the_first_optimum(seed):
+    """The lexicographically first optimum over every labelling, found by scoring labellings in unit order only
+    (here in small chunks, some holding none of them)."""
+    rng = np.random.default_rng(seed)
+    j, m = int(rng.integers(4, 8)), int(rng.integers(2, 4))
+    units = Units(r=rng.normal(size=(j, 2)).round(1), n=rng.integers(1, 3, j), p=rng.integers(0, 4, j).astype(float))
+    values = {a: objective(units, np.array(a), m, 1.0) for a in np.ndindex(*([m] * j)) if len(set(a)) == m}
+    best = min(values.values())
+    first = next(a for a in sorted(values) if values[a] <= best + 1e-9)
+    assert enumerate_best(units, m, 1.0, chunk=5).tolist() == list(first)
+
+
 @pytest.fixture(scope="module")
 def office_codebook():
     from crabrec.config import DataConfig, EmbedConfig

@@ -2,8 +2,9 @@
 
 At each semantic level the top ``ratio`` of used tokens by popularity ``P(c)`` are split into
 ``M = clamp(round(P(c)/mean P), 2, max_split)`` tokens. The units moved together are the child tokens restricted to
-the parent (``I(c) ∩ I(b)``, multi-parent aware) or, at the last semantic level, the items themselves. The largest
-cluster (by popularity) keeps the old id; new ids continue the level's index (``<b_256>``, ...).
+the parent (``I(c) ∩ I(b)``, multi-parent aware) or, at the last semantic level, the items themselves. The most
+popular cluster keeps the old id; the others get new ids continuing the level's index (``<b_256>``, ...) in
+decreasing popularity.
 """
 
 from __future__ import annotations
@@ -94,15 +95,13 @@ def rebalance(cb: Codebook, freq: np.ndarray, cfg: CrabConfig, seed: int, progre
             units = Units(r=rsum / n[:, None], n=n, p=p)
             z = reg_kmeans(units, m, cfg.lam, seed + 7919 * level + c, cfg.n_init, cfg.max_iter, cfg.exact_limit)
             cluster_p = np.bincount(z, weights=p, minlength=m)
-            keep = int(np.lexsort((np.arange(m), -cluster_p))[0])
-            new_ids = {}
-            for cluster in range(m):
-                if cluster == keep:
-                    new_ids[cluster] = c
-                else:
-                    new_ids[cluster] = sizes[level]
-                    sizes[level] += 1
-                    created += 1
+            first_unit = np.array([np.flatnonzero(z == k)[0] for k in range(m)])
+            ranked = np.lexsort((first_unit, -cluster_p)).tolist()  # numbering independent of the solver's labels
+            new_ids = {ranked[0]: c}  # the most popular cluster keeps the token, the others get fresh ids in order
+            for cluster in ranked[1:]:
+                new_ids[cluster] = sizes[level]
+                sizes[level] += 1
+                created += 1
             item_cluster = z[unit_of]
             old_cw = codewords[level][c].copy() if codewords is not None else None
             if codewords is not None:

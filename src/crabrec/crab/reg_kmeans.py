@@ -50,7 +50,9 @@ def objective(units: Units, z: np.ndarray, m: int, lam: float) -> float:
 
 
 def enumerate_best(units: Units, m: int, lam: float, chunk: int = 50_000) -> np.ndarray:
-    """Exact minimiser over all assignments with no empty cluster (first of the ties in lexicographic order).
+    """Exact minimiser over all assignments with no empty cluster (first of the ties in lexicographic order). Label
+    permutations of one partition tie, and the first of them in that order is the one whose labels appear in order,
+    so only those are scored (about M! times fewer).
 
     Uses ``SSE = Σ n‖r‖² − Σ_m ‖S_m‖²/N_m`` with ``‖S_m‖² = x_mᵀ G x_m`` (``G`` the n-weighted Gram matrix).
     """
@@ -59,24 +61,23 @@ def enumerate_best(units: Units, m: int, lam: float, chunk: int = 50_000) -> np.
     gram = wr @ wr.T
     const = float((units.n * (units.r**2).sum(1)).sum())
     best_val, best = np.inf, None
-    total = m**j
+    total = m ** (j - 1)  # the first unit in cluster 0: every partition keeps its lexicographically first labelling
     powers = m ** np.arange(j - 1, -1, -1, dtype=np.int64)
+    levels = np.arange(m)[None, :, None]
     for start in range(0, total, chunk):
         codes = np.arange(start, min(start + chunk, total), dtype=np.int64)
         block = (codes[:, None] // powers[None, :]) % m  # lexicographic order, like itertools.product
-        onehot = (block[:, :, None] == np.arange(m)[None, None, :]).astype(np.float64)  # [A, J, M]
-        sizes = onehot.sum(1)
-        ok = (sizes > 0).all(1)
-        counts = np.einsum("ajm,j->am", onehot, units.n)
-        quad = (onehot * np.einsum("jk,akm->ajm", gram, onehot)).sum(1)
+        seen = np.maximum.accumulate(block, axis=1)  # first labellings only: each new label is the next unused one
+        block = block[(block[:, 1:] <= seen[:, :-1] + 1).all(1) & (seen[:, -1] == m - 1)]  # ... and none is empty
+        if not len(block):
+            continue
+        member = (block[:, None, :] == levels).astype(np.float64)  # [A, M, J]: x_m of every assignment
+        counts = member @ units.n
+        quad = ((member.reshape(-1, j) @ gram).reshape(member.shape) * member).sum(2)  # x_mᵀ G x_m (BLAS)
         sse = const - (quad / np.maximum(counts, 1e-300)).sum(1)
         first = sse / units.sse0 if units.sse0 > 1e-12 else np.zeros(len(block))
-        if units.total_p > 0:
-            share = np.einsum("ajm,j->am", onehot, units.p) / units.total_p
-            bal = ((share - 1.0 / m) ** 2).sum(1)
-        else:
-            bal = np.zeros(len(block))
-        val = np.where(ok, first + lam * bal, np.inf)
+        share = member @ units.p / units.total_p if units.total_p > 0 else np.full((len(block), m), 1.0 / m)
+        val = first + lam * ((share - 1.0 / m) ** 2).sum(1)
         i = int(np.argmin(val))
         if val[i] < best_val - 1e-12:
             best_val, best = float(val[i]), block[i].copy()
