@@ -8,7 +8,7 @@ import shutil
 import pytest
 import yaml
 
-from crabrec.frontier import dominates, pareto, select
+from crabrec.frontier import dominates, pareto, plan, select, tag
 from tests.conftest import cli
 from tests.test_reliability_round2 import one_line_error
 
@@ -46,13 +46,26 @@ def test_pareto_sets_per_method():
     assert not dominates(POINTS[1], POINTS[1], "test")
 
 
+def test_further_axes_are_crossed_with_the_knob():
+    ((method, settings),) = plan({"crab": {"": [0, 0.1], "epochs": [1, 3], "train.lr": [0.01]}}, ["crab"])
+    assert method.name == "crab" and len(settings) == 4
+    assert settings[1] == {"crab.gamma": 0, "crab.epochs": 3, "train.lr": 0.01}
+    assert tag(settings[2]) == "gamma=0.1,epochs=1,lr=0.01"
+    assert tag({"crab.levels": [0, 1], "crab.normalize_lt": True}) == "levels=0+1,normalize_lt=true"
+    ((_, default),) = plan({"crab": {"ratio": [0.2]}}, ["crab"])
+    assert [s["crab.gamma"] for s in default] == list(method.grid)  # the knob keeps its grid
+
+
 @pytest.mark.parametrize(
     "args, expect",
     [
         (["--grid", "sasrec=1"], "frontier: method 'sasrec' has no knob to sweep"),
-        (["--grid", "crab=x"], "--grid 'x': expected comma-separated numbers"),
+        (["--grid", "crab=x"], "--grid 'crab=x': expected comma-separated finite numbers"),
         (["--grid", "crab"], "expected METHOD=V1,V2"),
-        (["--grid", "crab=nan"], "expected at least one finite number"),
+        (["--grid", "crab:=1"], "expected METHOD=V1,V2,... or METHOD:SETTING=V1,V2"),
+        (["--grid", "crab=nan"], "--grid 'crab=nan': expected comma-separated finite numbers"),
+        (["--grid", "crab:nope=1"], "frontier: --grid crab:nope: no setting 'crab.nope' in the config"),
+        (["--grid", "crab=0", "--grid", "crab:epochs=2,0"], "frontier: gamma=0,epochs=0: crab.epochs: Input should be"),
         (["--max-drop", "2"], "--max-drop 2.0: expected a share in [0, 1]"),
         (["--only", "mor"], "frontier: method 'mor' has no knob"),
     ],
@@ -68,15 +81,16 @@ def test_a_frontier_sweep_end_to_end(tiny_run, tmp_path, capsys):
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
     mor_state = (run / "stages" / "train.json").read_bytes()
-    grid = ["--grid", "rr=0,0.5", "--grid", "crab=0", "--grid", "rw=1", "--grid", "d2lr=0.5"]
+    grid = ["--grid", "rr=0,0.5", "--grid", "crab=0", "--grid", "crab:epochs=1,2", "--grid", "rw=1", "--grid",
+            "d2lr=0.5"]  # fmt: skip
     code, _ = cli(["frontier", str(run), *grid])
     out = capsys.readouterr()
     assert code == 0, out.err
     result = json.loads((run / "frontier" / "frontier.json").read_text())
     points = {(p["method"], p["setting"]): p for p in result["points"]}
     assert set(points) == {
-        ("mor", "base"), ("rr", "rr_alpha=0"), ("rr", "rr_alpha=0.5"), ("crab", "gamma=0"), ("rw", "rw_beta=1"),
-        ("d2lr", "d2lr_alpha=0.5"),
+        ("mor", "base"), ("rr", "rr_alpha=0"), ("rr", "rr_alpha=0.5"), ("crab", "gamma=0,epochs=1"),
+        ("crab", "gamma=0,epochs=2"), ("rw", "rw_beta=1"), ("d2lr", "d2lr_alpha=0.5"),
     }  # fmt: skip
     assert (run / "stages" / "train.json").read_bytes() == mor_state  # MOR reused, not retrained
     mor, rr0 = points[("mor", "base")], points[("rr", "rr_alpha=0")]
@@ -84,8 +98,11 @@ def test_a_frontier_sweep_end_to_end(tiny_run, tmp_path, capsys):
         # α = 0 leaves MOR's beams as they are: two code paths (MOR's validation beam search, RR's curve) agree
         assert rr0[f"valid {k}"] == pytest.approx(mor[f"valid {k}"], abs=1e-12), k
         assert rr0[f"test {k}"] == pytest.approx(mor[f"test {k}"], abs=1e-12), k
-    crab_run = run / "frontier" / "crab" / "gamma=0"
-    assert yaml.safe_load((crab_run / "config.yaml").read_text())["crab"]["gamma"] == 0.0
+    crab_cfg = yaml.safe_load((run / "frontier" / "crab" / "gamma=0,epochs=2" / "config.yaml").read_text())["crab"]
+    assert crab_cfg["gamma"] == 0.0 and crab_cfg["epochs"] == 2
+    one, two = (json.loads((run / "frontier" / "crab" / f"gamma=0,epochs={e}" / "models" / "crab" / "train_log.json")
+                .read_text()) for e in (1, 2))  # fmt: skip
+    assert len(one) == 1 and len(two) == 2 and one[0]["loss"] == pytest.approx(two[0]["loss"])  # same first epoch
     assert set(result["selected"]) == {"rr", "crab", "rw", "d2lr"}
     assert "Accuracy–fairness frontier" in (run / "report.md").read_text()
     assert (run / "frontier" / "frontier.svg").read_text().startswith("<?xml")

@@ -512,7 +512,12 @@ def frontier(
     opts: RunOptions,
     grid: Annotated[
         list[str] | None,
-        typer.Option("--grid", help="METHOD=V1,V2,... : the knob values to try for one method (repeatable)."),
+        typer.Option(
+            "--grid",
+            help="METHOD=V1,V2,... : the knob values to try for one method; METHOD:SETTING=V1,V2,... : a further "
+            "axis, crossed with the knob (SETTING in the knob's section, e.g. crab:epochs=1,4, or a dotted key; "
+            "lists as 0+1). Repeatable.",
+        ),
     ] = None,
     only: Annotated[str | None, typer.Option(help="Comma-separated methods to sweep (default: every one)")] = None,
     max_drop: Annotated[
@@ -529,14 +534,13 @@ def frontier(
 
     if not math.isfinite(max_drop) or not 0 <= max_drop <= 1:
         raise CrabError(f"--max-drop {max_drop}: expected a share in [0, 1]")
-    values: dict[str, list[float]] = {}
+    values: dict[str, dict[str, list[Any]]] = {}
     for item in grid or []:
         name, sep, text = item.partition("=")
-        if not sep or not name.strip():
-            raise CrabError(f"--grid {clip(item)!r}: expected METHOD=V1,V2,...")
-        values[name.strip()] = _floats(text, "--grid")
-        if not values[name.strip()] or not all(math.isfinite(v) for v in values[name.strip()]):
-            raise CrabError(f"--grid {clip(item)!r}: expected at least one finite number")
+        method, _, key = name.partition(":")
+        if not sep or not method.strip() or (":" in name and not key.strip()):
+            raise CrabError(f"--grid {clip(item)!r}: expected METHOD=V1,V2,... or METHOD:SETTING=V1,V2,...")
+        values.setdefault(method.strip(), {})[key.strip()] = _grid_values(item, text)
     methods_ = [m.strip() for m in only.split(",") if m.strip()] if only else None
     cfg = opts.resolve()
     fr.plan(values, methods_)  # unknown methods fail before any work
@@ -546,6 +550,30 @@ def frontier(
     run_stage(cfg, "report", force="report")  # the report shows the frontier
     typer.echo(fr.markdown(result))
     typer.echo("\n".join(str(p) for p in paths))
+
+
+def _grid_values(item: str, text: str) -> list[Any]:
+    """``--grid`` values: numbers, ``true``/``false``, or ``+``-joined integers for a list (``0+1``)."""
+    import math
+
+    def one(v: str) -> Any:
+        low = v.strip().lower()
+        if low in ("true", "false"):
+            return low == "true"
+        if "+" in low.lstrip("+") and "e" not in low:
+            return [int(x) for x in low.split("+")]
+        number = float(low)
+        if not math.isfinite(number):
+            raise ValueError(v)
+        return int(number) if number.is_integer() and "." not in low and "e" not in low else number
+
+    try:
+        out = [one(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        out = []
+    if not out:
+        raise CrabError(f"--grid {clip(item)!r}: expected comma-separated finite numbers, true/false or 0+1 lists")
+    return out
 
 
 def _floats(text: str, flag: str) -> list[float]:

@@ -14,6 +14,7 @@ NDCG@10 (marked). docs/METHOD.md, "Frontier".
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,13 @@ from crabrec.metrics import HEADLINE as METRICS
 from crabrec.report import COLUMNS, picked_rows
 from crabrec.runfiles import RunFiles, read_checked
 
+Axes = dict[str, list[Any]]  # per method: its axes, "" = its knob, else a setting name or a dotted config key
 
-def plan(grid: dict[str, list[float]] | None = None, only: list[str] | None = None) -> list[tuple[Any, list[float]]]:
-    """(method, values) for every registered method with a knob; ``grid`` overrides a method's values, ``only``
-    restricts the methods."""
+
+def plan(grid: dict[str, Axes] | None = None, only: list[str] | None = None) -> list[tuple[Any, list[dict[str, Any]]]]:
+    """(method, settings) for every registered method with a knob. A setting maps dotted config keys to values: the
+    knob over its grid (or ``grid[method][""]``), crossed with every further axis ``grid[method][key]`` (``key``: a
+    name in the knob's config section, like ``epochs`` for CRAB, or a dotted key). ``only`` restricts the methods."""
     from crabrec.methods import methods
 
     swept = [m for m in methods() if m.knob and m.grid and m.validate]
@@ -36,19 +40,63 @@ def plan(grid: dict[str, list[float]] | None = None, only: list[str] | None = No
     for name in [*(grid or {}), *(only or [])]:
         if name not in names:
             raise CrabError(f"frontier: method {name!r} has no knob to sweep; expected one of {', '.join(names)}")
-    return [(m, list((grid or {}).get(m.name, m.grid))) for m in swept if not only or m.name in only]
+    out = []
+    for m in swept:
+        if only and m.name not in only:
+            continue
+        given = dict((grid or {}).get(m.name, {}))
+        axes = {m.knob: list(given.pop("", m.grid))}
+        section = m.knob.rsplit(".", 1)[0]
+        for key, values in given.items():
+            full = key if "." in key else f"{section}.{key}"
+            if not _known(full):
+                raise CrabError(f"frontier: --grid {m.name}:{key}: no setting {full!r} in the config")
+            axes[full] = list(values)
+        out.append((m, [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]))
+    return out
 
 
-def with_setting(cfg: RunConfig, key: str, value: Any, **top: Any) -> RunConfig:
-    """``cfg`` with the dotted ``key`` set to ``value`` (and top-level fields ``top``), validated again."""
+def _known(key: str) -> bool:
+    """Whether the dotted ``key`` names a field of the run config."""
+    model: Any = RunConfig
+    for part in key.split("."):
+        fields = getattr(model, "model_fields", None)
+        if not fields or part not in fields:
+            return False
+        model = fields[part].annotation
+    return True
+
+
+def tag(setting: dict[str, Any]) -> str:
+    """A point's name and folder: ``gamma=0.1`` or ``gamma=0.1,epochs=4`` (list values joined by ``+``)."""
+
+    def show(v: Any) -> str:
+        if isinstance(v, list | tuple):
+            return "+".join(show(x) for x in v)
+        return f"{v:g}" if isinstance(v, int | float) and not isinstance(v, bool) else str(v).lower()
+
+    return ",".join(f"{k.rsplit('.', 1)[-1]}={show(v)}" for k, v in setting.items())
+
+
+def with_setting(cfg: RunConfig, setting: dict[str, Any], **top: Any) -> RunConfig:
+    """``cfg`` with each dotted key of ``setting`` set (and top-level fields ``top``), validated again; a value the
+    config refuses is a one-line error."""
+    from pydantic import ValidationError
+
     data = cfg.model_dump()
-    node = data
-    *parents, leaf = key.split(".")
-    for part in parents:
-        node = node[part]
-    node[leaf] = value
+    for key, value in setting.items():
+        node = data
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node[part]
+        node[leaf] = value
     data.update(top)
-    return RunConfig.model_validate(data)
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise CrabError(f"frontier: {tag(setting)}: {where}: {first['msg']}") from None
 
 
 def _point(method, setting: str, files: RunFiles, cfg: RunConfig, rows: int | None) -> dict[str, Any]:
@@ -68,7 +116,7 @@ def _point(method, setting: str, files: RunFiles, cfg: RunConfig, rows: int | No
 
 
 def run_frontier(
-    cfg: RunConfig, grid: dict[str, list[float]] | None = None, only: list[str] | None = None, max_drop: float = 0.05
+    cfg: RunConfig, grid: dict[str, Axes] | None = None, only: list[str] | None = None, max_drop: float = 0.05
 ) -> dict[str, Any]:
     """Sweep every method's knob on the run of ``cfg`` (cached per point) and pick each method's point."""
     from crabrec.methods import get
@@ -81,16 +129,17 @@ def run_frontier(
     preflight(ctx)
     ctx.ensure(get("mor").evaluates)
     points = [_point(get("mor"), "base", RunFiles(cfg.run_dir), ctx.config, rows)]
-    for method, values in plan(grid, only):
-        leaf = method.knob.rsplit(".", 1)[-1]
-        for value in values:
-            tag = f"{leaf}={value:g}"
-            sub = with_setting(cfg, method.knob, value, runs_dir=str(cfg.run_dir / "frontier" / method.name), name=tag)
-            link_base(cfg.run_dir, sub.run_dir)
-            sub_ctx = RunContext(config=sub, stages=registry())
-            preflight(sub_ctx)
-            sub_ctx.ensure(method.evaluates)
-            points.append(_point(method, tag, RunFiles(sub.run_dir), sub_ctx.config, rows))
+    todo = [
+        (method, tag(s), with_setting(cfg, s, runs_dir=str(cfg.run_dir / "frontier" / method.name), name=tag(s)))
+        for method, settings in plan(grid, only)
+        for s in settings
+    ]  # every setting checked before any work
+    for method, name, sub in todo:
+        link_base(cfg.run_dir, sub.run_dir)
+        sub_ctx = RunContext(config=sub, stages=registry())
+        preflight(sub_ctx)
+        sub_ctx.ensure(method.evaluates)
+        points.append(_point(method, name, RunFiles(sub.run_dir), sub_ctx.config, rows))
     points += kept_points(cfg.run_dir / "frontier" / "frontier.json", {m.name for m, _ in plan(grid, only)})
     return {"points": points, "selected": select(points, max_drop), "pareto": pareto(points), "rule": rule(max_drop)}
 
