@@ -84,12 +84,20 @@ def run_sweep(cfg: RunConfig, sweep: str) -> pd.DataFrame:
             {
                 "setting": label,
                 **_pick(m),
-                "best_valid_ndcg@10": summary["best_valid_ndcg@10"],
+                "best_valid_ndcg@10": _valid_ndcg(summary, crab_method, files, ctx.config),
                 "tokens_split": sum(r["split"] for r in split),
                 "time_s": method_seconds(files, crab_method),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _valid_ndcg(summary: dict[str, Any], method, files: RunFiles, cfg) -> float:
+    """The fine-tune's own validation score, or (``crab.keep=last`` validates nothing) the frontier's: the method's
+    ranker on the first ``baselines.rr_valid_samples`` validation rows."""
+    if summary.get("best_valid_ndcg@10") is not None:
+        return summary["best_valid_ndcg@10"]
+    return round(method.validate(files, cfg, cfg.baselines.rr_valid_samples)["NDCG@10"], 4)
 
 
 def _pick(m: dict[str, Any]) -> dict[str, float]:

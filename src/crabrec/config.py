@@ -119,6 +119,11 @@ class LoopConfig(Strict):
         "schedule", ("plateau",), 0.5, gt=0, le=1, description="learning-rate factor per epoch without improvement"
     )
     patience: int = Field(2, ge=1, description="early stopping on validation NDCG@10 after this many bad epochs")
+    keep: Literal["best", "last"] = Field(
+        "best",
+        description="best: validate after every epoch, keep the best, stop early; last: no validation, every epoch "
+        "runs and the last is kept (plateau then keeps its learning rate)",
+    )
     max_minutes: float | None = Field(
         None, gt=0, description="wall-clock budget: stop after the epoch that reaches it (the best epoch is kept)"
     )
@@ -216,6 +221,9 @@ class CrabConfig(Strict):
     epochs: int = Field(2, ge=1)
     lr: float = Field(5e-4, gt=0)
     weight_decay: float = Field(0.01, ge=0)
+    keep: Literal["best", "last"] = Field(
+        "last", description="the fine-tune keeps its last epoch, unvalidated, as the paper does (best: validate each)"
+    )
     init_noise: float = Field(1e-3, ge=0, description="new rows = parent row + N(0, (init_noise·σ)²)")
 
 

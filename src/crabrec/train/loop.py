@@ -169,6 +169,7 @@ def train(
     }
     total = max(1, sum(math.ceil(len(p) / cfg.grad_accum) for p in plans.values()))
 
+    last = getattr(cfg, "keep", "best") == "last"
     plateau = {"scale": 1.0}  # schedule=plateau: shrunk after each epoch that does not improve validation
     kind, warmup = cfg.schedule, cfg.warmup_steps
     factor = cfg.plateau_factor if kind == "plateau" else 1.0
@@ -242,7 +243,7 @@ def train(
             sums = accelerator.reduce(torch.tensor([total_loss, float(count)], device=accelerator.device), "sum")
             total_loss, count = float(sums[0]), int(sums[1])
         model.eval()
-        score = float(validate(accelerator.unwrap_model(model)))
+        score = None if last else float(validate(accelerator.unwrap_model(model)))
         entry = {
             "epoch": epoch,
             "loss": total_loss / max(count, 1),
@@ -250,10 +251,11 @@ def train(
             "epoch_seconds": time.perf_counter() - epoch_start,
         }
         state["history"].append(entry)
-        log.info("epoch %d: loss %.4f, valid NDCG@10 %.4f (%.0fs)", epoch, entry["loss"], score, entry["epoch_seconds"])
+        shown = "not validated (keep=last)" if score is None else f"valid NDCG@10 {score:.4f}"
+        log.info("epoch %d: loss %.4f, %s (%.0fs)", epoch, entry["loss"], shown, entry["epoch_seconds"])
         main = accelerator.is_main_process  # every process validates identically; one writes
-        if score > state["best_score"]:
-            state.update(best_score=score, best_epoch=epoch, bad_epochs=0)
+        if score is None or score > state["best_score"]:  # keep=last: every epoch replaces the previous one
+            state.update(best_score=state["best_score"] if score is None else score, best_epoch=epoch, bad_epochs=0)
             best = out_dir / STAGED  # published as out_dir/model only when training completes
             tmp = out_dir / "model.tmp"
             if main:  # only the writer touches model.tmp: another process must not delete it mid-write
@@ -295,7 +297,7 @@ def training_summary(result: TrainResult, out_dir: Path) -> dict[str, Any]:
     summary = {
         "epochs_run": result.epochs_run,
         "best_epoch": result.best_epoch,
-        "best_valid_ndcg@10": round(result.best_score, 4),
+        "best_valid_ndcg@10": round(result.best_score, 4) if result.best_score >= 0 else None,  # None: keep=last
         "train_seconds": round(result.seconds, 1),
         "seconds_per_epoch": round(float(np.mean(epoch_seconds)), 1) if epoch_seconds else 0.0,
     }
