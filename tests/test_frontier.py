@@ -104,7 +104,15 @@ def test_a_frontier_sweep_end_to_end(tiny_run, tmp_path, capsys):
                 .read_text()) for e in (1, 2))  # fmt: skip
     assert len(one) == 1 and len(two) == 2 and one[0]["loss"] == pytest.approx(two[0]["loss"])  # same first epoch
     assert set(result["selected"]) == {"rr", "crab", "rw", "d2lr"}
-    assert "Accuracy–fairness frontier" in (run / "report.md").read_text()
+    report = (run / "report.md").read_text()
+    assert "Accuracy–fairness frontier" in report
+    from crabrec.report import table_rows
+
+    rows = {r["model"]: r for r in table_rows(run)}  # Table 1 shows each swept method at its picked point
+    for name, point in result["selected"].items():
+        assert rows[name]["setting"] == point["setting"] and rows[name]["HR@10"] == point["test HR@10"]
+        assert f"| {point['label']} ({point['setting']}) |" in report
+    assert rows["mor"]["setting"] == "" and rows["sasrec"]["setting"] == ""
     assert (run / "frontier" / "frontier.svg").read_text().startswith("<?xml")
     assert "Selection rule" in out.out
 

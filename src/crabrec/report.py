@@ -35,29 +35,63 @@ def method_seconds(files: RunFiles, method) -> float | None:
     return round(total, 1)
 
 
+PICKED_NOTE = (
+    "A method with a setting in brackets is shown at the point `crabrec frontier` picked for it on validation (see the "
+    "frontier section); the others run at their configured settings."
+)
+
+
 def table_rows(run: Path) -> list[dict[str, Any]]:
-    """Table 1: one row per evaluated method, in the registry's order."""
+    """Table 1: one row per evaluated method, in the registry's order. Once ``crabrec frontier`` has run, a method it
+    swept is shown at the point it picked on validation (that sibling run's metrics, intervals and cost; ``setting``
+    names it); the others at their configured settings."""
     from crabrec.methods import methods
 
     files, rows = RunFiles(run), []
+    picked = picked_runs(run)
     for method in methods():
-        metrics = files.load_metrics(method.name)
+        setting, at = picked.get(method.name, ("", files))
+        metrics = at.load_metrics(method.name)
         if metrics is None:
             continue
         missing = [c for c, _ in COLUMNS if not isinstance(metrics.get(c), (int, float))]
         if missing:
-            raise CrabError(f"{files.metrics(method.name)}: no {', '.join(missing)}; re-run its evaluation")
+            raise CrabError(f"{at.metrics(method.name)}: no {', '.join(missing)}; re-run its evaluation")
         rows.append(
             {
                 "method": method.label,
                 "model": method.name,
+                "setting": setting,
                 **{c: metrics[c] for c, _ in COLUMNS},
-                "train_s": method_seconds(files, method),
+                "train_s": method_seconds(at, method),
                 "infer_s": metrics.get("inference_seconds"),
                 "vs_mor": metrics.get("vs_mor") if isinstance(metrics.get("vs_mor"), dict) else None,
             }
         )
     return rows
+
+
+def picked_runs(run: Path) -> dict[str, tuple[str, RunFiles]]:
+    """``{method: (setting, its sibling run)}`` for the frontier's validation-picked points that are on disk."""
+    path = run / "frontier" / "frontier.json"
+    if not path.is_file():
+        return {}
+    selected = read_checked(path, dict).get("selected")
+    if not isinstance(selected, dict):
+        raise CrabError(f"{path}: not a frontier result; re-run `crabrec frontier`")
+    out = {}
+    for name, point in selected.items():
+        setting = point.get("setting") if isinstance(point, dict) else None
+        if not isinstance(setting, str) or not setting or "/" in setting or setting.startswith("."):
+            raise CrabError(f"{path}: method {name!r} has no picked setting; re-run `crabrec frontier`")
+        sub = RunFiles(run / "frontier" / str(name) / setting)
+        if sub.metrics(str(name)).is_file():
+            out[str(name)] = (setting, sub)
+    return out
+
+
+def row_label(row: dict[str, Any]) -> str:
+    return f"{row['method']} ({row['setting']})" if row.get("setting") else row["method"]
 
 
 def relative_change(rows: list[dict[str, Any]]) -> dict[str, float] | None:
@@ -89,7 +123,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         cells = [f"**{r[c]:.4f}**" if r[c] == best[c] else f"{r[c]:.4f}" for c, _ in COLUMNS]
         t = _fmt_s(r["train_s"])
         t = f"**{t}**" if r["train_s"] is not None and r["train_s"] == best.get("train_s") else t
-        lines.append(f"| {r['method']} | " + " | ".join(cells) + f" | {t} | {_fmt_s(r['infer_s'])} |")
+        lines.append(f"| {row_label(r)} | " + " | ".join(cells) + f" | {t} | {_fmt_s(r['infer_s'])} |")
     rel = relative_change(rows)
     if rel:
         lines.append("| CRAB vs MOR | " + " | ".join(f"{rel[c]:+.1f}%" for c, _ in COLUMNS) + " | | |")
@@ -118,7 +152,7 @@ def change_cells(rows: list[dict[str, Any]]) -> tuple[str, list[tuple[str, list[
                 continue
             star = "*" if ci[0] > 0 or ci[1] < 0 else ""
             cells.append(f"{rel * 100:+.1f}%{star} [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]")
-        out.append((r["method"], cells))
+        out.append((row_label(r), cells))
     return caption, out
 
 
@@ -347,6 +381,8 @@ def _markdown(run, rows, missing, svgs, rebalance, definitions, config, stage_ti
     if missing:
         parts += [f"Not in this run: {', '.join(missing)}.", ""]
     parts += ["Higher is better for HR/NDCG, lower for DGU/MGU and time; best per column in bold.", ""]
+    if any(r.get("setting") for r in rows):
+        parts += [PICKED_NOTE, ""]
     caption, changes = change_cells(rows)
     if changes:
         parts += ["### Change against MOR", "", caption, ""]
@@ -394,7 +430,7 @@ def _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times)
         )
         t = _fmt_s(r["train_s"])
         t = f"<b>{t}</b>" if r["train_s"] is not None and r["train_s"] == best.get("train_s") else t
-        body.append(f"<tr><td>{e(r['method'])}</td>{cells}<td>{t}</td><td>{_fmt_s(r['infer_s'])}</td></tr>")
+        body.append(f"<tr><td>{e(row_label(r))}</td>{cells}<td>{t}</td><td>{_fmt_s(r['infer_s'])}</td></tr>")
     rel = relative_change(rows)
     if rel:
         body.append(
@@ -410,6 +446,8 @@ def _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times)
         *body,
         "</table><p>Higher is better for HR/NDCG, lower for DGU/MGU and time; best per column in bold.</p>",
     ]
+    if any(r.get("setting") for r in rows):
+        out.append(f"<p>{e(PICKED_NOTE.replace('`', ''))}</p>")
     caption, changes = change_cells(rows)
     if changes:
         out.append(f"<h3>Change against MOR</h3><p>{e(caption)}</p><table><tr><th>method</th>{head}</tr>")
