@@ -69,7 +69,10 @@ def test_keep_last_never_validates_and_keeps_the_last_epoch(tmp_path):
             calls.append(1)
             return 1.0 / len(calls)  # worse every epoch
 
-        cfg = TrainConfig(epochs=4, batch_size=16, patience=2, warmup_steps=0, keep=keep)
+        from crabrec.config import CrabConfig, Overlay
+
+        loop = TrainConfig(batch_size=16, patience=2, warmup_steps=0)
+        cfg = Overlay(loop, CrabConfig(epochs=4, lr=1e-3, keep=keep), ("epochs", "lr", "keep"))
         loss = lambda m, b: target_loss(m, b["ids"], b["mask"], b["labels"])  # noqa: E731
         result = train(model, Rows(32, make), loss, validate, cfg, out, 0)
         return model, result, calls

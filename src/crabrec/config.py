@@ -119,11 +119,6 @@ class LoopConfig(Strict):
         "schedule", ("plateau",), 0.5, gt=0, le=1, description="learning-rate factor per epoch without improvement"
     )
     patience: int = Field(2, ge=1, description="early stopping on validation NDCG@10 after this many bad epochs")
-    keep: Literal["best", "last"] = Field(
-        "best",
-        description="best: validate after every epoch, keep the best, stop early; last: no validation, every epoch "
-        "runs and the last is kept (plateau then keeps its learning rate)",
-    )
     max_minutes: float | None = Field(
         None, gt=0, description="wall-clock budget: stop after the epoch that reaches it (the best epoch is kept)"
     )

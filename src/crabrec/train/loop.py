@@ -138,7 +138,9 @@ def train(
     fingerprint: str = "",
     fresh: bool = False,
 ) -> TrainResult:
-    """Train ``model`` on ``rows``; keep the best epoch by ``validate`` in ``out_dir/model``.
+    """Train ``model`` on ``rows``; keep the best epoch by ``validate`` in ``out_dir/model``. A ``cfg`` with
+    ``keep="last"`` (CRAB's fine-tune) validates nothing: every epoch runs and the last is kept (plateau keeps its
+    rate).
 
     ``fingerprint`` identifies the configuration: a checkpoint saved under another one is not resumed; ``fresh``
     (a forced re-run) discards any checkpoint and trains from scratch."""
