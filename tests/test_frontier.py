@@ -56,6 +56,22 @@ def test_further_axes_are_crossed_with_the_knob():
     assert [s["crab.gamma"] for s in default] == list(method.grid)  # the knob keeps its grid
 
 
+def test_a_methods_own_axes_are_crossed_and_a_given_axis_replaces_them():
+    import dataclasses
+
+    from crabrec.methods import get, register, unregister
+
+    twin = dataclasses.replace(get("crab"), name="twin", stages=(), grid=(0.0, 1.0), axes=(("crab.epochs", (1, 2)),))
+    register(twin)
+    try:
+        ((_, own),) = plan(None, ["twin"])
+        assert own == [{"crab.gamma": g, "crab.epochs": e} for g in (0.0, 1.0) for e in (1, 2)]
+        ((_, given),) = plan({"twin": {"epochs": [3]}}, ["twin"])
+        assert given == [{"crab.gamma": 0.0, "crab.epochs": 3}, {"crab.gamma": 1.0, "crab.epochs": 3}]
+    finally:
+        unregister("twin")
+
+
 @pytest.mark.parametrize(
     "args, expect",
     [

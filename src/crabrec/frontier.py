@@ -31,8 +31,9 @@ Axes = dict[str, list[Any]]  # per method: its axes, "" = its knob, else a setti
 
 def plan(grid: dict[str, Axes] | None = None, only: list[str] | None = None) -> list[tuple[Any, list[dict[str, Any]]]]:
     """(method, settings) for every registered method with a knob. A setting maps dotted config keys to values: the
-    knob over its grid (or ``grid[method][""]``), crossed with every further axis ``grid[method][key]`` (``key``: a
-    name in the knob's config section, like ``epochs`` for CRAB, or a dotted key). ``only`` restricts the methods."""
+    knob over its grid (or ``grid[method][""]``), crossed with the method's own ``axes`` and with every further axis
+    ``grid[method][key]`` (``key``: a name in the knob's config section, like ``epochs`` for CRAB, or a dotted key;
+    it replaces a method axis of the same key). ``only`` restricts the methods."""
     from crabrec.methods import methods
 
     swept = [m for m in methods() if m.knob and m.grid and m.validate]
@@ -45,7 +46,7 @@ def plan(grid: dict[str, Axes] | None = None, only: list[str] | None = None) -> 
         if only and m.name not in only:
             continue
         given = dict((grid or {}).get(m.name, {}))
-        axes = {m.knob: list(given.pop("", m.grid))}
+        axes = {m.knob: list(given.pop("", m.grid)), **{k: list(v) for k, v in m.axes}}
         section = m.knob.rsplit(".", 1)[0]
         for key, values in given.items():
             full = key if "." in key else f"{section}.{key}"

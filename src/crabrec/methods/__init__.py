@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from crabrec.errors import CrabError
 from crabrec.pipeline import Stage
@@ -22,8 +23,9 @@ class Method:
     ``stages`` are its own pipeline stages in order; ``trains`` is the one that fits it (None: nothing to fit) and
     ``evaluates`` the one that writes ``models/<name>/metrics.json``. ``cost`` names the stages whose time is the
     method's cost in Table 1. ``knob`` is the setting that trades accuracy against popularity bias (None: none) and
-    ``grid`` the values ``crabrec frontier`` tries; ``validate(files, cfg, rows)`` gives the @10 metrics of the
-    method's finished run on validation rows (how the frontier picks a point without looking at the test).
+    ``grid`` the values ``crabrec frontier`` tries, crossed with ``axes`` (further ``(dotted key, values)`` pairs);
+    ``validate(files, cfg, rows)`` gives the @10 metrics of the method's finished run on validation rows (how the
+    frontier picks a point without looking at the test).
     ``ranker(files, cfg, beam=None)`` loads the trained method as a :class:`crabrec.rankers.Ranker`: what its
     evaluation, ``crabrec.load`` and ``crabrec serve`` rank with. ``backbone``: it is built on the MOR decoder, so
     ``train.backbone`` (a pretrained LLM) carries it too.
@@ -38,6 +40,7 @@ class Method:
     section: str = ""
     knob: str | None = None
     grid: tuple[float, ...] = ()
+    axes: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     validate: Callable[..., dict[str, float]] | None = None
     ranker: Callable[..., Ranker] | None = None
     backbone: bool = False
