@@ -516,7 +516,7 @@ def frontier(
             "--grid",
             help="METHOD=V1,V2,... : the knob values to try for one method; METHOD:SETTING=V1,V2,... : a further "
             "axis, crossed with the knob (SETTING in the knob's section, e.g. crab:epochs=1,4, or a dotted key; "
-            "lists as 0+1). Repeatable.",
+            "lists as 0+1, none/all for None, e.g. crab:levels=all,0). Repeatable.",
         ),
     ] = None,
     only: Annotated[str | None, typer.Option(help="Comma-separated methods to sweep (default: every one)")] = None,
@@ -553,13 +553,15 @@ def frontier(
 
 
 def _grid_values(item: str, text: str) -> list[Any]:
-    """``--grid`` values: numbers, ``true``/``false``, or ``+``-joined integers for a list (``0+1``)."""
+    """``--grid`` values: numbers, ``true``/``false``, ``none``/``all`` (None), or ``+``-joined integers (``0+1``)."""
     import math
 
     def one(v: str) -> Any:
         low = v.strip().lower()
         if low in ("true", "false"):
             return low == "true"
+        if low in ("none", "all"):  # a setting's None (crab.levels: every level)
+            return None
         if "+" in low.lstrip("+") and "e" not in low:
             return [int(x) for x in low.split("+")]
         number = float(low)

@@ -50,33 +50,49 @@ def plan(grid: dict[str, Axes] | None = None, only: list[str] | None = None) -> 
         section = m.knob.rsplit(".", 1)[0]
         for key, values in given.items():
             full = key if "." in key else f"{section}.{key}"
-            if not _known(full):
+            field = _field(full)
+            if field is None:
                 raise CrabError(f"frontier: --grid {m.name}:{key}: no setting {full!r} in the config")
-            axes[full] = list(values)
+            axes[full] = [[v] if _list_only(field) and isinstance(v, int | float) else v for v in values]
         out.append((m, [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]))
     return out
 
 
-def _known(key: str) -> bool:
-    """Whether the dotted ``key`` names a field of the run config."""
+def _field(key: str) -> Any:
+    """The type annotation of the run-config field the dotted ``key`` names (None: no such field)."""
     model: Any = RunConfig
+    annotation = None
     for part in key.split("."):
         fields = getattr(model, "model_fields", None)
         if not fields or part not in fields:
-            return False
-        model = fields[part].annotation
-    return True
+            return None
+        model = annotation = fields[part].annotation
+    return annotation
+
+
+def _list_only(annotation: Any) -> bool:
+    """A field that takes a list but no single number (``crab.levels``): ``--grid crab:levels=0`` means ``[0]``."""
+    import typing
+
+    args = typing.get_args(annotation) or (annotation,)
+    lists = [a for a in args if typing.get_origin(a) is list]
+    return bool(lists) and not any(a in (int, float) or typing.get_origin(a) is typing.Annotated for a in args)
+
+
+NONE_MEANS = {"crab.levels": "all"}  # how a tag shows a setting's None
 
 
 def tag(setting: dict[str, Any]) -> str:
     """A point's name and folder: ``gamma=0.1`` or ``gamma=0.1,epochs=4`` (list values joined by ``+``)."""
 
-    def show(v: Any) -> str:
+    def show(v: Any, key: str) -> str:
+        if v is None:
+            return NONE_MEANS.get(key, "none")
         if isinstance(v, list | tuple):
-            return "+".join(show(x) for x in v)
+            return "+".join(show(x, key) for x in v)
         return f"{v:g}" if isinstance(v, int | float) and not isinstance(v, bool) else str(v).lower()
 
-    return ",".join(f"{k.rsplit('.', 1)[-1]}={show(v)}" for k, v in setting.items())
+    return ",".join(f"{k.rsplit('.', 1)[-1]}={show(v, k)}" for k, v in setting.items())
 
 
 def with_setting(cfg: RunConfig, setting: dict[str, Any], **top: Any) -> RunConfig:
