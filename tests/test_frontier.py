@@ -48,16 +48,16 @@ def test_pareto_sets_per_method():
 
 
 def test_further_axes_are_crossed_with_the_knob():
-    given = {"": [0, 0.1], "epochs": [1, 3], "levels": [None], "train.lr": [0.01]}
+    given = {"": [0, 0.1], "epochs": [1, 3], "levels": [None], "ratio": [0.2], "train.lr": [0.01]}
     ((method, settings),) = plan({"crab": given}, ["crab"])
     assert method.name == "crab" and len(settings) == 4
-    assert settings[1] == {"crab.gamma": 0, "crab.epochs": 3, "crab.levels": None, "train.lr": 0.01}
-    assert tag(settings[2]) == "gamma=0.1,epochs=1,levels=all,lr=0.01"
+    assert settings[1] == {"crab.gamma": 0, "crab.levels": None, "crab.ratio": 0.2, "crab.epochs": 3, "train.lr": 0.01}
+    assert tag(settings[2]) == "gamma=0.1,levels=all,ratio=0.2,epochs=1,lr=0.01"
     assert tag({"crab.levels": [0, 1], "crab.normalize_lt": True}) == "levels=0+1,normalize_lt=true"
     assert tag({"crab.levels": None, "baselines.rr_alpha": None}) == "levels=all,rr_alpha=none"
-    ((_, lv),) = plan({"crab": {"": [0], "epochs": [2], "levels": [None, 0, [0, 1]], "ratio": [0.2]}}, ["crab"])
+    ((_, lv),) = plan({"crab": {"": [0], "levels": [None, 0, [0, 1]], "ratio": [0.2]}}, ["crab"])
     assert [s["crab.levels"] for s in lv] == [None, [0], [0, 1]] and lv[0]["crab.ratio"] == 0.2  # a level is a list
-    ((_, default),) = plan({"crab": {"ratio": [0.2]}}, ["crab"])
+    ((_, default),) = plan({"crab": {"epochs": [2]}}, ["crab"])
     own = len(method.grid) * int(np.prod([len(v) for _, v in method.axes]))
     assert len(default) == own and {s["crab.gamma"] for s in default} == set(method.grid)  # the knob keeps its grid
 
@@ -87,7 +87,7 @@ def test_a_methods_own_axes_are_crossed_and_a_given_axis_replaces_them():
         (["--grid", "crab:=1"], "expected METHOD=V1,V2,... or METHOD:SETTING=V1,V2"),
         (["--grid", "crab=nan"], "--grid 'crab=nan': expected comma-separated finite numbers"),
         (["--grid", "crab:nope=1"], "frontier: --grid crab:nope: no setting 'crab.nope' in the config"),
-        (["--grid", "crab=0", "--grid", "crab:epochs=2,0"], "frontier: gamma=0,epochs=0,levels=all: crab.epochs"),
+        (["--grid", "crab=0", "--grid", "crab:epochs=2,0"], "frontier: gamma=0,levels=all,ratio=0.1,epochs=0: crab"),
         (["--max-drop", "2"], "--max-drop 2.0: expected a share in [0, 1]"),
         (["--only", "mor"], "frontier: method 'mor' has no knob"),
     ],
@@ -104,15 +104,16 @@ def test_a_frontier_sweep_end_to_end(tiny_run, tmp_path, capsys):
     shutil.copytree(tiny_run, run)
     mor_state = (run / "stages" / "train.json").read_bytes()
     grid = ["--grid", "rr=0,0.5", "--grid", "crab=0", "--grid", "crab:epochs=1,2", "--grid", "crab:levels=all",
-            "--grid", "rw=1", "--grid", "d2lr=0.5"]  # fmt: skip
+            "--grid", "crab:ratio=0.1", "--grid", "rw=1", "--grid", "d2lr=0.5"]  # fmt: skip
+    at = "gamma=0,levels=all,ratio=0.1,epochs="
     code, _ = cli(["frontier", str(run), *grid])
     out = capsys.readouterr()
     assert code == 0, out.err
     result = json.loads((run / "frontier" / "frontier.json").read_text())
     points = {(p["method"], p["setting"]): p for p in result["points"]}
     assert set(points) == {
-        ("mor", "base"), ("rr", "rr_alpha=0"), ("rr", "rr_alpha=0.5"), ("crab", "gamma=0,epochs=1,levels=all"),
-        ("crab", "gamma=0,epochs=2,levels=all"), ("rw", "rw_beta=1"), ("d2lr", "d2lr_alpha=0.5"),
+        ("mor", "base"), ("rr", "rr_alpha=0"), ("rr", "rr_alpha=0.5"), ("crab", f"{at}1"), ("crab", f"{at}2"),
+        ("rw", "rw_beta=1"), ("d2lr", "d2lr_alpha=0.5"),
     }  # fmt: skip
     assert (run / "stages" / "train.json").read_bytes() == mor_state  # MOR reused, not retrained
     mor, rr0 = points[("mor", "base")], points[("rr", "rr_alpha=0")]
@@ -121,10 +122,9 @@ def test_a_frontier_sweep_end_to_end(tiny_run, tmp_path, capsys):
         assert rr0[f"valid {k}"] == pytest.approx(mor[f"valid {k}"], abs=1e-12), k
         assert rr0[f"test {k}"] == pytest.approx(mor[f"test {k}"], abs=1e-12), k
     crab = run / "frontier" / "crab"
-    crab_cfg = yaml.safe_load((crab / "gamma=0,epochs=2,levels=all" / "config.yaml").read_text())["crab"]
+    crab_cfg = yaml.safe_load((crab / f"{at}2" / "config.yaml").read_text())["crab"]
     assert crab_cfg["gamma"] == 0.0 and crab_cfg["epochs"] == 2
-    one, two = (json.loads((crab / f"gamma=0,epochs={e},levels=all" / "models" / "crab" / "train_log.json").read_text())
-                for e in (1, 2))  # fmt: skip
+    one, two = (json.loads((crab / f"{at}{e}" / "models" / "crab" / "train_log.json").read_text()) for e in (1, 2))
     assert len(one) == 1 and len(two) == 2 and one[0]["loss"] == pytest.approx(two[0]["loss"])  # same first epoch
     assert set(result["selected"]) == {"rr", "crab", "rw", "d2lr"}
     report = (run / "report.md").read_text()
@@ -143,12 +143,12 @@ def test_a_frontier_sweep_end_to_end(tiny_run, tmp_path, capsys):
 def test_sweeping_one_method_again_keeps_the_others(tiny_run, tmp_path, capsys):
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
-    one = ["--grid", "crab:epochs=1", "--grid", "crab:levels=all"]
+    one = ["--grid", "crab:epochs=1", "--grid", "crab:levels=all", "--grid", "crab:ratio=0.1"]
     assert cli(["frontier", str(run), "--grid", "rr=0,0.5", "--grid", "crab=0", *one, "--only", "rr,crab"])[0] == 0
     assert cli(["frontier", str(run), "--grid", "crab=1", *one, "--only", "crab"])[0] == 0
     capsys.readouterr()
     result = json.loads((run / "frontier" / "frontier.json").read_text())
     settings = sorted((p["method"], p["setting"]) for p in result["points"])
-    assert settings == [("crab", "gamma=1,epochs=1,levels=all"), ("mor", "base"), ("rr", "rr_alpha=0"),
+    assert settings == [("crab", "gamma=1,levels=all,ratio=0.1,epochs=1"), ("mor", "base"), ("rr", "rr_alpha=0"),
                         ("rr", "rr_alpha=0.5")]  # fmt: skip
     assert set(result["selected"]) == {"rr", "crab"}
