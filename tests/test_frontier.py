@@ -152,3 +152,19 @@ def test_sweeping_one_method_again_keeps_the_others(tiny_run, tmp_path, capsys):
     assert settings == [("crab", "gamma=1,levels=all,ratio=0.1,epochs=1"), ("mor", "base"), ("rr", "rr_alpha=0"),
                         ("rr", "rr_alpha=0.5")]  # fmt: skip
     assert set(result["selected"]) == {"rr", "crab"}
+
+
+@pytest.mark.slow
+def test_run_with_frontier_sweeps_every_default_grid_and_reports_the_picked_points(tiny_run, tmp_path, capsys):
+    """`crabrec run --frontier`: the stages (cached here), then every method's default sweep, then the report."""
+    from crabrec.frontier import plan
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    code, _ = cli(["run", str(run), "--frontier"])
+    assert code == 0, capsys.readouterr().err
+    result = json.loads((run / "frontier" / "frontier.json").read_text())
+    expected = sum(len(settings) for _, settings in plan()) + 1  # and MOR
+    assert len(result["points"]) == expected
+    report = (run / "report.md").read_text()
+    assert "Accuracy–fairness frontier" in report and "picked for it on validation" in report

@@ -191,6 +191,14 @@ def run(
             "mean ± std per method in <run>/seeds/seeds.md and the report.",
         ),
     ] = 1,
+    with_frontier: Annotated[
+        bool,
+        typer.Option(
+            "--frontier",
+            help="Then sweep the accuracy-fairness frontier (as `crabrec frontier` with its default grids; about "
+            "30 minutes on 2 cores for the quick preset) and show each method at its validation-picked point.",
+        ),
+    ] = False,
 ) -> None:
     """Run every stage (cached stages are skipped): data -> ... -> every method -> report."""
     from crabrec.pipeline import run_lock
@@ -217,6 +225,11 @@ def run(
             sd.write_summary(sd.summarize(configs), cfg.run_dir / "seeds")
             log.info("across seeds: %s", cfg.run_dir / "seeds" / "seeds.md")
             ctx.force.add("report")  # the report shows the seeds
+        if with_frontier and not until:
+            from crabrec import frontier as fr
+
+            fr.write_frontier(fr.run_frontier(cfg), cfg.run_dir / "frontier")
+            ctx.force.add("report")  # the report shows the frontier and the picked points
         if not until:
             ctx.ensure("report")
     log.info("finished in %.1fs; artifacts in %s", time.perf_counter() - start, cfg.run_dir)
