@@ -154,7 +154,6 @@ def test_sweeping_one_method_again_keeps_the_others(tiny_run, tmp_path, capsys):
     assert set(result["selected"]) == {"rr", "crab"}
 
 
-@pytest.mark.slow
 def test_run_with_frontier_sweeps_every_default_grid_and_reports_the_picked_points(tiny_run, tmp_path, capsys):
     """`crabrec run --frontier`: the stages (cached here), then every method's default sweep, then the report."""
     from crabrec.frontier import plan
