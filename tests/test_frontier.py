@@ -88,6 +88,8 @@ def test_a_methods_own_axes_are_crossed_and_a_given_axis_replaces_them():
         (["--grid", "crab=nan"], "--grid 'crab=nan': expected comma-separated finite numbers"),
         (["--grid", "crab:nope=1"], "frontier: --grid crab:nope: no setting 'crab.nope' in the config"),
         (["--grid", "crab=0", "--grid", "crab:epochs=2,0"], "frontier: gamma=0,levels=all,ratio=0.1,epochs=0: crab"),
+        (["--grid", "crab:ratio=2"], "frontier: gamma=0,levels=all,ratio=2: crab.ratio: Input should be less than"),
+        (["--grid", "rw=1", "--only", "crab"], "frontier: --grid for rw, which --only crab leaves out"),
         (["--max-drop", "2"], "--max-drop 2.0: expected a share in [0, 1]"),
         (["--only", "mor"], "frontier: method 'mor' has no knob"),
     ],

@@ -41,6 +41,9 @@ def plan(grid: dict[str, Axes] | None = None, only: list[str] | None = None) -> 
     for name in [*(grid or {}), *(only or [])]:
         if name not in names:
             raise CrabError(f"frontier: method {name!r} has no knob to sweep; expected one of {', '.join(names)}")
+    left_out = [name for name in grid or {} if only and name not in only]
+    if left_out:
+        raise CrabError(f"frontier: --grid for {', '.join(left_out)}, which --only {','.join(only or [])} leaves out")
     out = []
     for m in swept:
         if only and m.name not in only:
@@ -113,6 +116,7 @@ def with_setting(cfg: RunConfig, setting: dict[str, Any], **top: Any) -> RunConf
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
+        where = next((k for k in setting if where == k or where.startswith(k + ".")), where)  # not pydantic's tags
         raise CrabError(f"frontier: {tag(setting)}: {where}: {first['msg']}") from None
 
 
@@ -140,17 +144,17 @@ def run_frontier(
     from crabrec.pipeline import RunContext
     from crabrec.stages import preflight, registry
 
+    todo = [
+        (method, tag(s), with_setting(cfg, s, runs_dir=str(cfg.run_dir / "frontier" / method.name), name=tag(s)))
+        for method, settings in plan(grid, only)
+        for s in settings
+    ]  # every setting checked before any work
     rows = cfg.baselines.rr_valid_samples  # the validation rows every point is scored on (RR tunes on the same)
     ctx = RunContext(config=cfg, stages=registry())
     ctx.ensure("data")
     preflight(ctx)
     ctx.ensure(get("mor").evaluates)
     points = [_point(get("mor"), "base", RunFiles(cfg.run_dir), ctx.config, rows)]
-    todo = [
-        (method, tag(s), with_setting(cfg, s, runs_dir=str(cfg.run_dir / "frontier" / method.name), name=tag(s)))
-        for method, settings in plan(grid, only)
-        for s in settings
-    ]  # every setting checked before any work
     for method, name, sub in todo:
         link_base(cfg.run_dir, sub.run_dir)
         sub_ctx = RunContext(config=sub, stages=registry())
