@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -175,7 +176,10 @@ def test_a_bad_option_is_one_line(capsys):
 
 def test_ctrl_c_exits_130_with_a_message(office_slice, tmp_path):
     args = ["run", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}", *TINY]
-    proc = subprocess.Popen([*CLI, *args], stderr=subprocess.PIPE, text=True)
+    # as from a terminal: Ctrl-C acts even if something earlier in this test process set SIGINT to be ignored (an
+    # ignored signal stays ignored in a child, and Python then installs no KeyboardInterrupt handler)
+    default = functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL)
+    proc = subprocess.Popen([*CLI, *args], stderr=subprocess.PIPE, text=True, preexec_fn=default)
     deadline = time.time() + 120
     while not list(tmp_path.glob("*/stages/data.json")) and time.time() < deadline:
         time.sleep(0.05)

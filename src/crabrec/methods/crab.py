@@ -128,7 +128,7 @@ def mor_model(ctx: RunContext, old, new):
 REBALANCE = Stage(
     name="rebalance",
     fn=run_rebalance,
-    reads=(*(f"crab.{k}" for k in REBALANCE_READS), "seed", "train.backbone"),
+    reads=(*(f"crab.{k}" for k in REBALANCE_READS), "seed"),  # without text it also reads MOR's weights (needs_if)
     needs=("data", "tokenize"),
     needs_if=needs_model_vectors,
     artifacts=("crab/codebook.json", "crab/token_map.json", "crab/report.json"),
