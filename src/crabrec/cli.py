@@ -227,8 +227,9 @@ def run(
             ctx.force.add("report")  # the report shows the seeds
         if with_frontier and not until:
             from crabrec import frontier as fr
+            from crabrec.runfiles import RunFiles
 
-            fr.write_frontier(fr.run_frontier(cfg), cfg.run_dir / "frontier")
+            fr.write_frontier(fr.run_frontier(cfg), RunFiles(cfg.run_dir).frontier)
             ctx.force.add("report")  # the report shows the frontier and the picked points
         if not until:
             ctx.ensure("report")
@@ -544,6 +545,7 @@ def frontier(
 
     from crabrec import frontier as fr
     from crabrec.pipeline import run_lock
+    from crabrec.runfiles import RunFiles
 
     if not math.isfinite(max_drop) or not 0 <= max_drop <= 1:
         raise CrabError(f"--max-drop {max_drop}: expected a share in [0, 1]")
@@ -559,7 +561,7 @@ def frontier(
     fr.plan(values, methods_)  # unknown methods fail before any work
     with run_lock(cfg.run_dir):
         result = fr.run_frontier(cfg, values, methods_, max_drop)
-        paths = fr.write_frontier(result, cfg.run_dir / "frontier")
+        paths = fr.write_frontier(result, RunFiles(cfg.run_dir).frontier)
     run_stage(cfg, "report", force="report")  # the report shows the frontier
     typer.echo(fr.markdown(result))
     typer.echo("\n".join(str(p) for p in paths))

@@ -144,8 +144,9 @@ def run_frontier(
     from crabrec.pipeline import RunContext
     from crabrec.stages import preflight, registry
 
+    base = RunFiles(cfg.run_dir)
     todo = [
-        (method, tag(s), with_setting(cfg, s, runs_dir=str(cfg.run_dir / "frontier" / method.name), name=tag(s)))
+        (method, tag(s), with_setting(cfg, s, runs_dir=str(base.frontier / method.name), name=tag(s)))
         for method, settings in plan(grid, only)
         for s in settings
     ]  # every setting checked before any work
@@ -161,7 +162,7 @@ def run_frontier(
         preflight(sub_ctx)
         sub_ctx.ensure(method.evaluates)
         points.append(_point(method, name, RunFiles(sub.run_dir), sub_ctx.config, rows))
-    points += kept_points(cfg.run_dir / "frontier" / "frontier.json", {m.name for m, _ in plan(grid, only)})
+    points += kept_points(base.frontier / "frontier.json", {m.name for m, _ in plan(grid, only)})
     return {"points": points, "selected": select(points, max_drop), "pareto": pareto(points), "rule": rule(max_drop)}
 
 

@@ -73,7 +73,7 @@ def table_rows(run: Path) -> list[dict[str, Any]]:
 
 def picked_runs(run: Path) -> dict[str, tuple[str, RunFiles]]:
     """``{method: (setting, its sibling run)}`` for the frontier's validation-picked points that are on disk."""
-    path = run / "frontier" / "frontier.json"
+    path = RunFiles(run).frontier / "frontier.json"
     if not path.is_file():
         return {}
     selected = read_checked(path, dict).get("selected")
@@ -84,7 +84,7 @@ def picked_runs(run: Path) -> dict[str, tuple[str, RunFiles]]:
         setting = point.get("setting") if isinstance(point, dict) else None
         if not isinstance(setting, str) or not setting or "/" in setting or setting.startswith("."):
             raise CrabError(f"{path}: method {name!r} has no picked setting; re-run `crabrec frontier`")
-        sub = RunFiles(run / "frontier" / str(name) / setting)
+        sub = RunFiles(RunFiles(run).frontier_point(str(name), setting))
         if sub.metrics(str(name)).is_file():
             out[str(name)] = (setting, sub)
     return out
@@ -159,7 +159,7 @@ def change_cells(rows: list[dict[str, Any]]) -> tuple[str, list[tuple[str, list[
 def frontier_picked(run: Path) -> tuple[str, list[tuple[str, str, list[str]]]]:
     """From ``frontier/frontier.json``: its selection rule and, per method, the picked setting with its test metrics
     and their change against MOR."""
-    path = run / "frontier" / "frontier.json"
+    path = RunFiles(run).frontier / "frontier.json"
     if not path.is_file():
         return "", []
     result = read_checked(path, dict)
@@ -326,8 +326,8 @@ def write_report(run_dir: str | Path, stages: list[str]) -> list[Path]:
     exposure, tokens, curves = exposure_by_group(run), token_group_analysis(run), token_popularity_curves(run)
     svgs = figures(exposure, tokens, curves)
     files = RunFiles(run)
-    front = run / "frontier" / "frontier.svg"
-    if front.is_file() and (run / "frontier" / "frontier.json").is_file():
+    front = files.frontier / "frontier.svg"
+    if front.is_file() and (files.frontier / "frontier.json").is_file():
         svgs = {"frontier": front.read_text(encoding="utf-8"), **svgs}
     text = files.sid_file("report.txt", rebalanced=True)
     rebalance = text.read_text() if text.is_file() else ""

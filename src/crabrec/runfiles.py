@@ -65,6 +65,14 @@ class RunFiles:
         """Another file beside a codebook: ``index.json``, ``stats.json``, ``token_map.json``, ``report.json`` ..."""
         return self.codebook(rebalanced).with_name(name)
 
+    @property
+    def frontier(self) -> Path:
+        """``frontier/``: ``frontier.{json,csv,md,svg}`` and one sibling run per point, ``<method>/<setting>/``."""
+        return self.root / "frontier"
+
+    def frontier_point(self, method: str, setting: str) -> Path:
+        return self.frontier / method / setting
+
     def model_dir(self, method: str) -> Path:
         """``models/<method>/``: ``model/`` (weights), ``metrics.json``, ``rankings.parquet``, summaries."""
         return self.root / "models" / method
