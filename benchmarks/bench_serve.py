@@ -1,12 +1,15 @@
 """``crabrec serve`` under load: dynamic batching against one request per ranker call, in one run.
 
     python benchmarks/bench_serve.py [--run runs/office-quick] [--method mor] [--requests 600] [--concurrency 1 8 32]
+                                     [--rounds 3]
 
-Starts the server twice on a free loopback port, as a separate process each time (``crabrec serve``): batched
+Starts the server on a free loopback port, as a separate process each time (``crabrec serve``): batched
 (``--max-batch 64 --max-wait-ms 5``, the defaults) and unbatched (``--max-batch 1 --max-wait-ms 0``: every history is
 its own beam search). At each concurrency, that many keep-alive connections (one asyncio load generator) send
 single-history requests, the test histories of the run in order, until ``--requests`` have been answered (after a
-warm-up of 32). Prints requests/s and p50/p99 latency for both servers, and the throughput ratio. Stops by itself.
+warm-up of 32). A round runs both servers one after the other; ``--rounds`` repeats it, so that both see the same
+drift of a shared machine. Prints each cell's median requests/s and p50/p99 latency over the rounds, and the median
+of the rounds' throughput ratios with their range. Stops by itself.
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=600)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("-k", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3, help="batched + unbatched, this many times, interleaved")
     args = ap.parse_args()
     if not (args.run / "config.yaml").is_file():
         raise SystemExit(f"bench_serve: {args.run}: not a run directory; run `make run` first")
@@ -130,20 +134,31 @@ def main() -> None:
         "batched (max-batch 64, wait 5 ms)": [],
         "unbatched (max-batch 1)": ["--max-batch", "1", "--max-wait-ms", "0"],
     }
-    results = {
-        name: serve(args.run, args.method, extra, bodies, args.concurrency, args.requests)
-        for name, extra in forms.items()
-    }
+    rounds: dict[str, list[list[dict]]] = {name: [] for name in forms}
+    for r in range(args.rounds):
+        for name, extra in forms.items():
+            rounds[name].append(serve(args.run, args.method, extra, bodies, args.concurrency, args.requests))
+            print(f"round {r + 1}/{args.rounds}, {name}: " + ", ".join(
+                f"c={c} {cell['rps']:.0f} req/s" for c, cell in zip(args.concurrency, rounds[name][-1])
+            ), file=sys.stderr)  # fmt: skip
     cpus = os.cpu_count()
-    print(f"{args.method} of {args.run}, the run's beam, k={args.k}, {args.requests} requests per cell, {cpus} CPUs")
+    print(
+        f"{args.method} of {args.run}, the run's beam, k={args.k}, {args.requests} requests per cell, {cpus} CPUs, "
+        f"median of {args.rounds} interleaved rounds"
+    )
     print("| server | concurrency | requests/s | p50 ms | p99 ms | histories per ranker call |")
     print("|---|---|---|---|---|---|")
-    for name, rows in results.items():
-        for c, r in zip(args.concurrency, rows):
-            print(f"| {name} | {c} | {r['rps']:.1f} | {r['p50']:.1f} | {r['p99']:.1f} | {r['batch']:.1f} |")
-    batched, single = results.values()
-    for c, b, s in zip(args.concurrency, batched, single):
-        print(f"concurrency {c}: batched / unbatched requests/s = {b['rps'] / s['rps']:.2f}x")
+    for name, runs in rounds.items():
+        for j, c in enumerate(args.concurrency):
+            med = {key: float(np.median([run[j][key] for run in runs])) for key in ("rps", "p50", "p99", "batch")}
+            print(f"| {name} | {c} | {med['rps']:.1f} | {med['p50']:.1f} | {med['p99']:.1f} | {med['batch']:.1f} |")
+    batched, single = rounds.values()
+    for j, c in enumerate(args.concurrency):
+        ratios = [b[j]["rps"] / s[j]["rps"] for b, s in zip(batched, single)]
+        print(
+            f"concurrency {c}: batched / unbatched requests/s = {np.median(ratios):.2f}x "
+            f"(rounds: {', '.join(f'{x:.2f}' for x in ratios)})"
+        )
 
 
 if __name__ == "__main__":

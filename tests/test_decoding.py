@@ -49,9 +49,12 @@ def test_beam_search_matches_hf_generate(seed, beam):
     assert all(len(set(r.tolist())) == beam for r in sid)
 
 
-@pytest.mark.parametrize("arch,kv_heads", [("qwen2", 4), ("qwen2", 2), ("llama", 1)])
-def test_shared_prefix_steps_match_hf_forward_steps(arch, kv_heads):
-    """The shared-history fast path == the generic path (HF forward over a per-beam cache), GQA included."""
+@pytest.mark.parametrize(
+    "arch,kv_heads,equal", [("qwen2", 4, False), ("qwen2", 2, False), ("llama", 1, False), ("qwen2", 2, True)]
+)
+def test_shared_prefix_steps_match_hf_forward_steps(arch, kv_heads, equal):
+    """The shared-history fast path == the generic path (HF forward over a per-beam cache), GQA included; with
+    histories of mixed lengths (the prefill skips the padding) and of one length (no padding at all)."""
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     from crabrec.decode.shared_prefix import supports
@@ -75,8 +78,9 @@ def test_shared_prefix_steps_match_hf_forward_steps(arch, kv_heads):
     trie = SidTrie.build(cb)
     tokens = item_tokens(cb.token_ids())
     hist = rng.integers(0, cb.n_items, (7, 6))
-    length = rng.integers(1, 7, 7)
+    length = np.full(7, 6) if equal else rng.integers(1, 7, 7)
     ids, mask, _ = encode_rows(hist, length, None, tokens)
+    assert bool(mask.all()) == equal
     if arch == "llama":  # a LoRA-wrapped model (CRAB fine-tune, backbone validation) takes the fast path too
         from peft import LoraConfig, get_peft_model
 

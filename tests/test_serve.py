@@ -181,3 +181,35 @@ def test_batcher_splits_results_and_passes_errors():
     outs = asyncio.run(scenario())
     assert [o[0][:, 0].tolist() for o in outs] == [[u, u + 100] for u in range(4)]
     assert calls[0] == 8 and len(calls) == 2
+
+
+def test_batcher_does_not_wait_out_max_wait_when_nothing_more_is_coming():
+    """A lone request after a lone request is ranked at once, however many histories it holds; under a steady
+    load a batch closes as soon as as many requests are back as the previous call served."""
+    calls = []
+
+    def rank(rows: Samples):
+        calls.append(len(rows))
+        return np.zeros((len(rows), 3), np.int64), np.zeros((len(rows), 3), np.float32)
+
+    def rows(n: int) -> Samples:
+        return Samples.from_rows([0] * n, [[1]] * n, [0] * n, 2)
+
+    async def timed(coro) -> float:
+        start = time.perf_counter()
+        await coro
+        return time.perf_counter() - start
+
+    async def scenario():
+        batcher = DynamicBatcher(rank, max_batch=64, max_wait_ms=1000)
+        await batcher.submit(rows(1))
+        lone = [await timed(batcher.submit(rows(5))) for _ in range(2)]  # one request of 5 histories, twice
+        first = await timed(asyncio.gather(*(batcher.submit(rows(1)) for _ in range(4))))
+        again = await timed(asyncio.gather(*(batcher.submit(rows(1)) for _ in range(4))))
+        await batcher.stop()
+        return lone, first, again
+
+    lone, first, again = asyncio.run(scenario())
+    assert max(lone) < 0.5 and again < 0.5  # neither waited out the 1 s
+    assert first >= 1.0  # load begins (several queued at once): the batch waits for more
+    assert calls == [1, 5, 5, 4, 4]

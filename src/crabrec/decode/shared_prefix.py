@@ -4,8 +4,9 @@ HF's beam search (and a generic step over its cache) gives every beam row its ow
 values: each step copies a ``[B*beams, heads, S, d]`` cache and reads it ``beams`` times over. Here the history
 cache stays ``[B, kv_heads, S, d]`` and only the few generated tokens' keys/values are kept per beam; attention
 scores against the shared history and against the beam's own tokens are normalised together, which is the same
-softmax over the same keys. The prefill also skips work whose result is never read: in the last layer only the
-final position needs a query, an MLP and logits (every position still gets its keys/values).
+softmax over the same keys. The prefill also skips work whose result is never read: norms, projections and MLPs
+run on the real tokens only, not on the left padding, and in the last layer only the final position needs a query,
+an MLP and logits (every position still gets its keys/values).
 
 The layers' own modules (norms, projections, rotary embedding, MLP) are called, so the weights are the model's;
 only the attention arithmetic is written out. Supported: ``Qwen2ForCausalLM`` and ``LlamaForCausalLM`` (the default
@@ -30,6 +31,15 @@ def supports(model) -> bool:
         and hasattr(model, "lm_head")
         and hasattr(getattr(model, "model", None), "rotary_emb")
     )
+
+
+def _padded(x: torch.Tensor, real: torch.Tensor, dense: bool) -> torch.Tensor:
+    """Real-token rows ``x [N, ...]`` back in the padded layout ``[B, S, ...]`` (zeros where ``real`` is False)."""
+    if dense:
+        return x.unflatten(0, real.shape)
+    out = x.new_zeros(*real.shape, *x.shape[1:])
+    out[real] = x
+    return out
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -64,38 +74,48 @@ class SharedPrefixDecoder:
 
     @torch.no_grad()
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Left-padded histories ``[B, S]`` -> next-token logits ``[B, V]``; keeps the history cache."""
+        """Left-padded histories ``[B, S]`` -> next-token logits ``[B, V]``; keeps the history cache.
+
+        Norms, projections and MLPs run on the real tokens only (a batch of histories of mixed lengths is about a
+        third padding); attention runs on the padded ``[B, S]`` layout, where padded keys are zero and masked."""
         inner, s = self.model.model, ids.shape[1]
         r, d = self.heads // self.kv_heads, self.head_dim
-        pos = positions(mask)
-        x = inner.embed_tokens(ids)
-        cos, sin = (c[:, :, None] for c in inner.rotary_emb(x, pos))  # [B, S, 1, d]
         real = mask.bool()
+        pos = positions(mask)
+        dense = bool(real.all())  # no padding (one history, or equal lengths): plain reshapes
+        x = inner.embed_tokens(ids.flatten() if dense else ids[real])  # [N, hidden], N = real tokens, row by row
+        pos_real = pos.flatten() if dense else pos[real]
+        cos, sin = (c[0, :, None] for c in inner.rotary_emb(x[None], pos_real[None]))  # [N, 1, d]
+        last_token = real.sum(1).cumsum(0) - 1  # each row's final (always real) token among the N
         self.bias = torch.zeros(mask.shape, dtype=x.dtype, device=x.device).masked_fill(~real, float("-inf"))
         causal = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
-        # padding positions attend to themselves only, so their (never read) states stay finite
+        # padding positions attend to themselves only, so their (never read) outputs stay finite
         allowed = (causal & real[:, None, :]) | torch.eye(s, dtype=torch.bool, device=x.device)
         self.keys, self.values = [], []
         for i, layer in enumerate(self.layers):
             last = i == len(self.layers) - 1
             q, k, v = self._qkv(layer, x, cos, sin, query=not last)
-            self.keys.append(k.transpose(1, 2))  # [B, kv_heads, S, d]
-            self.values.append(v.transpose(1, 2))
+            self.keys.append(_padded(k, real, dense).transpose(1, 2))  # [B, kv_heads, S, d]
+            self.values.append(_padded(v, real, dense).transpose(1, 2))
             if last:  # only the final position's output is ever read
-                x, cos, sin, allowed = x[:, -1:], cos[:, -1:], sin[:, -1:], allowed[:, -1:]
+                x, cos, sin = x[last_token], cos[last_token], sin[last_token]
                 q = _rotate(layer.self_attn.q_proj(layer.input_layernorm(x)).unflatten(-1, (self.heads, d)), cos, sin)
+                query, allowed = q[:, None], allowed[:, -1:]  # [B, 1, heads, d]
+            else:
+                query = _padded(q, real, dense)  # [B, S, heads, d]
             out = torch.nn.functional.scaled_dot_product_attention(
-                q.transpose(1, 2),
+                query.transpose(1, 2),
                 self.keys[i].repeat_interleave(r, 1),
                 self.values[i].repeat_interleave(r, 1),
                 attn_mask=allowed[:, None],
                 scale=layer.self_attn.scaling,
-            )  # [B, heads, S or 1, d]
-            x = self._finish(layer, x, out.transpose(1, 2).flatten(2))
+            ).transpose(1, 2)  # [B, S or 1, heads, d]
+            out = out[:, 0] if last else out.flatten(0, 1) if dense else out[real]
+            x = self._finish(layer, x, out.flatten(1))
         self.gen_keys: list[torch.Tensor | None] = [None] * len(self.layers)
         self.gen_values: list[torch.Tensor | None] = [None] * len(self.layers)
         self.pos = pos[:, -1:]
-        return self.model.lm_head(inner.norm(x[:, -1]))
+        return self.model.lm_head(inner.norm(x))
 
     @torch.no_grad()
     def step(self, origin: torch.Tensor, token: torch.Tensor) -> torch.Tensor:

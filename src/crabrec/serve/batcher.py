@@ -2,8 +2,11 @@
 
 A single worker takes the first waiting request, then everything already queued, then waits at most ``max_wait``
 seconds for more, until ``max_batch`` histories are gathered; it ranks them in one call on its own thread (so the
-event loop keeps accepting requests meanwhile) and hands each request its rows back. It does not wait when the
-previous call ranked a single history and nothing else is queued: without load, a request is not delayed.
+event loop keeps accepting requests meanwhile) and hands each request its rows back. Two rules keep it from idling:
+it does not wait when the previous call served a single request and nothing else is queued (without load, a request
+is not delayed, however many histories it holds), and it stops waiting as soon as as many requests are gathered as
+the previous call served (under a steady load the same clients come back; waiting out ``max_wait`` for more would
+only leave the cores idle: 8% fewer requests/s at concurrency 32 in ``benchmarks/bench_serve.py``).
 ``max_batch=1`` ranks every history alone: the one-request-per-call reference the benchmark compares against.
 """
 
@@ -46,7 +49,7 @@ class DynamicBatcher:
         self.worker: asyncio.Task | None = None
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crabrec-rank")
         self.stats = {"calls": 0, "histories": 0, "largest": 0}
-        self.last = 0  # histories in the previous call: a lone request after a lone request does not wait
+        self.last = 0  # requests served by the previous call
 
     def start(self) -> None:
         if self.worker is None:
@@ -75,6 +78,8 @@ class DynamicBatcher:
             try:
                 nxt = self.queue.get_nowait()
             except asyncio.QueueEmpty:
+                if len(batch) >= self.last > 1:  # as many requests as the previous call: the clients are back
+                    break
                 left = deadline - loop.time()
                 if left <= 0:
                     break
@@ -96,7 +101,7 @@ class DynamicBatcher:
             self.stats["calls"] += 1
             self.stats["histories"] += len(rows)
             self.stats["largest"] = max(self.stats["largest"], len(rows))
-            self.last = len(rows)
+            self.last = len(batch)
             try:
                 items, scores = await loop.run_in_executor(self.pool, self.rank, rows)
             except Exception as exc:  # handed to the requests that were in the batch
