@@ -8,7 +8,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StringConstraints, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from crabrec.errors import CrabError, clip
 
@@ -98,6 +107,23 @@ class TokenizeConfig(Strict):
     rqvae_lr: float = only_if("quantizer", RQVAE, 1e-3, gt=0)
     rqvae_batch_size: int = only_if("quantizer", RQVAE, 1024, ge=1)
     rqvae_beta: float = only_if("quantizer", RQVAE, 0.25, ge=0)
+    item_vectors: Literal["text", "text+sasrec", "sasrec"] = only_if(
+        "item_vectors",
+        ("text+sasrec", "sasrec"),
+        "text",
+        description="what the quantizer clusters: the item-text embeddings (the paper's SIDs), those joined with the "
+        "trained SASRec's item embeddings (collaborative signal; ours), or the SASRec embeddings alone (also for "
+        "data without item text)",
+    )
+
+    @model_validator(mode="after")
+    def _vectors_need_a_quantizer(self) -> TokenizeConfig:
+        if self.item_vectors != "text" and self.quantizer not in QUANTIZED:
+            raise ValueError(
+                f"item_vectors={self.item_vectors} needs a quantizer that clusters vectors ({', '.join(QUANTIZED)}); "
+                f"quantizer={self.quantizer} imports its SIDs"
+            )
+        return self
 
 
 class LoopConfig(Strict):
@@ -294,6 +320,14 @@ def is_speed_only(key: str) -> bool:
     """Whether ``key`` (dotted) only changes speed (see :func:`speed_only`)."""
     info = leaf_keys().get(key)
     return bool(info is not None and (info.json_schema_extra or {}).get("speed_only"))
+
+
+def self_gated(key: str) -> bool:
+    """A choice that keys results only away from its default (``only_if`` on itself, e.g. ``tokenize.item_vectors``):
+    under the default it is in no cache key, yet a stage may read it to learn that it is at the default."""
+    info = leaf_keys().get(key)
+    rule = (info.json_schema_extra or {}).get("only_if") if info is not None else None
+    return bool(rule) and rule[0] == key.rpartition(".")[2]
 
 
 def applies(key: str, config: Any) -> bool:

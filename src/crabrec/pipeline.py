@@ -24,7 +24,7 @@ import yaml
 from pydantic import BaseModel
 
 from crabrec import distributed
-from crabrec.config import RunConfig, applies, is_speed_only, leaf_keys
+from crabrec.config import RunConfig, applies, is_speed_only, leaf_keys, self_gated
 from crabrec.errors import CrabError
 from crabrec.io import sha256_of, write_json, write_text
 from crabrec.runfiles import RunFiles
@@ -66,6 +66,11 @@ class Stage:
                     raise ValueError(f"stage {self.name}: reads {read!r}, which is no setting or section")
                 out |= matched
         return out if config is None else {k for k in out if applies(k, config)}
+
+    def readable_keys(self, config: Any) -> set[str]:
+        """What the stage may read under ``config``: its applicable settings, and its self-gated choices (at their
+        default they are in no key, and reading them only tells the stage so)."""
+        return self.declared_keys(config) | {k for k in self.declared_keys() if self_gated(k)}
 
 
 class UndeclaredRead(RuntimeError):
@@ -197,7 +202,7 @@ class RunContext:
         seen: set[str] = set()
         start = time.perf_counter()
         self.running = name
-        self._view = ConfigView(self.config, stage.declared_keys(self.config), seen, name)
+        self._view = ConfigView(self.config, stage.readable_keys(self.config), seen, name)
         main = distributed.is_main()
         try:
             start_stage(self.config, "seed" in stage.reads, stage.uses_torch)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
+
 from crabrec.errors import CrabError
 from crabrec.io import load_npy, write_json, write_npy
 from crabrec.pipeline import RunContext, Stage
@@ -28,13 +30,14 @@ def run_embed(ctx: RunContext) -> dict[str, Any]:
 
 def skip_embed(ctx: RunContext, items: dict[str, Any]) -> dict[str, Any]:
     """An ids-only dataset: nothing to embed. Fine with imported SIDs, an error for every other quantizer."""
-    quantizer = ctx.cfg.tokenize.quantizer
-    if quantizer != "import":
+    quantizer, vectors = ctx.cfg.tokenize.quantizer, ctx.cfg.tokenize.item_vectors
+    if quantizer != "import" and vectors != "sasrec":
         raise CrabError(
             f"{items.get('name') or 'the dataset'}: the dataset has no item text, so tokenize.quantizer={quantizer} "
-            "has nothing to quantize; use tokenize.quantizer=import with tokenize.import_path=<index.json>"
+            f"on item_vectors={vectors} has nothing to quantize; use tokenize.quantizer=import with "
+            "tokenize.import_path=<index.json>, or tokenize.item_vectors=sasrec"
         )
-    reason = "no item text: embed skipped, semantic IDs imported"
+    reason = f"no item text: embed skipped, semantic IDs {'imported' if quantizer == 'import' else 'from SASRec'}"
     write_json(ctx.files.embedding_items, {"item_ids": items["item_ids"], "encoder": None, "skipped": reason})
     ctx.files.embeddings.unlink(missing_ok=True)
     return {"items": len(items["item_ids"]), "skipped": reason}
@@ -45,18 +48,49 @@ def run_tokenize(ctx: RunContext) -> dict[str, Any]:
 
     files = ctx.files
     item_ids = files.load_items()["item_ids"]
-    if not files.has_embeddings():
+    source = ctx.cfg.tokenize.item_vectors
+    if source == "text" and not files.has_embeddings():
         return save_codebook(ctx, build_codebook(ctx.cfg.tokenize, None, item_ids, ctx.cfg.seed))
-    embeddings = load_npy(files.embeddings)
-    if embeddings.ndim != 2 or len(embeddings) != len(item_ids):
-        raise CrabError(
-            f"{files.embeddings}: shape {embeddings.shape}, expected ({len(item_ids)}, dim); "
-            "re-run `crabrec embed --force`"
-        )
-    codebook = build_codebook(
-        ctx.cfg.tokenize, embeddings, item_ids, ctx.cfg.seed, files / "sid/rqvae", str(files.embeddings)
-    )
-    return save_codebook(ctx, codebook)
+    parts, names = [], []
+    if source != "sasrec":
+        if not files.has_embeddings():
+            raise CrabError(
+                f"tokenize.item_vectors={source}: the dataset has no item text to embed; use item_vectors=sasrec"
+            )
+        parts.append(load_npy(files.embeddings))
+        names.append(str(files.embeddings))
+    if source != "text":
+        parts.append(sasrec_vectors(files))
+        names.append(str(files.weights("sasrec")))
+    for part, name in zip(parts, names):
+        if part.ndim != 2 or len(part) != len(item_ids):
+            raise CrabError(f"{name}: shape {part.shape}, expected ({len(item_ids)}, dim); re-run its stage (--force)")
+    vectors = parts[0] if len(parts) == 1 else join_vectors(parts)
+    codebook = build_codebook(ctx.cfg.tokenize, vectors, item_ids, ctx.cfg.seed, files / "sid/rqvae", " + ".join(names))
+    return save_codebook(ctx, codebook) | {"item_vectors": source, "dim": int(vectors.shape[1])}
+
+
+def sasrec_vectors(files) -> np.ndarray:
+    """The trained SASRec's item embeddings ``[n_items, hidden]`` (its last row, the padding, left out)."""
+    from safetensors.numpy import load_file
+
+    path = files.weights("sasrec") / "model.safetensors"
+    try:
+        table = load_file(str(path))["items.weight"]
+    except (OSError, KeyError) as exc:
+        raise CrabError(f"{path}: no SASRec item embeddings ({exc}); re-run `crabrec train --method sasrec`") from None
+    return table[:-1].astype(np.float32)
+
+
+def join_vectors(parts: list[np.ndarray]) -> np.ndarray:
+    """Each part scaled to unit-length rows, then side by side: every source weighs the same in the distances."""
+    unit = [p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12) for p in parts]
+    return np.hstack(unit).astype(np.float32)
+
+
+def vectors_stage(ctx: RunContext) -> tuple[str, ...]:
+    """``tokenize`` also needs the trained SASRec when its SASRec item embeddings are clustered."""
+    return ("sasrec",) if ctx.config.tokenize.item_vectors != "text" else ()
 
 
 def save_codebook(ctx: RunContext, cb) -> dict[str, Any]:
@@ -77,7 +111,7 @@ def save_codebook(ctx: RunContext, cb) -> dict[str, Any]:
 EMBED_STAGE = Stage(
     name="embed",
     fn=run_embed,
-    reads=("embed", "tokenize.quantizer"),
+    reads=("embed", "tokenize.quantizer", "tokenize.item_vectors"),
     needs=("data",),
     artifacts=("embeddings.items.json",),  # + embeddings.npy unless the dataset has no text (checked by tokenize)
     describe="item text -> vectors (frozen encoder); skipped for ids-only data",
@@ -89,6 +123,7 @@ TOKENIZE_STAGE = Stage(
     fn=run_tokenize,
     reads=("tokenize", "seed"),
     needs=("data", "embed"),
+    needs_if=vectors_stage,
     artifacts=("sid/codebook.json", "sid/index.json"),
     describe="embeddings -> semantic IDs (codebook)",
 )
