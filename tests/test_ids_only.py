@@ -24,11 +24,14 @@ def test_ids_only_run_skips_embed_and_rebalances_on_model_vectors(ids_run):
 
 
 def test_ids_only_needs_imported_sids(beauty_slice, tmp_path, capsys):
-    args = ["embed", "--data", str(beauty_slice), "--set", f"runs_dir={tmp_path}", *TINY]
-    code, _ = cli(args)
+    args = ["--data", str(beauty_slice), "--set", f"runs_dir={tmp_path}", *TINY]
+    assert cli(["embed", *args])[0] == 0  # nothing to embed: skipped
+    capsys.readouterr()
+    code, _ = cli(["tokenize", *args])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and "Traceback" not in "".join(err)
     assert err[-1].startswith("crabrec: error: ") and "has no item text" in err[-1] and "quantizer=import" in err[-1]
+    assert "item_vectors=sasrec" in err[-1]
 
 
 def test_token_residuals_follow_the_residual_recursion():

@@ -31,6 +31,7 @@ def test_the_default_is_in_no_cache_key_and_sasrec_vectors_make_tokenize_need_sa
     assert text.needs("tokenize") == ("data", "embed")
     assert both.needs("tokenize") == ("data", "embed", "sasrec")
     assert text.key("tokenize") != both.key("tokenize")
+    assert text.key("embed") == both.key("embed")  # switching the source does not re-embed the text
 
 
 def test_text_and_sasrec_vectors_through_the_cli(office_slice, tmp_path):

@@ -29,15 +29,10 @@ def run_embed(ctx: RunContext) -> dict[str, Any]:
 
 
 def skip_embed(ctx: RunContext, items: dict[str, Any]) -> dict[str, Any]:
-    """An ids-only dataset: nothing to embed. Fine with imported SIDs, an error for every other quantizer."""
-    quantizer, vectors = ctx.cfg.tokenize.quantizer, ctx.cfg.tokenize.item_vectors
-    if quantizer != "import" and vectors != "sasrec":
-        raise CrabError(
-            f"{items.get('name') or 'the dataset'}: the dataset has no item text, so tokenize.quantizer={quantizer} "
-            f"on item_vectors={vectors} has nothing to quantize; use tokenize.quantizer=import with "
-            "tokenize.import_path=<index.json>, or tokenize.item_vectors=sasrec"
-        )
-    reason = f"no item text: embed skipped, semantic IDs {'imported' if quantizer == 'import' else 'from SASRec'}"
+    """An ids-only dataset: nothing to embed. The tokenize stage then imports its SIDs or quantizes SASRec's item
+    embeddings (``tokenize.item_vectors=sasrec``), and says so if it is asked for text vectors."""
+    imported = ctx.cfg.tokenize.quantizer == "import"
+    reason = f"no item text: embed skipped{', semantic IDs imported' if imported else ''}"
     write_json(ctx.files.embedding_items, {"item_ids": items["item_ids"], "encoder": None, "skipped": reason})
     ctx.files.embeddings.unlink(missing_ok=True)
     return {"items": len(items["item_ids"]), "skipped": reason}
@@ -46,28 +41,29 @@ def skip_embed(ctx: RunContext, items: dict[str, Any]) -> dict[str, Any]:
 def run_tokenize(ctx: RunContext) -> dict[str, Any]:
     from crabrec.sid.build import build_codebook
 
-    files = ctx.files
+    files, tok = ctx.files, ctx.cfg.tokenize
     item_ids = files.load_items()["item_ids"]
-    source = ctx.cfg.tokenize.item_vectors
-    if source == "text" and not files.has_embeddings():
-        return save_codebook(ctx, build_codebook(ctx.cfg.tokenize, None, item_ids, ctx.cfg.seed))
-    parts, names = [], []
-    if source != "sasrec":
-        if not files.has_embeddings():
-            raise CrabError(
-                f"tokenize.item_vectors={source}: the dataset has no item text to embed; use item_vectors=sasrec"
-            )
-        parts.append(load_npy(files.embeddings))
-        names.append(str(files.embeddings))
+    source = tok.item_vectors
+    parts: list[tuple[str, np.ndarray]] = []  # (where from, vectors)
+    if source != "sasrec" and files.has_embeddings():
+        parts.append((str(files.embeddings), load_npy(files.embeddings)))
+    elif source != "sasrec" and (source != "text" or tok.quantizer != "import"):
+        raise CrabError(
+            f"{files.load_items().get('name') or 'the dataset'}: the dataset has no item text, so "
+            f"tokenize.quantizer={tok.quantizer} on item_vectors={source} has nothing to quantize; use "
+            "tokenize.quantizer=import with tokenize.import_path=<index.json>, or tokenize.item_vectors=sasrec"
+        )
     if source != "text":
-        parts.append(sasrec_vectors(files))
-        names.append(str(files.weights("sasrec")))
-    for part, name in zip(parts, names):
+        parts.append((str(files.weights("sasrec")), sasrec_vectors(files)))
+    for name, part in parts:
         if part.ndim != 2 or len(part) != len(item_ids):
             raise CrabError(f"{name}: shape {part.shape}, expected ({len(item_ids)}, dim); re-run its stage (--force)")
-    vectors = parts[0] if len(parts) == 1 else join_vectors(parts)
-    codebook = build_codebook(ctx.cfg.tokenize, vectors, item_ids, ctx.cfg.seed, files / "sid/rqvae", " + ".join(names))
-    return save_codebook(ctx, codebook) | {"item_vectors": source, "dim": int(vectors.shape[1])}
+    if not parts:  # ids-only data with imported SIDs
+        return save_codebook(ctx, build_codebook(tok, None, item_ids, ctx.cfg.seed))
+    vectors = parts[0][1] if len(parts) == 1 else join_vectors([p for _, p in parts])
+    where = " + ".join(name for name, _ in parts)
+    summary = save_codebook(ctx, build_codebook(tok, vectors, item_ids, ctx.cfg.seed, files / "sid/rqvae", where))
+    return summary if source == "text" else summary | {"item_vectors": source, "dim": int(vectors.shape[1])}
 
 
 def sasrec_vectors(files) -> np.ndarray:
@@ -111,7 +107,7 @@ def save_codebook(ctx: RunContext, cb) -> dict[str, Any]:
 EMBED_STAGE = Stage(
     name="embed",
     fn=run_embed,
-    reads=("embed", "tokenize.quantizer", "tokenize.item_vectors"),
+    reads=("embed", "tokenize.quantizer"),
     needs=("data",),
     artifacts=("embeddings.items.json",),  # + embeddings.npy unless the dataset has no text (checked by tokenize)
     describe="item text -> vectors (frozen encoder); skipped for ids-only data",
