@@ -198,3 +198,19 @@ def test_cli_recommend_bad_input_is_one_line(tiny_run, tmp_path, capsys, monkeyp
     assert not (tmp_path / "o.csv").exists()
     code, _, err = run_cli(["recommend", str(tmp_path / "nope"), "--history", "1"], capsys)
     assert code == 2 and "not a run directory" in err
+
+
+def test_titles_that_are_not_utf8_are_answered(tiny_run):
+    """A title holding a lone surrogate (a ``\\ud83d`` escape in the item JSON) still serializes as JSON."""
+    import orjson
+
+    from crabrec.recommender import Recommender
+
+    files = RunFiles(tiny_run)
+    items = files.load_items()
+    items = {**items, "text": [{"title": "caf\udce9 \ud83d mug"}] + list(items["text"][1:])}
+    rec = Recommender(tiny_run, "mor", None, items, files.load_popularity(), 10)
+    out = rec.top_dicts(np.array([0, 1, -1]), np.array([-0.5, -1.25, -np.inf]), k=3)
+    assert [d["rank"] for d in out] == [1, 2] and out[0]["title"] == "caf? ? mug"
+    assert orjson.loads(orjson.dumps(out)) == out
+    assert [r.as_dict() for r in rec.top(np.array([0, 1, -1]), np.array([-0.5, -1.25, -np.inf]), k=3)] == out

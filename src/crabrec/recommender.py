@@ -49,8 +49,14 @@ class Recommender:
         text = items.get("text") if isinstance(items.get("text"), list) else []
         self.titles = [str(t.get("title", "")) if isinstance(t, dict) else "" for t in text]
         self.titles += [""] * (len(self.item_ids) - len(self.titles))
+        self.titles = [_utf8(t) for t in self.titles]
         self.index = {item: i for i, item in enumerate(self.item_ids)}
         self.group, self.popular, self.n_groups = popularity.group, popularity.popular, popularity.n_groups
+        groups, popular = self.group.tolist(), self.popular.tolist()
+        self.cards = [  # what a recommendation says of each item, built once (a response holds k of them)
+            (_utf8(item), title, int(g), bool(p))
+            for item, title, g, p in zip(self.item_ids, self.titles, groups, popular)
+        ]
         self.max_history = max_history
 
     @property
@@ -135,21 +141,25 @@ class Recommender:
 
     def top(self, items: np.ndarray, scores: np.ndarray, k: int) -> list[Recommendation]:
         """The first ``k`` filled slots of one ranked row as :class:`Recommendation` s."""
+        return [Recommendation(**entry) for entry in self.top_dicts(items, scores, k)]
+
+    def top_dicts(self, items: np.ndarray, scores: np.ndarray, k: int) -> list[dict[str, Any]]:
+        """:meth:`top` as plain dicts (``Recommendation.as_dict``), the JSON the service answers with."""
         out = []
         for item, score in zip(items[:k].tolist(), scores[:k].tolist()):
             if item < 0:
                 break
+            name, title, group, popular = self.cards[item]
             out.append(
-                Recommendation(
-                    rank=len(out) + 1,
-                    item=self.item_ids[item],
-                    title=self.titles[item],
-                    score=round(float(score), 6),
-                    group=int(self.group[item]),
-                    popular=bool(self.popular[item]),
-                )
-            )
+                {"rank": len(out) + 1, "item": name, "title": title, "score": round(score, 6), "group": group,
+                 "popular": popular}
+            )  # fmt: skip
         return out
+
+
+def _utf8(text: str) -> str:
+    """``text`` with any lone surrogate (a ``\\ud800`` escape in the source JSON) replaced, so it encodes as UTF-8."""
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
 def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -> Recommender:

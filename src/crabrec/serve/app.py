@@ -14,6 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import orjson
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
@@ -162,9 +163,9 @@ def create_app(
         except CrabError as exc:
             raise BadRequest(422, str(exc)) from None
         items, scores = await batchers[method].submit(rows)
-        answers = [[r.as_dict() for r in rec.top(items[i], scores[i], body.k)] for i in range(len(histories))]
+        answers = [rec.top_dicts(items[i], scores[i], body.k) for i in range(len(histories))]
         out = {"method": method, "k": body.k} | ({"items": answers[0]} if single else {"results": answers})
-        return Response(json.dumps(out).encode(), media_type="application/json")  # built once, not re-validated
+        return Response(orjson.dumps(out), media_type="application/json")  # built once, not re-validated
 
     return app
 
