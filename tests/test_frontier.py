@@ -169,3 +169,20 @@ def test_run_with_frontier_sweeps_every_default_grid_and_reports_the_picked_poin
     assert len(result["points"]) == expected
     report = (run / "report.md").read_text()
     assert "Accuracy–fairness frontier" in report and "picked for it on validation" in report
+
+
+def test_a_frontier_does_not_train_the_methods_the_report_lacks(tiny_run, tmp_path, capsys):
+    """On a run without TIGER, `frontier --only rr` sweeps RR and says how to get the report, instead of training
+    TIGER for it."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    shutil.rmtree(run / "models" / "tiger")
+    for state in (run / "stages").glob("tiger*.json"):
+        state.unlink()
+    report = (run / "report.md").read_bytes()
+    assert cli(["frontier", str(run), "--only", "rr", "--grid", "rr=0,0.5"])[0] == 0
+    err = capsys.readouterr().err
+    assert "report not refreshed" in err and "tiger" in err and f"crabrec report {run}" in err
+    assert not (run / "models" / "tiger").exists() and not list((run / "stages").glob("tiger*.json"))
+    assert json.loads((run / "frontier" / "frontier.json").read_text())["selected"].keys() == {"rr"}
+    assert (run / "report.md").read_bytes() == report  # left as it was

@@ -562,9 +562,27 @@ def frontier(
     with run_lock(cfg.run_dir):
         result = fr.run_frontier(cfg, values, methods_, max_drop)
         paths = fr.write_frontier(result, RunFiles(cfg.run_dir).frontier)
-    run_stage(cfg, "report", force="report")  # the report shows the frontier
+    refresh_report(cfg)  # the report shows the frontier
     typer.echo(fr.markdown(result))
     typer.echo("\n".join(str(p) for p in paths))
+
+
+def refresh_report(cfg: RunConfig) -> None:
+    """Re-write the run's report, unless a method it tabulates has not been evaluated in this run: a frontier of one
+    method must not train the others (TIGER alone is the longest stage), so it says how to get the report instead."""
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+
+    ctx = RunContext(config=cfg, stages=registry())
+    missing = [name for name in ctx.needs("report") if not ctx.is_done(name)]
+    if missing:
+        typer.echo(
+            f"crabrec: report not refreshed: {', '.join(missing)} not run in {cfg.run_dir}; "
+            f"`crabrec report {cfg.run_dir}` runs them, then shows the frontier",
+            err=True,
+        )
+        return
+    run_stage(cfg, "report", force="report")
 
 
 def _grid_values(item: str, text: str) -> list[Any]:
