@@ -747,13 +747,14 @@ def main(argv: list[str] | None = None) -> None:
         code = 130
     if code == 130:  # typer turns Ctrl-C into exit code 130
         _fail("interrupted (finished stages are kept; run the command again to resume)", 130)
-    sys.exit(code if isinstance(code, int) else 0)
+    distributed.finish(code if isinstance(code, int) else 0)
 
 
 def _fail(message: str, code: int) -> None:
+    from crabrec import distributed
 
     typer.echo(f"crabrec: error: {clip(' '.join(message.split()), 2000)}", err=True)
-    sys.exit(code)
+    distributed.finish(code)
 
 
 if __name__ == "__main__":
