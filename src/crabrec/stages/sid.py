@@ -42,14 +42,15 @@ def run_tokenize(ctx: RunContext) -> dict[str, Any]:
     from crabrec.sid.build import build_codebook
 
     files, tok = ctx.files, ctx.cfg.tokenize
-    item_ids = files.load_items()["item_ids"]
-    source = tok.item_vectors
+    items = files.load_items()
+    item_ids, source = items["item_ids"], tok.item_vectors
+    wants_text = source != "sasrec"
     parts: list[tuple[str, np.ndarray]] = []  # (where from, vectors)
-    if source != "sasrec" and files.has_embeddings():
+    if wants_text and files.has_embeddings():
         parts.append((str(files.embeddings), load_npy(files.embeddings)))
-    elif source != "sasrec" and (source != "text" or tok.quantizer != "import"):
+    elif wants_text and not (source == "text" and tok.quantizer == "import"):  # only imported SIDs need no vectors
         raise CrabError(
-            f"{files.load_items().get('name') or 'the dataset'}: the dataset has no item text, so "
+            f"{items.get('name') or 'the dataset'}: the dataset has no item text, so "
             f"tokenize.quantizer={tok.quantizer} on item_vectors={source} has nothing to quantize; use "
             "tokenize.quantizer=import with tokenize.import_path=<index.json>, or tokenize.item_vectors=sasrec"
         )
