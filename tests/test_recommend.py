@@ -169,6 +169,8 @@ def bad_files(tmp_path, item: str):
     (tmp_path / "partial.jsonl").write_text(json.dumps({"history": [item], "user": 1}) + '\n{"history": ["1"]}\n')
     (tmp_path / "cell.jsonl").write_text(json.dumps({"history": {"a": 1}}) + "\n")
     (tmp_path / "h.txt").write_text("x")
+    (tmp_path / "ok.csv").write_text(f"history\n{item}\n")
+    (tmp_path / "folder.csv").mkdir()
     return [
         (["--input", "nohist.csv", "--output", "o.csv"], "nohist.csv: no `history` column"),
         (["--input", "unknown.jsonl", "--output", "o.csv"], "unknown.jsonl: history 1: 1 item id(s) not in"),
@@ -180,6 +182,9 @@ def bad_files(tmp_path, item: str):
         (["--input", "h.txt", "--output", "o.csv"], "h.txt: unknown extension '.txt'"),
         (["--input", "missing.csv", "--output", "o.csv"], "missing.csv: no such file"),
         (["--input", "empty.csv"], "--input needs --output"),
+        (["--input", "ok.csv", "--output", "./ok.csv"], "--output ./ok.csv: is the --input file"),
+        (["--input", "ok.csv", "--output", "folder.csv"], "--output folder.csv: is a folder"),
+        (["--input", "ok.csv", "--output", "ok.csv/o.csv"], "ok.csv/o.csv: cannot create its folder"),
         (["--history", item, "--output", "o.xlsx"], "o.xlsx: unknown extension"),
         ([], "give exactly one of --history"),
         (["--history", f"{item},zz"], "history: 1 item id(s) not in this run's catalogue"),
@@ -196,6 +201,7 @@ def test_cli_recommend_bad_input_is_one_line(tiny_run, tmp_path, capsys, monkeyp
         assert code == 2, (args, err)
         assert expected in err and err.count("\n") == 1 and "Traceback" not in err, (args, err)
     assert not (tmp_path / "o.csv").exists()
+    assert (tmp_path / "ok.csv").read_text() == f"history\n{item}\n"  # the input is never overwritten
     code, _, err = run_cli(["recommend", str(tmp_path / "nope"), "--history", "1"], capsys)
     assert code == 2 and "not a run directory" in err
 

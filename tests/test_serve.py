@@ -213,3 +213,27 @@ def test_batcher_does_not_wait_out_max_wait_when_nothing_more_is_coming():
     assert max(lone) < 0.5 and again < 0.5  # neither waited out the 1 s
     assert first >= 1.0  # load begins (several queued at once): the batch waits for more
     assert calls == [1, 5, 5, 4, 4]
+
+
+def test_an_unusable_address_fails_before_loading(tiny_run, capsys):
+    """A port in use and a host that is not this machine's: one line, exit 2, before any model is loaded."""
+    from crabrec.cli import main
+    from crabrec.serve import listen, url
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        for args, expected in [
+            (["--port", str(port)], f"--host 127.0.0.1 --port {port}: cannot listen there"),
+            (["--host", "no-such-host.invalid"], "--host 'no-such-host.invalid': not an address"),
+        ]:
+            with pytest.raises(SystemExit) as exit_:
+                main(["serve", str(tiny_run), *args])
+            err = capsys.readouterr().err
+            assert exit_.value.code == 2 and expected in err and err.count("\n") == 1, err
+    sock = listen("127.0.0.1", 0)  # port 0: a free port, and the URL names the one bound
+    try:
+        assert url(sock) == f"http://127.0.0.1:{sock.getsockname()[1]}" and sock.getsockname()[1] > 0
+    finally:
+        sock.close()

@@ -637,6 +637,7 @@ def recommend(
 ) -> None:
     """Top-k items after a history (--history) or for a file of histories (--input ... --output ...)."""
     from crabrec.histories import file_format, read_histories, write_recommendations
+    from crabrec.io import writable_parent
     from crabrec.recommender import load
 
     if (history is None) == (input_file is None):
@@ -645,6 +646,11 @@ def recommend(
         raise CrabError("--input needs --output FILE (.csv, .parquet or .jsonl)")
     if output is not None:
         file_format(Path(output))
+        if input_file is not None and Path(output).resolve() == Path(input_file).resolve():
+            raise CrabError(f"--output {output}: is the --input file; write the answers to another file")
+        if Path(output).is_dir():
+            raise CrabError(f"--output {output}: is a folder; expected a file path to write")
+        writable_parent(output)  # before ranking: a path that cannot be written fails now, not after the work
     if history is not None:
         rec = load(run_dir, method, beam=beam)
         ids = [i.strip() for i in history.split(",") if i.strip()]
@@ -684,14 +690,15 @@ def serve(
     """An HTTP JSON service: POST /recommend, GET /health, GET /models, docs at /docs."""
     import uvicorn
 
-    from crabrec.serve import build_app
+    from crabrec.serve import build_app, listen, url
     from crabrec.serve.app import Limits
 
+    sock = listen(host, port)  # an unusable --host/--port fails here, before the models are loaded
     application = build_app(run_dir, method, max_batch=max_batch, max_wait_ms=max_wait_ms, limits=Limits(max_body))
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("binding to %s: the service has no authentication", host)
-    typer.echo(f"serving {', '.join(application.state.batchers)} from {run_dir} at http://{host}:{port} (docs: /docs)")
-    uvicorn.run(application, host=host, port=port, log_level="warning")
+    typer.echo(f"serving {', '.join(application.state.batchers)} from {run_dir} at {url(sock)} (docs: /docs)")
+    uvicorn.Server(uvicorn.Config(application, log_level="warning")).run(sockets=[sock])
 
 
 @sid_app.command("stats")
@@ -743,6 +750,10 @@ def main(argv: list[str] | None = None) -> None:
     except click_errors.UsageError as exc:  # unknown option, bad option value, missing argument
         where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
         _fail(where + exc.format_message(), 2)
+    except OSError as exc:  # the machine refused a file (permission, disk full, a folder where a file was expected)
+        from crabrec.io import os_reason
+
+        _fail(f"{exc.filename}: {os_reason(exc)}" if exc.filename else f"operating system error: {os_reason(exc)}", 2)
     except (KeyboardInterrupt, typer.Abort):
         code = 130
     if code == 130:  # typer turns Ctrl-C into exit code 130

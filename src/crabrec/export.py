@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from crabrec.errors import CrabError
+from crabrec.io import publish_mode, writable_parent
 from crabrec.runfiles import RunFiles
 
 COLUMNS = ("user_id", "history_item_title", "item_title", "history_item_id", "item_id", "history_item_sid", "item_sid")
@@ -42,8 +43,7 @@ def export_minionerec(run_dir: str | Path, out: str | Path, force: bool = False)
     text = items.get("text") or [{}] * n
     titles = [str(t.get("title", "")) for t in text]
     sids = [codebook.sid_string(i) for i in range(n)]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=writable_parent(out)))
     try:
         counts = {}
         for part in ("train", "valid", "test"):
@@ -72,6 +72,7 @@ def export_minionerec(run_dir: str | Path, out: str | Path, force: bool = False)
         (tmp / "info").mkdir()
         lines = "".join(f"{sids[i]}\t{' '.join(titles[i].split())}\t{i}\n" for i in range(n))
         (tmp / "info" / f"{name}.txt").write_text(lines)
+        publish_mode(tmp, out)
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)

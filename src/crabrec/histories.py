@@ -108,7 +108,6 @@ def write_recommendations(path: str | Path, rows: list[list[Any]]) -> Path:
         }
         for r, recs in enumerate(rows)
     ]
-    path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         if kind == ".jsonl":
             tmp.write_text("".join(json.dumps(rec) + "\n" for rec in records))

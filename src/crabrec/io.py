@@ -17,19 +17,63 @@ import numpy as np
 from crabrec.errors import CrabError, clip, reason
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+UMASK = _umask()  # read once: os.umask can only be read by setting it
+
+
+def publish_mode(tmp: Path, path: Path) -> None:
+    """Give ``tmp`` (a temporary file or folder, created private) the mode ``path`` has, or else the mode a plain
+    ``open``/``mkdir`` would give it, before it is renamed onto ``path``."""
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:
+        mode = (0o777 if tmp.is_dir() else 0o666) & ~UMASK
+    os.chmod(tmp, mode)
+
+
+def writable_parent(path: str | os.PathLike) -> Path:
+    """``path``'s folder, created if missing; a :class:`CrabError` naming ``path`` when it cannot be written there."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CrabError(f"{path}: cannot create its folder ({os_reason(exc)})") from None
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise CrabError(f"{path}: cannot write in {path.parent} (permission denied)")
+    return path.parent
+
+
+def os_reason(exc: OSError) -> str:
+    """An OS error's own words ("Permission denied"), without the errno and path that the message repeats."""
+    return exc.strerror or reason(exc)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds."""
+    """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds.
+
+    The file ends with the mode a plain ``open`` would give it (or the mode of the file it replaces); an OS error
+    (no such folder, permission, disk full) is a :class:`CrabError` naming ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    if path.is_dir():
+        raise CrabError(f"{path}: is a folder; expected a file path to write")
+    tmp_path: Path | None = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=writable_parent(path))
+        os.close(fd)
+        tmp_path = Path(tmp)
         yield tmp_path
+        publish_mode(tmp_path, path)
         os.replace(tmp_path, path)
+    except OSError as exc:
+        raise CrabError(f"{path}: cannot write ({os_reason(exc)})") from None
     finally:
-        if tmp_path.exists():
+        if tmp_path is not None and tmp_path.exists():
             tmp_path.unlink()
 
 

@@ -27,3 +27,34 @@ def build_app(run_dir: str | Path, chosen: list[str] | None = None, **options):
 
     recommenders = {m: load(run_dir, m) for m in served_methods(run_dir, chosen)}
     return create_app(run_dir, recommenders, **options)
+
+
+def listen(host: str, port: int):
+    """A TCP socket bound to ``host:port`` (port 0: a free one), or a :class:`CrabError` saying why not (an unknown
+    host, a port in use or reserved), before any model is loaded. The server is handed this socket, so the port it
+    reports is the one it listens on."""
+    import socket
+
+    from crabrec.errors import CrabError
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise CrabError(f"--host {host!r}: not an address this machine can listen on ({exc})") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart may bind over connections in TIME_WAIT
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise CrabError(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def url(sock) -> str:
+    """``http://host:port`` of a bound socket (IPv6 hosts in brackets)."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -1,0 +1,46 @@
+"""Atomic writes: a file gets the mode a plain ``open`` would give it, and an unwritable path is one clear error."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from crabrec.errors import CrabError
+from crabrec.io import UMASK, write_json, write_text
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_a_new_file_gets_the_umask_mode_and_a_replaced_one_keeps_its_own(tmp_path):
+    new = tmp_path / "deep" / "er" / "a.json"  # missing folders are created
+    write_json(new, {"a": 1})
+    assert mode(new) == 0o666 & ~UMASK  # not the 0600 of a temporary file
+    os.chmod(new, 0o640)
+    write_json(new, {"a": 2})
+    assert mode(new) == 0o640 and new.read_text() == '{\n  "a": 2\n}\n'
+    assert [p.name for p in new.parent.iterdir()] == ["a.json"]  # no temporary file left behind
+
+
+def test_an_unwritable_path_is_one_error_naming_it(tmp_path):
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "folder").mkdir()
+    for path, expected in [
+        (tmp_path / "file" / "a.txt", "cannot create its folder"),
+        (tmp_path / "folder", "is a folder; expected a file path"),
+    ]:
+        with pytest.raises(CrabError, match=expected) as err:
+            write_text(path, "y")
+        assert str(path) in str(err.value)
+    assert (tmp_path / "file").read_text() == "x"
+
+
+def test_a_failed_write_leaves_the_old_file(tmp_path):
+    path = tmp_path / "a.json"
+    write_json(path, [1])
+    with pytest.raises(TypeError):
+        write_json(path, {"bad": object()})
+    assert path.read_text() == "[\n  1\n]\n" and [p.name for p in tmp_path.iterdir()] == ["a.json"]
