@@ -141,6 +141,9 @@ def bad_requests(item: str) -> list[tuple[bytes, int, str]]:
         (json.dumps({"history": [item], "users": [1]}).encode(), 422, "`user` goes with `history`"),
         (json.dumps({"histories": [[item]] * 2, "users": [1]}).encode(), 422, "users: expected one per history"),
         (json.dumps({"history": [item], "user": -1}).encode(), 422, "expected a user index"),
+        (json.dumps({"history": [item], "user": 10**30}).encode(), 422, "expected a user index"),  # past int64
+        (json.dumps({"histories": [[item]], "users": [2**63]}).encode(), 422, "expected a user index"),
+        (json.dumps({"history": [10**30]}).encode(), 422, "not in this run's catalogue"),
         (json.dumps({"histories": [[item]] * 1025}).encode(), 413, "at most 1024 per request"),
         (json.dumps({"history": [item] * 10_000}).encode(), 413, "at most 20000 bytes"),
     ]

@@ -45,9 +45,11 @@ def read_histories(path: str | Path) -> tuple[list[list[str]], list[int] | None]
     given = [u for u in users if u is not None]
     if given and len(given) != len(users):
         raise CrabError(f"{path}: `user` is missing on some rows; give it on every row or on none")
+    from crabrec.recommender import is_user_index
+
     for r, u in enumerate(users if given else []):
-        if isinstance(u, bool) or not isinstance(u, int) or u < 0:
-            raise CrabError(f"{path} row {r}: user {clip(repr(u), 40)}: expected a user index ≥ 0")
+        if not is_user_index(u):
+            raise CrabError(f"{path} row {r}: user {clip(repr(u), 40)}: expected a user index from 0 to 2^63 - 1")
     return histories, (users if given else None)
 
 

@@ -135,8 +135,8 @@ class Recommender:
 
     @staticmethod
     def user_index(user: Any, row: int) -> int:
-        if isinstance(user, bool) or not isinstance(user, int | np.integer) or user < 0:
-            raise CrabError(f"users[{row}]: expected a user index ≥ 0, got {clip(repr(user), 40)}")
+        if not is_user_index(user):
+            raise CrabError(f"users[{row}]: expected a user index from 0 to 2^63 - 1, got {clip(repr(user), 40)}")
         return int(user)
 
     def top(self, items: np.ndarray, scores: np.ndarray, k: int) -> list[Recommendation]:
@@ -155,6 +155,11 @@ class Recommender:
                  "popular": popular}
             )  # fmt: skip
         return out
+
+
+def is_user_index(user: Any) -> bool:
+    """A user index is an integer that fits the int64 user column (not a bool, not negative)."""
+    return not isinstance(user, bool) and isinstance(user, int | np.integer) and 0 <= user < 2**63
 
 
 def _utf8(text: str) -> str:
