@@ -110,6 +110,22 @@ def test_beam_sets_the_longest_list(tiny_run):
     assert rec.max_k == 30 and len(rec.recommend([rec.item_ids[0]], k=30)) == 30
     with pytest.raises(CrabError, match="beam=0"):
         crabrec.load(tiny_run, "mor", beam=0)
+    huge = crabrec.load(tiny_run, "mor", beam=10**12)  # capped: not a [rows, 10^12] array
+    n_sids = len(huge.ranker.trie.sids)
+    assert huge.max_k == n_sids and len(huge.recommend([rec.item_ids[0]], k=n_sids)) == n_sids
+    assert [r.item for r in huge.recommend([rec.item_ids[0]], k=30)] == [
+        r.item for r in rec.recommend([rec.item_ids[0]], k=30)
+    ]
+
+
+def test_numpy_histories_are_read_as_lists(tiny_run):
+    rec = crabrec.load(tiny_run, "mor")
+    ids = rec.item_ids[:4]
+    assert rec.recommend(np.array(ids[:2]), k=5) == rec.recommend(ids[:2], k=5)
+    batch = rec.recommend_batch(np.array([ids[:2], ids[2:]]), k=5)
+    assert batch == rec.recommend_batch([ids[:2], ids[2:]], k=5)
+    with pytest.raises(CrabError, match="run_dir: expected a path"):
+        crabrec.load(None)
 
 
 def test_untrained_method_is_one_line(tiny_run, tmp_path):

@@ -92,7 +92,8 @@ class GeneratorRanker:
         self.model = load_generator(model_dir, codebook)
         self.io = generator_io(model_dir, codebook)
         self.trie = SidTrie.build(codebook)
-        self.width, self.batch_size = beam, batch_size
+        # a beam over all the distinct SIDs is already exhaustive: a wider one returns the same list, padded
+        self.width, self.batch_size = min(beam, len(self.trie.sids)), batch_size
         self.block = batch_size
 
     def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:

@@ -94,14 +94,15 @@ class Recommender:
     def check_k(self, k: int) -> None:
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= self.max_k:
             raise CrabError(
-                f"k={k!r}: expected an integer from 1 to {self.max_k} (the {self.method} beam width; "
-                "a larger beam, --beam or beam=, gives longer lists)"
+                f"k={k!r}: expected an integer from 1 to {self.max_k} (the {self.method} list length: its beam "
+                "width, at most the catalogue's distinct SIDs; --beam or beam= sets it)"
             )
 
     def samples(
         self, histories: Sequence[Sequence[ItemId]], users: Sequence[int] | None = None, drop_unknown: bool = False
     ) -> Samples:
         """Histories of item ids -> the rows the rankers read (errors name the history and its unknown ids)."""
+        histories = _listed(histories)
         if isinstance(histories, str | bytes) or not isinstance(histories, Sequence):
             raise CrabError(f"histories: expected a list of item-id lists, got {type(histories).__name__}")
         if users is not None and len(users) != len(histories):
@@ -112,6 +113,7 @@ class Recommender:
 
     def indices(self, history: Sequence[ItemId], row: int | None, drop_unknown: bool) -> list[int]:
         where = "history" if row is None else f"history {row}"
+        history = _listed(history)
         if isinstance(history, str | bytes) or not isinstance(history, Sequence):
             raise CrabError(f"{where}: expected a list of item ids, got {type(history).__name__}")
         ids = []
@@ -157,6 +159,11 @@ class Recommender:
         return out
 
 
+def _listed(value: Any) -> Any:
+    """A numpy array of ids (or of id lists) as the list it holds; anything else as it is."""
+    return value.tolist() if isinstance(value, np.ndarray) and value.ndim >= 1 else value
+
+
 def is_user_index(user: Any) -> bool:
     """A user index is an integer that fits the int64 user column (not a bool, not negative)."""
     return not isinstance(user, bool) and isinstance(user, int | np.integer) and 0 <= user < 2**63
@@ -175,6 +182,8 @@ def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -
     from crabrec.methods import get
     from crabrec.runfiles import RunFiles
 
+    if not isinstance(run_dir, str | Path):
+        raise CrabError(f"run_dir: expected a path to a run folder, got {type(run_dir).__name__}")
     root = Path(run_dir)
     if not (root / "config.yaml").is_file():
         raise CrabError(f"{run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
