@@ -52,6 +52,11 @@ def case_wrong_json_shape(tmp: Path) -> tuple[list[str], str]:
     return ["--data", str(d)], "user 'u1': expected a list of item ids"
 
 
+def case_null_item_id(tmp: Path) -> tuple[list[str], str]:
+    d = _lcrec(tmp, inter={**INTER, "u4": [0, None, 1]})
+    return ["--data", str(d)], "user 'u4': item ids are strings or integers, got None"
+
+
 def case_empty_after_kcore(tmp: Path) -> tuple[list[str], str]:
     return ["--data", str(_lcrec(tmp)), "--set", "data.kcore=10"], "no interactions left after 10-core"
 

@@ -247,10 +247,10 @@ def _load_lcrec(path: Path, cfg: DataConfig) -> Dataset:
             raise CrabError(
                 f"{inter_path}: user {clip(repr(user))}: expected a list of item ids, got {type(seq).__name__}"
             )
-        odd = next((x for x in seq if isinstance(x, bool) or not isinstance(x, (str, int))), None)
-        if odd is not None:
+        odd = [x for x in seq if isinstance(x, bool) or not isinstance(x, (str, int))]
+        if odd:  # (a list, not next(..., None): a null id is itself None)
             raise CrabError(
-                f"{inter_path}: user {clip(repr(user))}: item ids are strings or integers, got {clip(repr(odd))}"
+                f"{inter_path}: user {clip(repr(user))}: item ids are strings or integers, got {clip(repr(odd[0]))}"
             )
         rows[user] = [str(x) for x in seq]
     if not item_path.exists():  # ids-only data (e.g. the TIGER Beauty benchmark): the catalogue is what occurs
