@@ -230,6 +230,7 @@ def test_an_unusable_address_fails_before_loading(tiny_run, capsys):
         for args, expected in [
             (["--port", str(port)], f"--host 127.0.0.1 --port {port}: cannot listen there"),
             (["--host", "no-such-host.invalid"], "--host 'no-such-host.invalid': not an address"),
+            (["--host", " "], "--host ' ': expected an address"),
         ]:
             with pytest.raises(SystemExit) as exit_:
                 main(["serve", str(tiny_run), *args])

@@ -37,6 +37,8 @@ def listen(host: str, port: int):
 
     from crabrec.errors import CrabError
 
+    if not host.strip():
+        raise CrabError(f"--host {host!r}: expected an address (127.0.0.1, or 0.0.0.0 for every interface)")
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
