@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from crabrec.errors import CrabError, clip, reason
 from crabrec.io import atomic_path
 
@@ -45,8 +47,6 @@ def read_histories(path: str | Path) -> tuple[list[list[str]], list[int] | None]
     given = [u for u in users if u is not None]
     if given and len(given) != len(users):
         raise CrabError(f"{path}: `user` is missing on some rows; give it on every row or on none")
-    from crabrec.recommender import is_user_index
-
     for r, u in enumerate(users if given else []):
         if not is_user_index(u):
             raise CrabError(f"{path} row {r}: user {clip(repr(u), 40)}: expected a user index from 0 to 2^63 - 1")
@@ -119,3 +119,8 @@ def write_recommendations(path: str | Path, rows: list[list[Any]]) -> Path:
             flat = [{k: " ".join(map(str, v)) if isinstance(v, list) else v for k, v in rec.items()} for rec in records]
             pd.DataFrame(flat, columns=["row", "items", "scores", "groups"]).to_csv(tmp, index=False)
     return path
+
+
+def is_user_index(user: Any) -> bool:
+    """A user index is an integer that fits the int64 user column (not a bool, not negative)."""
+    return not isinstance(user, bool) and isinstance(user, int | np.integer) and 0 <= user < 2**63

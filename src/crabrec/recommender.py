@@ -16,6 +16,7 @@ import numpy as np
 
 from crabrec.data.dataset import Samples
 from crabrec.errors import CrabError, clip
+from crabrec.histories import is_user_index
 
 ItemId = str | int  # item ids are strings; an int is read as its decimal string (as JSON numbers would be)
 
@@ -162,11 +163,6 @@ class Recommender:
 def _listed(value: Any) -> Any:
     """A numpy array of ids (or of id lists) as the list it holds; anything else as it is."""
     return value.tolist() if isinstance(value, np.ndarray) and value.ndim >= 1 else value
-
-
-def is_user_index(user: Any) -> bool:
-    """A user index is an integer that fits the int64 user column (not a bool, not negative)."""
-    return not isinstance(user, bool) and isinstance(user, int | np.integer) and 0 <= user < 2**63
 
 
 def _utf8(text: str) -> str:
