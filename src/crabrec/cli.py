@@ -637,7 +637,7 @@ def recommend(
 ) -> None:
     """Top-k items after a history (--history) or for a file of histories (--input ... --output ...)."""
     from crabrec.histories import file_format, read_histories, write_recommendations
-    from crabrec.io import writable_parent
+    from crabrec.io import writable_file
     from crabrec.recommender import load
 
     if (history is None) == (input_file is None):
@@ -648,9 +648,10 @@ def recommend(
         file_format(Path(output))
         if input_file is not None and Path(output).resolve() == Path(input_file).resolve():
             raise CrabError(f"--output {output}: is the --input file; write the answers to another file")
-        if Path(output).is_dir():
-            raise CrabError(f"--output {output}: is a folder; expected a file path to write")
-        writable_parent(output)  # before ranking: a path that cannot be written fails now, not after the work
+        try:  # before ranking: a path that cannot be written fails now, not after the work
+            writable_file(output)
+        except CrabError as exc:
+            raise CrabError(f"--output {exc}") from None
     if history is not None:
         rec = load(run_dir, method, beam=beam)
         ids = [i.strip() for i in history.split(",") if i.strip()]

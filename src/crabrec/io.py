@@ -48,6 +48,16 @@ def writable_parent(path: str | os.PathLike) -> Path:
     return path.parent
 
 
+def writable_file(path: str | os.PathLike) -> Path:
+    """The folder that ``path`` (a file to write) goes in, created if missing; a :class:`CrabError` naming ``path``
+    when it is a folder or its folder cannot be written. Checked by every atomic write, and by a command before
+    long work whose result goes to ``path``."""
+    path = Path(path)
+    if path.is_dir():
+        raise CrabError(f"{path}: is a folder; expected a file path to write")
+    return writable_parent(path)
+
+
 def os_reason(exc: OSError) -> str:
     """An OS error's own words ("Permission denied"), without the errno and path that the message repeats."""
     return exc.strerror or reason(exc)
@@ -60,11 +70,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     The file ends with the mode a plain ``open`` would give it (or the mode of the file it replaces); an OS error
     (no such folder, permission, disk full) is a :class:`CrabError` naming ``path``."""
     path = Path(path)
-    if path.is_dir():
-        raise CrabError(f"{path}: is a folder; expected a file path to write")
+    folder = writable_file(path)
     tmp_path: Path | None = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=writable_parent(path))
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
         os.close(fd)
         tmp_path = Path(tmp)
         yield tmp_path

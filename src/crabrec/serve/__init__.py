@@ -36,6 +36,7 @@ def listen(host: str, port: int):
     import socket
 
     from crabrec.errors import CrabError
+    from crabrec.io import os_reason
 
     if not host.strip():
         raise CrabError(f"--host {host!r}: expected an address (127.0.0.1, or 0.0.0.0 for every interface)")
@@ -51,7 +52,7 @@ def listen(host: str, port: int):
         sock.bind(address)
     except OSError as exc:
         sock.close()
-        raise CrabError(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})") from None
+        raise CrabError(f"--host {host} --port {port}: cannot listen there ({os_reason(exc)})") from None
     sock.set_inheritable(True)
     return sock
 
