@@ -71,7 +71,14 @@ def _table(tmp: Path, inter: str, items: str = "item,title\nx,X\ny,Y\n") -> tupl
 def case_non_numeric_timestamp(tmp: Path) -> tuple[list[str], str]:
     i, t = _table(tmp, "user,item,timestamp\na,x,1\na,y,yesterday\nb,x,3\nb,y,4\n")
     return ["--data", str(i), "--set", f"data.item_table={t}", "--set", "data.kcore=0"], (
-        "inter.csv: row 3: timestamp 'yesterday' is not a number"
+        "inter.csv: row 3: timestamp 'yesterday' is not a finite number"
+    )
+
+
+def case_infinite_timestamp(tmp: Path) -> tuple[list[str], str]:
+    i, t = _table(tmp, "user,item,timestamp\na,x,1\na,y,2\nb,x,-inf\nb,y,1e400\n")
+    return ["--data", str(i), "--set", f"data.item_table={t}", "--set", "data.kcore=0"], (
+        "inter.csv: row 4: timestamp '-inf' is not a finite number"
     )
 
 

@@ -152,12 +152,12 @@ def _text_record(raw: Any, source: Path, key: str) -> dict[str, str]:
 
 
 def _timestamps(values: pd.Series, path: Path) -> np.ndarray:
-    ts = pd.to_numeric(values, errors="coerce")
-    bad = np.flatnonzero(ts.isna().to_numpy())
+    ts = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)  # an integer past 2**63 becomes a float
+    bad = np.flatnonzero(~np.isfinite(ts))  # not a number, NaN, or beyond a double (1e400): orders nothing
     if len(bad):
         row = int(bad[0])
-        raise CrabError(f"{path}: row {row + 2}: timestamp {clip(repr(values.iloc[row]))} is not a number")
-    return ts.to_numpy(dtype=np.float64)
+        raise CrabError(f"{path}: row {row + 2}: timestamp {clip(repr(values.iloc[row]))} is not a finite number")
+    return ts
 
 
 def _build(
