@@ -17,10 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from crabrec.errors import CrabError
-from crabrec.io import publish_mode, writable_parent
+from crabrec.io import publish_mode, replaceable_folder, writable_parent
 from crabrec.runfiles import RunFiles
 
 COLUMNS = ("user_id", "history_item_title", "item_title", "history_item_id", "item_id", "history_item_sid", "item_sid")
+
+
+PARTS = ("train", "valid", "test", "index", "info")
+
+
+def is_export(folder: Path) -> bool:
+    """Whether ``folder`` holds an export of this command and nothing else (what ``--force`` may replace)."""
+    entries = list(folder.iterdir())
+    return all(e.name in PARTS and e.is_dir() and not e.is_symlink() for e in entries) and any(
+        e.name == "index" for e in entries
+    )
 
 
 def export_minionerec(run_dir: str | Path, out: str | Path, force: bool = False) -> dict[str, Any]:
@@ -30,8 +41,11 @@ def export_minionerec(run_dir: str | Path, out: str | Path, force: bool = False)
     files, out = RunFiles(run_dir), Path(out)
     if not files.config.is_file():
         raise CrabError(f"{run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
+    if out.exists() and not out.is_dir():
+        raise CrabError(f"{out}: exists and is not a folder; choose another folder")
     if out.exists() and any(out.iterdir()) and not force:
         raise CrabError(f"{out}: exists and is not empty; choose another folder or pass --force")
+    replaceable_folder(out, is_export, "an earlier MiniOneRec export", [Path(run_dir)])
     items = files.load_items()
     splits, codebook = files.load_splits(), files.load_codebook()
     name = str(items.get("name") or "data")
@@ -46,7 +60,7 @@ def export_minionerec(run_dir: str | Path, out: str | Path, force: bool = False)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=writable_parent(out)))
     try:
         counts = {}
-        for part in ("train", "valid", "test"):
+        for part in PARTS[:3]:
             rows = getattr(splits, part)
             hist = rows.rows()
             frame = pd.DataFrame(

@@ -14,7 +14,10 @@ NDCG@10 (marked). docs/METHOD.md, "Frontier".
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +145,7 @@ def run_frontier(
     """Sweep every method's knob on the run of ``cfg`` (cached per point) and pick each method's point."""
     from crabrec.methods import get
     from crabrec.pipeline import RunContext
-    from crabrec.stages import preflight, registry
+    from crabrec.stages import checked_config, preflight, registry
 
     base = RunFiles(cfg.run_dir)
     todo = [
@@ -154,16 +157,32 @@ def run_frontier(
     ctx = RunContext(config=cfg, stages=registry())
     ctx.ensure("data")
     preflight(ctx)
+    for _, _, sub in todo:  # every point's settings checked against the catalogue before any point is written
+        checked_config(sub, ctx.files.n_items())
     ctx.ensure(get("mor").evaluates)
     points = [_point(get("mor"), "base", RunFiles(cfg.run_dir), ctx.config, rows)]
     for method, name, sub in todo:
-        link_base(cfg.run_dir, sub.run_dir)
-        sub_ctx = RunContext(config=sub, stages=registry())
-        preflight(sub_ctx)
-        sub_ctx.ensure(method.evaluates)
-        points.append(_point(method, name, RunFiles(sub.run_dir), sub_ctx.config, rows))
+        with new_folder(sub.run_dir):
+            link_base(cfg.run_dir, sub.run_dir)
+            sub_ctx = RunContext(config=sub, stages=registry())
+            preflight(sub_ctx)
+            sub_ctx.ensure(method.evaluates)
+            points.append(_point(method, name, RunFiles(sub.run_dir), sub_ctx.config, rows))
     points += kept_points(base.frontier / "frontier.json", {m.name for m, _ in plan(grid, only)})
     return {"points": points, "selected": select(points, max_drop), "pareto": pareto(points), "rule": rule(max_drop)}
+
+
+@contextlib.contextmanager
+def new_folder(path: Path) -> Iterator[None]:
+    """A point's folder that this command creates is removed again when its point fails (an existing one, with its
+    cached stages, is kept): a failing frontier leaves no half-made sibling runs behind."""
+    existed = path.exists()
+    try:
+        yield
+    except Exception:  # not on Ctrl-C: an interrupted point resumes from its checkpoint
+        if not existed:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
 
 
 def kept_points(path: Path, swept: set[str]) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ import json
 import os
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,26 @@ def writable_file(path: str | os.PathLike) -> Path:
     if path.is_dir():
         raise CrabError(f"{path}: is a folder; expected a file path to write")
     return writable_parent(path)
+
+
+def replaceable_folder(folder: str | os.PathLike, made_by: Callable[[Path], bool], what: str, keep: list[Path]) -> None:
+    """Refuse to replace ``folder`` (a command's output, removed and written anew) unless it is missing, empty, or
+    ``made_by`` recognises it as an earlier output of the same command (``what`` names such an output); it may
+    never be a link, a run directory, or be or hold a path in ``keep`` (the command's inputs)."""
+    folder = Path(folder)
+    if folder.is_symlink():
+        raise CrabError(f"{folder}: a link; choose a plain folder to write")
+    folder = folder.resolve()
+    for path in keep:
+        path = Path(path).resolve()
+        if folder == path or folder in path.parents:
+            raise CrabError(f"{folder}: is or holds {path}, which this command reads; choose another folder")
+    if not folder.is_dir() or not any(folder.iterdir()):
+        return
+    if (folder / "config.yaml").is_file() and (folder / "stages").is_dir():
+        raise CrabError(f"{folder}: a run directory; choose another folder")
+    if not made_by(folder):
+        raise CrabError(f"{folder}: not empty and not {what}; choose another folder (only {what} is replaced)")
 
 
 def os_reason(exc: OSError) -> str:

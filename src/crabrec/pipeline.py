@@ -201,9 +201,10 @@ class RunContext:
             return summary
         seen: set[str] = set()
         start = time.perf_counter()
+        if main := distributed.is_main():
+            own_outputs(self.run_dir, stage.artifacts)
         self.running = name
         self._view = ConfigView(self.config, stage.readable_keys(self.config), seen, name)
-        main = distributed.is_main()
         try:
             start_stage(self.config, "seed" in stage.reads, stage.uses_torch)
             summary = stage.fn(self) if main or stage.distributed else {}
@@ -221,6 +222,34 @@ class RunContext:
         self._checked.add(name)
         self._ran.add(name)
         return summary
+
+
+def own_outputs(run_dir: Path, artifacts: tuple[str, ...]) -> None:
+    """Make the places a stage writes its own before it runs: a run that shares another run's artifacts through links
+    (a frontier point, an analysis setting) gets a real copy of every linked file or folder on the way to each of the
+    stage's artifacts, so that recomputing it writes into this run and never through the link into the other one."""
+    import shutil
+
+    for rel in artifacts:
+        path = Path(run_dir)
+        for part in Path(rel).parts:
+            path = path / part
+            if not path.is_symlink():
+                continue
+            source = path.resolve()
+            tmp = path.with_name(f".{part}.own.tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                if source.is_dir():
+                    shutil.copytree(source, tmp, symlinks=True)
+                elif source.exists():
+                    shutil.copy2(source, tmp)
+                path.unlink()
+                if tmp.exists():
+                    tmp.rename(path)
+            except OSError as exc:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise CrabError(f"{path}: cannot make a copy of the linked {source} ({exc.strerror or exc})") from None
 
 
 def start_stage(cfg: RunConfig, seeded: bool, uses_torch: bool = True) -> None:

@@ -147,12 +147,20 @@ def gguf_path() -> Path:
 
 
 def import_gguf(out: Path, dtype: str = "float32", gguf: Path | None = None) -> Path:
-    """Dequantize a GGUF causal LM into ``out`` (safetensors + tokenizer); written to ``out.tmp`` then renamed."""
+    """Dequantize a GGUF causal LM into ``out`` (safetensors + tokenizer), written to a temporary sibling and renamed.
+    An existing ``out`` is replaced only when it is empty or an earlier model folder."""
     import shutil
+    import tempfile
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from crabrec.io import publish_mode, replaceable_folder, writable_parent
+
     gguf = gguf or gguf_path()
+    if out.exists() and not out.is_dir():
+        raise CrabError(f"--out {out}: exists and is not a folder")
+    replaceable_folder(out, is_backbone_dir, "a Hugging Face model folder", [gguf])
+    writable_parent(out)
     if importlib.util.find_spec("gguf") is None:
         raise CrabError("package gguf not installed (transformers needs it to read GGUF): pip install gguf")
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
@@ -162,12 +170,17 @@ def import_gguf(out: Path, dtype: str = "float32", gguf: Path | None = None) -> 
         del config.quantization_config
     fresh = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))  # a model loaded from GGUF can't save
     fresh.load_state_dict(loaded.state_dict())
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    fresh.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        fresh.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        publish_mode(tmp, out)
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+    except OSError as exc:
+        raise CrabError(f"{out}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

@@ -73,8 +73,12 @@ def fit_catalogue(cfg: Any, n_items: int) -> Any:
 
 def preflight(ctx: RunContext) -> None:
     """Checks once the data is loaded, before any expensive stage starts; fits ranking sizes to the catalogue."""
-    ctx.config = fit_catalogue(ctx.config, ctx.files.n_items())
-    cfg = ctx.config
+    ctx.config = checked_config(ctx.config, ctx.files.n_items())
+
+
+def checked_config(cfg: Any, n_items: int) -> Any:
+    """``cfg`` fitted to a catalogue of ``n_items`` and checked against it (a one-line error when it cannot work)."""
+    cfg = fit_catalogue(cfg, n_items)
     top = max(cfg.evaluate.ks + cfg.evaluate.fairness_ks)
     if top > cfg.evaluate.beam:
         raise CrabError(
@@ -91,3 +95,4 @@ def preflight(ctx: RunContext) -> None:
                 f"train.backbone={cfg.train.backbone}: not a Hugging Face model folder (config.json + tokenizer "
                 "expected); `crabrec backbone import-gguf` makes one from SmolLM2"
             )
+    return cfg

@@ -72,14 +72,61 @@ def length_bucketed(
 def save_checkpoint(folder: Path, model, optimizer, scheduler, state: dict[str, Any]) -> None:
     from safetensors.torch import save_model
 
+    def fill(tmp: Path) -> None:
+        save_model(model, str(tmp / "weights.safetensors"))
+        extra = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()}
+        torch.save(extra, tmp / "optim.pt")
+        (tmp / "state.json").write_text(json.dumps(state))
+
+    write_folder(folder, fill)
+
+
+IO_WORDS = ("No space", "Disk quota", "StorageFull", "IoError", "write failed", "failed writing", "Read-only")
+
+
+def write_folder(folder: Path, fill: Callable[[Path], None]) -> None:
+    """``fill`` a fresh ``<folder>.tmp``, then rename it onto ``folder``. A write that fails (a full disk, a
+    read-only folder: an OSError, or the words of torch's and safetensors' writers) removes the temporary folder
+    and is one error naming ``folder``; the previous ``folder`` stays as it was."""
     tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_model(model, str(tmp / "weights.safetensors"))
-    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp / "optim.pt")
-    (tmp / "state.json").write_text(json.dumps(state))
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        fill(tmp)
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+    except Exception as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError) or any(w in str(exc) for w in IO_WORDS):
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else reason(exc)
+            raise CrabError(f"{folder}: cannot write ({detail}); free some space and run the command again") from None
+        raise
+
+
+def rng_state() -> dict[str, Any]:
+    """Every random generator training draws from (dropout's included), as plain tensors and numbers: a checkpoint
+    carries them, so that a resumed run draws what the uninterrupted one would have drawn."""
+    import random
+
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss],
+        "python": random.getstate(),
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what :func:`rng_state` saved (a CUDA state only where it was saved on CUDA)."""
+    import random
+
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    kind, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    random.setstate(state["python"])
 
 
 def checkpoint_fingerprint(folder: Path) -> str | None:
@@ -106,6 +153,8 @@ def load_checkpoint(folder: Path, model, optimizer, scheduler) -> dict[str, Any]
         opt = torch.load(folder / "optim.pt", weights_only=True)  # tensors and plain containers only, never code
         optimizer.load_state_dict(opt["optimizer"])
         scheduler.load_state_dict(opt["scheduler"])
+        if "rng" in opt:  # checkpoints before 0.1 carried none
+            set_rng_state(opt["rng"])
     except Exception as exc:  # a foreign, truncated or tampered checkpoint: refuse with the reason
         raise CrabError(f"{folder}: unusable checkpoint ({reason(exc)}); delete it to train from scratch") from None
     return state
@@ -259,12 +308,8 @@ def train(
         if score is None or score > state["best_score"]:  # keep=last: every epoch replaces the previous one
             state.update(best_score=state["best_score"] if score is None else score, best_epoch=epoch, bad_epochs=0)
             best = out_dir / STAGED  # published as out_dir/model only when training completes
-            tmp = out_dir / "model.tmp"
-            if main:  # only the writer touches model.tmp: another process must not delete it mid-write
-                shutil.rmtree(tmp, ignore_errors=True)
-                (export or _save_pretrained)(accelerator.unwrap_model(model), tmp)
-                shutil.rmtree(best, ignore_errors=True)
-                tmp.rename(best)
+            if main:  # only the writer touches model.next.tmp: another process must not delete it mid-write
+                write_folder(best, lambda tmp: (export or _save_pretrained)(accelerator.unwrap_model(model), tmp))
         else:
             state["bad_epochs"] += 1
             if kind == "plateau":
