@@ -166,3 +166,58 @@ def test_export_force_never_replaces_a_run_or_a_folder_it_did_not_write(tiny_run
     assert sorted(p.name for p in out.iterdir()) == ["index", "info", "test", "train", "valid"]
     (tmp_path / "link").symlink_to(out, target_is_directory=True)
     one_line_error(capsys, ["data", "export", str(run), str(tmp_path / "link"), "--force"], "a link")
+
+
+# -- class 4: a stage's cache key follows the content of the files it reads --------------------------------------
+def test_the_cache_follows_edits_of_the_dataset_file(office_slice, tmp_path, capsys):
+    from tests.conftest import TINY
+
+    data = tmp_path / "data"
+    shutil.copytree(office_slice, data)
+    args = ["run", "--data", str(data), "--set", f"runs_dir={tmp_path / 'runs'}", "--name", "r", *TINY]
+    assert cli([*args, "--until", "data"])[0] == 0
+    capsys.readouterr()
+    assert cli([*args, "--until", "data"])[0] == 0
+    assert "[data] cached" in capsys.readouterr().err  # unchanged file: cached
+    inter = data / "OfficeSlice.inter.json"
+    users = json.loads(inter.read_text())
+    inter.write_text(json.dumps(dict(list(users.items())[:300])))
+    assert cli([*args, "--until", "data"])[0] == 0
+    err = capsys.readouterr().err
+    assert "[data] done" in err and "users=300" not in err and "cached" not in err
+    stats = json.loads((tmp_path / "runs" / "r" / "data" / "stats.json").read_text())
+    assert stats["users"] <= 300
+
+
+def test_the_cache_follows_edits_of_an_imported_sid_index(beauty_slice, tmp_path, capsys):
+    from tests.conftest import ids_only_args
+
+    data = tmp_path / "beauty"
+    shutil.copytree(beauty_slice, data)
+    args = ["tokenize", *ids_only_args(data, tmp_path / "runs")]
+    assert cli(args)[0] == 0
+    saved_path = tmp_path / "runs" / "ids" / "sid" / "index.json"
+    index_path = data / "index.json"
+    index = json.loads(index_path.read_text())
+    first, second = [k for k in index if k in json.loads(saved_path.read_text())][:2]
+    index[first], index[second] = index[second], index[first]
+    index_path.write_text(json.dumps(index))
+    capsys.readouterr()
+    assert cli(args)[0] == 0
+    assert "[tokenize] done" in capsys.readouterr().err
+    assert json.loads(saved_path.read_text())[first][: len(index[first])] == index[first]  # + a dedup level
+
+
+def test_a_folders_content_hash_leaves_out_hidden_files_and_run_directories(tmp_path):
+    from crabrec.io import content_hash
+
+    (tmp_path / "a.json").write_text("1")
+    one = content_hash(tmp_path)
+    (tmp_path / ".lock").write_text("x")
+    (tmp_path / "run" / "stages").mkdir(parents=True)
+    (tmp_path / "run" / "config.yaml").write_text("a: 1")
+    assert content_hash(tmp_path) == one
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.csv").write_text("2")
+    assert content_hash(tmp_path) != one
+    assert content_hash(tmp_path / "missing") is None

@@ -316,6 +316,11 @@ def leaf_keys(model: type[BaseModel] = RunConfig, prefix: str = "") -> dict[str,
     return out
 
 
+# Settings that name files or folders a stage reads: the stage's cache key also holds a hash of their content, so an
+# edited dataset, SID index or model folder is a new input, whatever its path.
+INPUT_FILES = frozenset({"data.path", "data.item_table", "embed.encoder", "tokenize.import_path", "train.backbone"})
+
+
 def is_speed_only(key: str) -> bool:
     """Whether ``key`` (dotted) only changes speed (see :func:`speed_only`)."""
     info = leaf_keys().get(key)

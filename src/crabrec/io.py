@@ -195,6 +195,46 @@ def _bad_artifact(path: str | os.PathLike, exc: Exception):
     return CrabError(f"{path}: unreadable artifact ({reason(exc)}); re-run the stage that writes it with --force")
 
 
+_HASHED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> content hash, for this process
+
+
+def content_hash(path: str | os.PathLike) -> str | None:
+    """SHA-256 of a file's bytes, or of a folder's files (relative names and contents, hidden ones left out); None
+    when ``path`` is not there (a name such as a bundled encoder's). A file is read again only when its size or
+    modification time changed since this process last hashed it."""
+    path = Path(path)
+    if path.is_file():
+        stat = path.stat()
+        memo = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+        if memo not in _HASHED:
+            digest = hashlib.sha256()
+            try:
+                with open(path, "rb") as fh:
+                    for block in iter(lambda: fh.read(1 << 20), b""):
+                        digest.update(block)
+            except OSError as exc:
+                raise CrabError(f"{path}: unreadable ({os_reason(exc)})") from None
+            _HASHED[memo] = digest.hexdigest()
+        return _HASHED[memo]
+    if path.is_dir():
+        return sha256_of([[str(p.relative_to(path)), content_hash(p)] for p in _input_files(path)])
+    return None
+
+
+def _input_files(folder: Path, depth: int = 2) -> list[Path]:
+    """The files a dataset or model folder can hold, two levels down at most: hidden names and run directories
+    (``config.yaml`` + ``stages/``: outputs, not inputs, when runs live beside the data) are left out."""
+    out: list[Path] = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_file():
+            out.append(entry)
+        elif entry.is_dir() and depth > 1 and not ((entry / "config.yaml").is_file() and (entry / "stages").is_dir()):
+            out += _input_files(entry, depth - 1)
+    return out
+
+
 def sha256_of(obj: Any) -> str:
     """Stable hash of a JSON-serialisable object (used as a cache key)."""
     blob = json.dumps(obj, sort_keys=True, default=_json_default).encode()

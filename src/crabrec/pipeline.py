@@ -24,9 +24,9 @@ import yaml
 from pydantic import BaseModel
 
 from crabrec import distributed
-from crabrec.config import RunConfig, applies, is_speed_only, leaf_keys, self_gated
+from crabrec.config import INPUT_FILES, RunConfig, applies, is_speed_only, leaf_keys, self_gated
 from crabrec.errors import CrabError
-from crabrec.io import sha256_of, write_json, write_text
+from crabrec.io import content_hash, sha256_of, write_json, write_text
 from crabrec.runfiles import RunFiles
 
 log = logging.getLogger("crabrec")
@@ -136,6 +136,8 @@ class RunContext:
             for part in key.split("."):
                 node = node[part]
             out[key] = node
+            if key in INPUT_FILES and node:  # what the file holds, not only its name
+                out[f"{key} content"] = content_hash(node)
         return out
 
     def key(self, name: str) -> str:
