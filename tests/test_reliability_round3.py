@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from crabrec.config import TrainConfig
+from crabrec.serve.batcher import DynamicBatcher
 from tests.conftest import cli
 
 
@@ -221,3 +222,131 @@ def test_a_folders_content_hash_leaves_out_hidden_files_and_run_directories(tmp_
     (tmp_path / "sub" / "b.csv").write_text("2")
     assert content_hash(tmp_path) != one
     assert content_hash(tmp_path / "missing") is None
+
+
+# -- class 5: every check before the first write -----------------------------------------------------------------
+@pytest.mark.parametrize(
+    "extra, expect",
+    [
+        (
+            ["--set", "embed.max_chars=17", "--quantizer", "import", "--import-path", "{bad}"],
+            "of the dataset has no SID",
+        ),
+        (["--set", "embed.max_chars=17", "--quantizer", "import", "--import-path", "{empty}"], "got an empty object"),
+        (["--set", "embed.template={nosuch} x"], "field 'nosuch' is in no item's text"),
+        (["--set", "embed.template=same for all"], "every item gets the same text"),
+        (["--set", "embed.encoder=/no/such/encoder"], "not a local directory and not a bundled encoder"),
+    ],
+)
+def test_a_failing_check_leaves_the_run_directory_as_it_was(extra, expect, tiny_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    (tmp_path / "bad.json").write_text('{"nosuch": ["<a_1>"]}')
+    (tmp_path / "empty.json").write_text("{}")
+    before = tree(run)
+    args = [
+        a.replace("{bad}", str(tmp_path / "bad.json")).replace("{empty}", str(tmp_path / "empty.json")) for a in extra
+    ]
+    one_line_error(capsys, ["tokenize", str(run), *args], expect)
+    assert tree(run) == before
+
+
+def test_a_crab_ratio_per_level_must_match_the_codebook(tiny_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    before = tree(run)
+    one_line_error(capsys, ["rebalance", str(run), "--ratio", "0.1,0.1,0.1,0.1,0.1,0.1"], "6 values for a codebook of")
+    one_line_error(capsys, ["rebalance", str(run), "--ratio", "0.1,0.1"], "2 values for a codebook of")
+    assert tree(run) == before
+
+
+# -- class 6: values the config accepts work downstream ----------------------------------------------------------
+@pytest.mark.parametrize(
+    "setting, expect",
+    [
+        ("sasrec.hidden=10", None),
+        ("train.hidden=30", "heads=4 must divide hidden=30"),
+        ("tokenize.rqvae_hidden=[0]", "rqvae_hidden.0: Input should be greater than 0"),
+        ("seed=4294967296", "seed: Input should be less than 4294967296"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused_by_the_config(setting, expect, capsys):
+    if expect is None:  # a width one head takes whole is fine
+        assert cli(["data", "stats", "--set", setting, "--set", "sasrec.heads=1", "--json"])[0] == 0
+        return
+    one_line_error(capsys, ["data", "stats", "--set", setting], expect)
+    one_line_error(capsys, ["data", "stats", "--set", "sasrec.hidden=10", "--set", "sasrec.heads=3"], "heads=3 must")
+
+
+def test_a_seed_past_two_to_the_31_tokenizes(office_slice, tmp_path, capsys):
+    from tests.conftest import TINY
+
+    args = ["tokenize", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}", *TINY]
+    assert cli([*args, "--name", "big", "--seed", "2147483648"])[0] == 0, capsys.readouterr().err
+    assert cli([*args, "--name", "top", "--seed", str(2**32 - 1)])[0] == 0, capsys.readouterr().err
+
+
+def test_a_collapsed_quantizer_is_an_error():
+    from crabrec.config import TokenizeConfig
+    from crabrec.errors import CrabError
+    from crabrec.sid.build import build_codebook
+
+    same = np.ones((40, 8), np.float32)
+    with pytest.raises(CrabError, match="every item got the same semantic ID"):
+        build_codebook(TokenizeConfig(codebook_size=4, levels=2), same, [str(i) for i in range(40)], 0)
+
+
+@pytest.mark.parametrize("wait", [float("inf"), float("nan"), -1.0, 10_001.0])
+def test_serve_refuses_a_wait_that_never_ends(wait):
+    from crabrec.errors import CrabError
+
+    with pytest.raises(CrabError, match="max_wait_ms"):
+        DynamicBatcher(lambda rows: rows, 8, wait)
+
+
+# -- class 8: CSV histories with unquoted commas -----------------------------------------------------------------
+def test_a_csv_history_with_unquoted_commas_keeps_every_item(tmp_path):
+    from crabrec.errors import CrabError
+    from crabrec.histories import read_histories
+
+    cases = {
+        "history\n1000,1001\n1002 1003\n": ([["1000", "1001"], ["1002", "1003"]], None),
+        'history\n"1000,1001"\n': ([["1000", "1001"]], None),
+        "user,history\n3,1000,1001,1002\n4.0,7\n": ([["1000", "1001", "1002"], ["7"]], [3, 4]),
+    }
+    for n, (text, expect) in enumerate(cases.items()):
+        path = tmp_path / f"h{n}.csv"
+        path.write_text(text)
+        assert read_histories(path) == expect, text
+    path = tmp_path / "ambiguous.csv"
+    path.write_text("history,user\n1000,1001,3\n")
+    with pytest.raises(CrabError, match=r"ambiguous.csv row 0: 3 fields for 2 columns; quote the history"):
+        read_histories(path)
+
+
+# -- class 11: serve accepts connections once it prints its address ----------------------------------------------
+def test_serve_accepts_a_connection_as_soon_as_it_prints_its_address(tiny_run, tmp_path):
+    import os
+    import re
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "TQDM_DISABLE": "1"}
+    cmd = [sys.executable, "-m", "crabrec.cli", "serve", str(tiny_run), "--port", "0", "--method", "mor"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    try:
+        line = ""
+        while "serving" not in line:
+            line = proc.stdout.readline()
+            assert line, "serve exited before printing its address"
+        url = re.search(r"at (http://\S+)", line).group(1)
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        socket.create_connection((host, int(port)), timeout=5).close()  # at once: no retry
+        with urllib.request.urlopen(url + "/health", timeout=60) as answer:
+            assert json.loads(answer.read())["status"] == "ok"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -693,7 +693,9 @@ def serve(
 
     from crabrec.serve import build_app, listen, url
     from crabrec.serve.app import Limits
+    from crabrec.serve.batcher import check_limits
 
+    check_limits(max_batch, max_wait_ms)
     sock = listen(host, port)  # an unusable --host/--port fails here, before the models are loaded
     application = build_app(run_dir, method, max_batch=max_batch, max_wait_ms=max_wait_ms, limits=Limits(max_body))
     if host not in ("127.0.0.1", "localhost", "::1"):

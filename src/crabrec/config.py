@@ -102,7 +102,7 @@ class TokenizeConfig(Strict):
     dedup: Literal["extra_level", "none"] = "extra_level"
     import_path: str | None = only_if("quantizer", ("import",), None, description="a MiniOneRec index.json")
     rqvae_latent_dim: int = only_if("quantizer", RQVAE, 32, ge=2)
-    rqvae_hidden: list[int] = only_if("quantizer", RQVAE, default_factory=lambda: [512, 256, 128, 64])
+    rqvae_hidden: list[PositiveInt] = only_if("quantizer", RQVAE, default_factory=lambda: [512, 256, 128, 64])
     rqvae_epochs: int = only_if("quantizer", RQVAE, 300, ge=1)
     rqvae_lr: float = only_if("quantizer", RQVAE, 1e-3, gt=0)
     rqvae_batch_size: int = only_if("quantizer", RQVAE, 1024, ge=1)
@@ -172,6 +172,10 @@ class TrainConfig(LoopConfig):
         None, description="a local Hugging Face causal-LM folder: LoRA fine-tune it instead of the from-scratch decoder"
     )
 
+    @model_validator(mode="after")
+    def _heads_divide_hidden(self) -> TrainConfig:
+        return heads_divide(self, "hidden", "heads")
+
 
 class SASRecSection(LoopConfig):
     """SASRec baseline (item ids, full ranking)."""
@@ -186,6 +190,18 @@ class SASRecSection(LoopConfig):
     weight_decay: float = Field(0.0, ge=0)
     warmup_steps: int = Field(0, ge=0)
     patience: int = Field(3, ge=1)
+
+    @model_validator(mode="after")
+    def _heads_divide_hidden(self) -> SASRecSection:
+        return heads_divide(self, "hidden", "heads")
+
+
+def heads_divide(section: Any, width: str, heads: str) -> Any:
+    """Attention splits ``width`` into ``heads`` equal parts: a width they do not divide cannot be built."""
+    w, h = getattr(section, width), getattr(section, heads)
+    if w % h:
+        raise ValueError(f"{heads}={h} must divide {width}={w} (each attention head gets {width}/{heads} dimensions)")
+    return section
 
 
 class TigerSection(LoopConfig):

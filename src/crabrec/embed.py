@@ -40,6 +40,14 @@ def clean_text(text: str) -> str:
 
 def item_texts(records: list[dict[str, str]], cfg: EmbedConfig) -> list[str]:
     """One string per item from ``cfg.template`` or the ``cfg.fields`` joined by spaces; "unknown item" if empty."""
+    if cfg.template:
+        known = {key for rec in records for key in rec}
+        unknown = [f for f in _FIELD.findall(cfg.template) if f not in known]
+        if unknown and records:
+            raise CrabError(
+                f"embed.template {clip(cfg.template)!r}: field {unknown[0]!r} is in no item's text "
+                f"(fields: {', '.join(sorted(known)) or 'none'})"
+            )
     out = []
     for rec in records:
         if cfg.template:
@@ -51,6 +59,9 @@ def item_texts(records: list[dict[str, str]], cfg: EmbedConfig) -> list[str]:
     empty = sum(t == "unknown item" for t in out)
     if out and empty == len(out):
         raise CrabError(f"embed.fields {cfg.fields}: every item's text is empty; name fields the item table has")
+    if len(out) > 1 and len(set(out)) == 1:
+        how = f"embed.template {clip(cfg.template)!r}" if cfg.template else f"embed.fields {cfg.fields}"
+        raise CrabError(f"{how}: every item gets the same text {clip(out[0])!r}; name fields that tell items apart")
     if empty:
         log.warning(
             "%d of %d items have no text in %s; they are embedded as 'unknown item'", empty, len(out), cfg.fields

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from crabrec.errors import CrabError, clip, reason
-from crabrec.io import atomic_path
+from crabrec.io import atomic_path, read_input_text
 
 FORMATS = (".csv", ".parquet", ".jsonl")
 SPLIT = re.compile(r"[\s,]+")
@@ -53,11 +53,57 @@ def read_histories(path: str | Path) -> tuple[list[list[str]], list[int] | None]
     return histories, (users if given else None)
 
 
+def _csv(path: Path) -> list[dict[str, Any]]:
+    """The rows of a CSV of histories. An unquoted history with commas (``history\\n1000,1001``) has more fields than
+    the header has columns: they are its ids when ``history`` is the last column, else the row is an error (a reader
+    that took the first id for a row label would silently drop it)."""
+    import csv
+    import io
+
+    try:
+        rows = [r for r in csv.reader(io.StringIO(read_input_text(path))) if any(c.strip() for c in r)]
+    except csv.Error as exc:
+        raise CrabError(f"{path}: unreadable csv ({reason(exc)})") from None
+    if not rows:
+        return []
+    header = [h.strip() for h in rows[0]]
+    if "history" not in header:
+        raise CrabError(f"{path}: no `history` column (columns: {clip(', '.join(header), 80)})")
+    at = header.index("history")
+    records = []
+    for r, row in enumerate(rows[1:]):
+        if len(row) > len(header):
+            if at != len(header) - 1:
+                raise CrabError(
+                    f"{path} row {r}: {len(row)} fields for {len(header)} columns; quote the history "
+                    '("1000,1001") or separate its ids with spaces'
+                )
+            row = [*row[:at], ",".join(row[at:])]
+        rec = {k: v.strip() for k, v in zip(header, row)}
+        rec["user"] = _number(rec["user"]) if rec.get("user") else None
+        rec["history"] = rec.get("history") or None
+        records.append(rec)
+    return records
+
+
+def _number(text: str) -> int | float | str:
+    """A CSV cell as the number it writes (``3``, ``3.0``), else the text itself (refused by the caller)."""
+    if re.fullmatch(r"[+-]?\d+", text):
+        return int(text)
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return int(value) if value.is_integer() else value
+
+
 def _table(path: Path, kind: str) -> list[dict[str, Any]]:
     import pandas as pd
 
+    if kind == ".csv":
+        return _csv(path)
     try:
-        frame = pd.read_csv(path, dtype={"history": str}) if kind == ".csv" else pd.read_parquet(path)
+        frame = pd.read_parquet(path)
     except Exception as exc:  # whatever the reader raises about the file's content
         raise CrabError(f"{path}: unreadable {kind[1:]} ({reason(exc)})") from None
     if "history" not in frame.columns:

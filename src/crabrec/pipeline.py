@@ -50,6 +50,7 @@ class Stage:
     artifacts: tuple[str, ...] = ()
     describe: str = ""
     needs_if: Callable[[RunContext], tuple[str, ...]] | None = None  # inputs that depend on what earlier stages made
+    check: Callable[[RunContext], None] | None = None  # inputs and settings checked before any stage is computed
     uses_torch: bool = True  # False: torch is not imported for it (seeded all the same when already loaded)
     distributed: bool = False  # under a launcher, every process runs it (training, evaluation); else the main one
 
@@ -108,6 +109,7 @@ class RunContext:
     running: str = ""  # the stage being computed (its key tags training checkpoints)
     _view: ConfigView | None = None
     _ran: set[str] = field(default_factory=set)  # stages computed (not taken from the cache) by this context
+    _ahead: set[str] = field(default_factory=set)  # stages whose checks have run
 
     @property
     def cfg(self) -> Any:
@@ -183,9 +185,22 @@ class RunContext:
         summary = (self.files.load_state(name) or {}).get("summary", {})
         return summary if isinstance(summary, dict) else {}
 
+    def check_ahead(self, name: str) -> None:
+        """Before anything of ``name`` is computed: the checks of ``name`` and every input it will compute, so that a
+        setting or input file that cannot work fails the command before its first write."""
+        if name in self._ahead:
+            return
+        self._ahead.add(name)
+        for dep in self.stages[name].needs:
+            self.check_ahead(dep)
+        stage = self.stages[name]
+        if stage.check is not None and distributed.is_main() and (name in self.force or not self.is_done(name)):
+            stage.check(self)
+
     def ensure(self, name: str) -> dict[str, Any]:
         """Run ``name`` (after its inputs) unless a finished result with the same key exists and none of its inputs
         was recomputed by this context."""
+        self.check_ahead(name)
         stage = self.stages[name]
         for dep in stage.needs:
             self.ensure(dep)

@@ -30,11 +30,19 @@ class Rebalanced:
 
 
 def _ratio(cfg: CrabConfig, level: int) -> float:
-    if isinstance(cfg.ratio, list):
-        if level >= len(cfg.ratio):
-            raise CrabError(f"rebalance ratio: {len(cfg.ratio)} values given, none for level {level}")
-        return cfg.ratio[level]
-    return cfg.ratio
+    return cfg.ratio[level] if isinstance(cfg.ratio, list) else cfg.ratio
+
+
+def check_levels(cfg: CrabConfig, semantic_levels: int) -> None:
+    """``crab.ratio`` (one value, or one per semantic level) and ``crab.levels`` fit a codebook of that many levels."""
+    if isinstance(cfg.ratio, list) and len(cfg.ratio) != semantic_levels:
+        raise CrabError(
+            f"crab.ratio: {len(cfg.ratio)} values for a codebook of {semantic_levels} semantic levels; "
+            "give one value, or one per level"
+        )
+    bad = [lv for lv in cfg.levels or [] if not 0 <= lv < semantic_levels]
+    if bad:
+        raise CrabError(f"crab.levels {bad}: expected semantic levels 0..{semantic_levels - 1}")
 
 
 def token_residuals(token_ids: np.ndarray, table: np.ndarray) -> list[np.ndarray]:
@@ -55,10 +63,8 @@ def rebalance(cb: Codebook, freq: np.ndarray, cfg: CrabConfig, seed: int, progre
     freq = np.asarray(freq, np.float64)
     if len(freq) != cb.n_items:
         raise CrabError(f"rebalance: {len(freq)} item frequencies for a codebook of {cb.n_items} items")
+    check_levels(cfg, cb.semantic_levels)
     levels = cfg.levels if cfg.levels is not None else list(range(cb.semantic_levels))
-    bad = [lv for lv in levels if not 0 <= lv < cb.semantic_levels]
-    if bad:
-        raise CrabError(f"rebalance levels {bad}: expected semantic levels 0..{cb.semantic_levels - 1}")
     codes = cb.codes.copy()
     sizes = list(cb.sizes)
     residuals = [r.astype(np.float32).copy() for r in cb.residuals]

@@ -125,9 +125,18 @@ def mor_model(ctx: RunContext, old, new):
     return model, rebalanced_tokenizer(Path(ctx.cfg.train.backbone), base, list(new.sizes)), base
 
 
+def check_rebalance(ctx: RunContext) -> None:
+    """The split settings fit the run's codebook (when the tokenize stage has run)."""
+    from crabrec.crab.rebalance import check_levels
+
+    if ctx.files.codebook().is_file():
+        check_levels(ctx.config.crab, ctx.files.load_codebook().semantic_levels)
+
+
 REBALANCE = Stage(
     name="rebalance",
     fn=run_rebalance,
+    check=check_rebalance,
     reads=(*(f"crab.{k}" for k in REBALANCE_READS), "seed"),  # without text it also reads MOR's weights (needs_if)
     needs=("data", "tokenize"),
     needs_if=needs_model_vectors,

@@ -53,6 +53,7 @@ def listen(host: str, port: int):
     except OSError as exc:
         sock.close()
         raise CrabError(f"--host {host} --port {port}: cannot listen there ({os_reason(exc)})") from None
+    sock.listen(2048)  # connections are accepted into the backlog from now on, before the address is printed
     sock.set_inheritable(True)
     return sock
 

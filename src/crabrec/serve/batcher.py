@@ -38,12 +38,24 @@ def concat(parts: list[Samples]) -> Samples:
     return Samples(*(np.concatenate([getattr(p, k) for p in parts]) for k in keys))
 
 
+MAX_WAIT_MS = 10_000.0  # a batch that waits longer for company than this would hold its first request too long
+
+
+def check_limits(max_batch: int, max_wait_ms: float) -> None:
+    """A one-line error unless ``max_batch`` ≥ 1 and ``max_wait_ms`` is a number of milliseconds in [0, 10 000]."""
+    from crabrec.errors import CrabError
+
+    if not isinstance(max_batch, int) or isinstance(max_batch, bool) or max_batch < 1:
+        raise CrabError(f"max_batch={max_batch!r}: expected a whole number ≥ 1")
+    if not isinstance(max_wait_ms, int | float) or not 0 <= max_wait_ms <= MAX_WAIT_MS:  # NaN fails too
+        raise CrabError(f"max_wait_ms={max_wait_ms!r}: expected milliseconds from 0 to {MAX_WAIT_MS:,.0f}")
+
+
 class DynamicBatcher:
     """Ranks the rows of concurrent :meth:`submit` calls together; ``stats`` counts calls and histories."""
 
     def __init__(self, rank: RankFn, max_batch: int = 64, max_wait_ms: float = 5.0) -> None:
-        if max_batch < 1 or max_wait_ms < 0:
-            raise ValueError("max_batch must be ≥ 1 and max_wait_ms ≥ 0")
+        check_limits(max_batch, max_wait_ms)
         self.rank, self.max_batch, self.max_wait = rank, max_batch, max_wait_ms / 1000.0
         self.queue: asyncio.Queue[Pending] = asyncio.Queue()
         self.worker: asyncio.Task | None = None

@@ -93,6 +93,12 @@ def build_codebook(
                 embeddings, cfg.levels, k, seed, cfg.kmeans_iters, cfg.kmeans_init, balanced=cfg.quantizer == "balanced"
             )
         sizes = [k] * cfg.levels
+        distinct = len({tuple(row) for row in q.codes.tolist()})
+        if len(item_ids) > 1 and distinct == 1:
+            raise CrabError(
+                f"tokenize.quantizer={cfg.quantizer}: every item got the same semantic ID (the quantizer collapsed); "
+                "check its settings (rqvae_hidden, rqvae_lr, rqvae_epochs) or use rqkmeans"
+            )
     before = collision_count(q.codes)
     codes, dedup = q.codes, 0
     residuals = None if q.residuals is None else list(q.residuals)

@@ -263,12 +263,15 @@ def _levels(arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
     return [arrays[f"level{i}"] for i in range(len(arrays))]
 
 
-def parse_index(path: str | Path, item_ids: list[str]) -> Codebook:
-    """Import a MiniOneRec ``index.json`` (``{item: ["<a_x>", "<b_y>", "<c_z>"]}``) aligned to ``item_ids``."""
+def parse_index(path: str | Path, item_ids: list[str] | None) -> Codebook:
+    """Import a MiniOneRec ``index.json`` (``{item: ["<a_x>", "<b_y>", "<c_z>"]}``) aligned to ``item_ids`` (None:
+    every item of the index, in its order: the file checked on its own)."""
     path = Path(path)
     raw = read_input_json(path)
-    if not isinstance(raw, dict):
-        raise CrabError(f"{path}: expected an object {{item_id: [token, ...]}}, got {type(raw).__name__}")
+    if not isinstance(raw, dict) or not raw:
+        got = "an empty object" if isinstance(raw, dict) else type(raw).__name__
+        raise CrabError(f"{path}: expected an object {{item_id: [token, ...]}}, got {got}")
+    item_ids = list(raw) if item_ids is None else item_ids
     missing = [i for i in item_ids if i not in raw]
     if missing:
         raise CrabError(

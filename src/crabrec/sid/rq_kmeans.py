@@ -20,6 +20,7 @@ def kmeans(x: np.ndarray, k: int, seed: int, iters: int = 25, init: str = "kmean
     """faiss K-means (single-threaded, so results are bit-reproducible) -> ``(centroids [k, d], assignment [n])``."""
     import faiss
 
+    seed %= 2**31  # faiss takes a 32-bit signed seed (and every seed below 2^31 stays what it was)
     x = np.ascontiguousarray(x, dtype=np.float32)
     n, d = x.shape
     init_centroids = None

@@ -28,6 +28,31 @@ def run_embed(ctx: RunContext) -> dict[str, Any]:
     return {"items": len(texts), "dim": int(vectors.shape[1]), "items_per_s": round(len(texts) / seconds, 1)}
 
 
+def check_embed(ctx: RunContext) -> None:
+    """The encoder can be found and the item text gives each item a text (when the data stage has run)."""
+    from crabrec.embed import HASH_ENCODER, item_texts, resolve_encoder
+
+    cfg = ctx.config.embed
+    if cfg.encoder != HASH_ENCODER:
+        resolve_encoder(cfg.encoder)
+    if ctx.files.items.is_file():
+        items = ctx.files.load_items()
+        if items.get("has_text", True):
+            item_texts(items["text"], cfg)
+
+
+def check_tokenize(ctx: RunContext) -> None:
+    """An imported SID index is read and checked against the catalogue (when the data stage has run)."""
+    from crabrec.sid.codebook import parse_index
+
+    tok = ctx.config.tokenize
+    if tok.quantizer == "import":
+        if not tok.import_path:
+            raise CrabError("tokenize.quantizer=import needs tokenize.import_path (a MiniOneRec index.json)")
+        item_ids = ctx.files.load_items()["item_ids"] if ctx.files.items.is_file() else None
+        parse_index(tok.import_path, item_ids)
+
+
 def skip_embed(ctx: RunContext, items: dict[str, Any]) -> dict[str, Any]:
     """An ids-only dataset: nothing to embed. The tokenize stage then imports its SIDs or quantizes SASRec's item
     embeddings (``tokenize.item_vectors=sasrec``), and says so if it is asked for text vectors."""
@@ -108,6 +133,7 @@ def save_codebook(ctx: RunContext, cb) -> dict[str, Any]:
 EMBED_STAGE = Stage(
     name="embed",
     fn=run_embed,
+    check=check_embed,
     reads=("embed", "tokenize.quantizer"),
     needs=("data",),
     artifacts=("embeddings.items.json",),  # + embeddings.npy unless the dataset has no text (checked by tokenize)
@@ -118,6 +144,7 @@ EMBED_STAGE = Stage(
 TOKENIZE_STAGE = Stage(
     name="tokenize",
     fn=run_tokenize,
+    check=check_tokenize,
     reads=("tokenize", "seed"),
     needs=("data", "embed"),
     needs_if=vectors_stage,
