@@ -50,7 +50,7 @@ def rc_report_missing_run_dir(run: Path):
 def rc_model_from_other_codebook(run: Path):
     shutil.rmtree(run / "models" / "crab" / "model")
     shutil.copytree(run / "models" / "mor" / "model", run / "models" / "crab" / "model")
-    return ["evaluate", str(run), "--model", "crab", "--force"], "it was trained on another codebook"
+    return ["evaluate", str(run), "--model", "crab", "--force"], "not the file the finetune stage wrote in this run"
 
 
 def rc_nan_embeddings(run: Path):
@@ -180,6 +180,7 @@ def _kill_when(proc: subprocess.Popen, ready, timeout: float = 300) -> bool:
 
 def test_kill_during_training_and_evaluation_then_resume(office_slice, tmp_path):
     flags = [*TINY, "--set", "train.epochs=3", "--set", "train.patience=3", "--set", "evaluate.max_samples=400"]
+    flags += ["--set", "train.dropout=0.2", "--set", "train.attention_dropout=0.1"]  # the resumed epochs draw masks too
     flags += ["--set", "evaluate.batch_size=4", "--until", "evaluate"]
     base = ["run", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}"]
     log = tmp_path / "log.txt"
@@ -202,5 +203,10 @@ def test_kill_during_training_and_evaluation_then_resume(office_slice, tmp_path)
         return {k: v for k, v in m.items() if "seconds" not in k and k != "users_per_s"}
 
     assert metrics("killed") == metrics("clean")
+
+    def losses(name: str) -> list[float]:  # the resumed epochs too, not only the kept best one
+        return [h["loss"] for h in json.loads((tmp_path / name / "models" / "mor" / "train_log.json").read_text())]
+
+    assert losses("killed") == losses("clean") and len(losses("clean")) == 3
     for f in ("models/mor/rankings.parquet", "sid/codebook.json", "models/mor/model/model.safetensors"):
         assert (tmp_path / "killed" / f).read_bytes() == (tmp_path / "clean" / f).read_bytes(), f

@@ -24,12 +24,13 @@ from tests.conftest import TINY, cli, write_lcrec
 CLI = [sys.executable, "-m", "crabrec"]
 
 
-def one_line_error(capsys, args: list[str], expect: str) -> None:
+def one_line_error(capsys, args: list[str], expect: str) -> str:
     code, _ = cli(args)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2, err
     assert err and err[-1].startswith("crabrec: error: ") and expect in err[-1], err
     assert "Traceback" not in "\n".join(err)
+    return err[-1]
 
 
 # -- 1. a stage's outputs change only when it completes -------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from crabrec.config import RunConfig, deep_merge, load_config, parse_overrides
-from crabrec.errors import CrabError, clip
+from crabrec.errors import CrabError, clip, reason
 
 APP_HELP = (
     "crabrec: generative recommendation with semantic IDs and CRAB codebook rebalancing.\n\n"
@@ -757,7 +757,10 @@ def main(argv: list[str] | None = None) -> None:
         from crabrec.io import os_reason
 
         _fail(f"{exc.filename}: {os_reason(exc)}" if exc.filename else f"operating system error: {os_reason(exc)}", 2)
-    except (KeyboardInterrupt, typer.Abort):
+    except (KeyboardInterrupt, typer.Abort) as exc:
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(cause, EOFError):  # click reads an end of file as an abort; it is a cut file, not Ctrl-C
+            _fail(f"unexpected end of a file ({reason(cause)})", 2)
         code = 130
     if code == 130:  # typer turns Ctrl-C into exit code 130
         _fail("interrupted (finished stages are kept; run the command again to resume)", 130)

@@ -51,6 +51,7 @@ class Stage:
     describe: str = ""
     needs_if: Callable[[RunContext], tuple[str, ...]] | None = None  # inputs that depend on what earlier stages made
     check: Callable[[RunContext], None] | None = None  # inputs and settings checked before any stage is computed
+    checked_outputs: bool = True  # False: its artifacts are an end product (a report a user may edit), not checked
     uses_torch: bool = True  # False: torch is not imported for it (seeded all the same when already loaded)
     distributed: bool = False  # under a launcher, every process runs it (training, evaluation); else the main one
 
@@ -138,7 +139,7 @@ class RunContext:
             for part in key.split("."):
                 node = node[part]
             out[key] = node
-            if key in INPUT_FILES and node:  # what the file holds, not only its name
+            if key in INPUT_FILES and isinstance(node, str) and node:  # what the file holds, not only its name
                 out[f"{key} content"] = content_hash(node)
         return out
 
@@ -175,11 +176,26 @@ class RunContext:
         return self.files.state(name)
 
     def is_done(self, name: str) -> bool:
+        """Whether a finished result of ``name`` under its current key is there. Its artifacts must still be the
+        files the stage wrote (their content hashes are in its state): a changed or foreign one is an error."""
         saved = self.files.load_state(name)
         if saved is None:
             return False
         stage = self.stages[name]
-        return saved.get("key") == self.key(name) and all(self.path(a).exists() for a in stage.artifacts)
+        if saved.get("key") != self.key(name) or not all(self.path(a).exists() for a in stage.artifacts):
+            return False
+        written = saved.get("artifacts")
+        for rel, digest in (written.items() if isinstance(written, dict) and stage.checked_outputs else []):
+            if content_hash(self.path(rel)) != digest:
+                raise CrabError(
+                    f"{self.path(rel)}: not the file the {name} stage wrote in this run (changed, or copied from "
+                    f"another run); re-run that stage with --force to replace it"
+                )
+        return True
+
+    def artifact_hashes(self, name: str) -> dict[str, str | None]:
+        """The content hash of each artifact of ``name`` as it stands (recorded when the stage finishes)."""
+        return {a: content_hash(self.path(a)) for a in self.stages[name].artifacts if self.path(a).exists()}
 
     def summary(self, name: str) -> dict[str, Any]:
         summary = (self.files.load_state(name) or {}).get("summary", {})
@@ -231,6 +247,7 @@ class RunContext:
         if main:
             write_config(self.config)  # after success: a failing stage leaves the run directory as it was
             state = {"key": self.key(name), "seconds": round(seconds, 3), "summary": summary, "read": sorted(seen)}
+            state["artifacts"] = self.artifact_hashes(name)
             write_json(self.state_path(name), state)
         distributed.barrier()  # the other processes go on once the main one has written the stage's files
         summary = distributed.broadcast(summary)

@@ -41,7 +41,7 @@ from typing import IO, Any
 import numpy as np
 
 from crabrec.data.dataset import Dataset
-from crabrec.errors import CrabError, clip
+from crabrec.errors import CrabError, clip, reason
 
 log = logging.getLogger("crabrec")
 
@@ -114,6 +114,9 @@ def read_lines(path: Path, block: int = 1 << 22) -> Iterator[bytes]:
     tail = b""
     try:
         while (chunk := blocks.get()) is not None:
+            if isinstance(chunk, EOFError | OSError | zlib.error):  # gzip's words for a cut or damaged file
+                what = "cut short" if isinstance(chunk, EOFError) else "damaged"
+                raise CrabError(f"{path}: unreadable, {what} ({reason(chunk)}); download it again") from None
             if isinstance(chunk, BaseException):
                 raise chunk
             lines = (tail + chunk).split(b"\n")

@@ -236,10 +236,17 @@ class Codebook:
             rs = Path(f"{stem}.residuals.npz")
             codewords = _levels(load_npz(cw)) if cw.is_file() else None
             residuals = _levels(load_npz(rs)) if rs.is_file() else None
+            raw_codes = np.asarray(data["codes"])
+            if raw_codes.dtype.kind not in "iu" and raw_codes.size:  # 2.5 or "3" is no code; int() would cut it
+                found = clip(repr(raw_codes.ravel()[0]))
+                raise ValueError(f"codes must be whole numbers, found {found} ({raw_codes.dtype})")
+            sizes = data["sizes"]
+            if not isinstance(sizes, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in sizes):
+                raise ValueError(f"sizes must be whole numbers, got {clip(repr(sizes))}")
             return _checked_codebook(
                 path,
-                codes=np.asarray(data["codes"], dtype=np.int64).reshape(len(data["item_ids"]), len(data["sizes"])),
-                sizes=[int(s) for s in data["sizes"]],
+                codes=raw_codes.astype(np.int64).reshape(len(data["item_ids"]), len(sizes)),
+                sizes=list(sizes),
                 item_ids=[str(i) for i in data["item_ids"]],
                 prefixes=list(data["prefixes"]),
                 dedup_levels=int(data.get("dedup_levels", 0)),

@@ -11,6 +11,7 @@ retraining never replaces a finished model. A non-finite loss stops training wit
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -73,6 +74,7 @@ def save_checkpoint(folder: Path, model, optimizer, scheduler, state: dict[str, 
     from safetensors.torch import save_model
 
     def fill(tmp: Path) -> None:
+        tmp.mkdir(parents=True)
         save_model(model, str(tmp / "weights.safetensors"))
         extra = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()}
         torch.save(extra, tmp / "optim.pt")
@@ -85,13 +87,12 @@ IO_WORDS = ("No space", "Disk quota", "StorageFull", "IoError", "write failed", 
 
 
 def write_folder(folder: Path, fill: Callable[[Path], None]) -> None:
-    """``fill`` a fresh ``<folder>.tmp``, then rename it onto ``folder``. A write that fails (a full disk, a
-    read-only folder: an OSError, or the words of torch's and safetensors' writers) removes the temporary folder
-    and is one error naming ``folder``; the previous ``folder`` stays as it was."""
+    """``fill`` the folder ``<folder>.tmp`` (it creates it), then rename it onto ``folder``. A write that fails (a
+    full disk, a read-only folder: an OSError, or the words of torch's and safetensors' writers) removes the
+    temporary folder and is one error naming ``folder``; the previous ``folder`` stays as it was."""
     tmp = folder.with_name(folder.name + ".tmp")
     try:
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
         fill(tmp)
         shutil.rmtree(folder, ignore_errors=True)
         tmp.rename(folder)
@@ -99,7 +100,9 @@ def write_folder(folder: Path, fill: Callable[[Path], None]) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(exc, OSError) or any(w in str(exc) for w in IO_WORDS):
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else reason(exc)
-            raise CrabError(f"{folder}: cannot write ({detail}); free some space and run the command again") from None
+            space = getattr(exc, "errno", None) == errno.ENOSPC or any(w in str(exc) for w in IO_WORDS[:4])
+            hint = "; free some space and run the command again" if space else ""
+            raise CrabError(f"{folder}: cannot write ({detail}){hint}") from None
         raise
 
 
