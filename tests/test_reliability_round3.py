@@ -390,3 +390,20 @@ def test_a_model_from_another_run_is_refused_not_evaluated(tiny_run, tmp_path, c
     one_line_error(capsys, ["evaluate", str(run)], f"{weights}: not the file the train stage wrote in this run")
     assert (run / "models" / "mor" / "metrics.json").read_bytes() == metrics
     assert cli(["train", str(run), "--force"])[0] == 0  # the way out the message names
+
+
+@pytest.mark.parametrize(
+    "setting, until, expect",
+    [
+        ("data.n_groups=1000", "data", "more popularity groups than the"),
+        ("baselines.rr_ks=[1000]", "rr", "baselines.rr_ks=[1000]: every K is beyond the catalogue"),
+    ],
+)
+def test_settings_that_do_not_fit_the_catalogue_are_one_line_errors(
+    setting, until, expect, office_slice, tmp_path, capsys
+):
+    from tests.conftest import TINY
+
+    args = ["run", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}", "--name", "r", *TINY]
+    one_line_error(capsys, [*args, "--set", setting, "--until", until], expect)
+    assert not (tmp_path / "r" / "stages" / until).with_suffix(".json").exists()

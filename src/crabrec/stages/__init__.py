@@ -49,6 +49,8 @@ def fit_catalogue(cfg: Any, n_items: int) -> Any:
 
     def fit(key: str, ks: list[int]) -> list[int]:
         kept = [k for k in ks if k <= n_items]
+        if not kept:
+            raise CrabError(f"{key}={ks}: every K is beyond the catalogue of {n_items} items; give one ≤ {n_items}")
         if kept != ks:
             log.warning(
                 "%s: K=%s beyond the catalogue of %d items; dropped", key, [k for k in ks if k > n_items], n_items
