@@ -407,3 +407,16 @@ def test_settings_that_do_not_fit_the_catalogue_are_one_line_errors(
     args = ["run", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}", "--name", "r", *TINY]
     one_line_error(capsys, [*args, "--set", setting, "--until", until], expect)
     assert not (tmp_path / "r" / "stages" / until).with_suffix(".json").exists()
+
+
+def test_the_api_refuses_a_model_that_its_stage_did_not_write(tiny_run, tmp_path):
+    import crabrec
+    from crabrec.errors import CrabError
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    crabrec.load(run, "rr")
+    weights = run / "models" / "mor" / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + b" ")
+    with pytest.raises(CrabError, match="model.safetensors: not the file the train stage wrote"):
+        crabrec.load(run, "rr")  # RR ranks MOR's beams: MOR's weights are checked too

@@ -191,5 +191,8 @@ def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -
     location = {"name": root.resolve().name, "runs_dir": str(root.resolve().parent)}
     cfg = load_config(str(root / "config.yaml"), location)
     files = RunFiles(root)
+    for state in sorted((root / "stages").glob("*.json")):  # what a ranker reads is what its stage wrote
+        if state.stem != "report":
+            files.check_written(state.stem)
     ranker = chosen.ranker(files, cfg, beam)
     return Recommender(root, method, ranker, files.load_items(), files.load_popularity(), cfg.data.max_history)

@@ -150,6 +150,21 @@ class RunFiles:
             return None
         return state if isinstance(state, dict) else None
 
+    def check_written(self, stage: str) -> None:
+        """A one-line error when an artifact of ``stage`` is no longer the file the stage wrote here (its content hash
+        differs from the one in ``stages/<stage>.json``: changed, or copied from another run). States written
+        before hashes were recorded are not checked."""
+        from crabrec.io import content_hash
+
+        written = (self.load_state(stage) or {}).get("artifacts")
+        for rel, digest in written.items() if isinstance(written, dict) else []:
+            path = self.root / rel
+            if path.exists() and content_hash(path) != digest:
+                raise CrabError(
+                    f"{path}: not the file the {stage} stage wrote in this run (changed, or copied from another "
+                    "run); re-run that stage with --force to replace it"
+                )
+
     def n_items(self) -> int:
         return int(len(self.load_popularity().freq))
 
