@@ -395,7 +395,7 @@ def test_a_model_from_another_run_is_refused_not_evaluated(tiny_run, tmp_path, c
 @pytest.mark.parametrize(
     "setting, until, expect",
     [
-        ("data.n_groups=1000", "data", "more popularity groups than the"),
+        ("data.n_groups=1000", "evaluate", "more popularity groups than the"),
         ("baselines.rr_ks=[1000]", "rr", "baselines.rr_ks=[1000]: every K is beyond the catalogue"),
     ],
 )

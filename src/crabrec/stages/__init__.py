@@ -44,6 +44,11 @@ def fit_catalogue(cfg: Any, n_items: int) -> Any:
     whole catalogue, and cut-offs K beyond it are dropped (10 stays: a catalogue under 10 items is an error)."""
     if n_items < 10:
         raise CrabError(f"the catalogue has {n_items} items; HR@10/NDCG@10 need at least 10 (lower data.kcore?)")
+    if cfg.data.n_groups > n_items:
+        raise CrabError(
+            f"data.n_groups={cfg.data.n_groups}: more popularity groups than the {n_items} items of the catalogue "
+            "(empty groups would make MGU/DGU meaningless)"
+        )
     ev, tr, bl = cfg.evaluate, cfg.train, cfg.baselines
     beam, valid_beam = min(ev.beam, n_items), min(tr.valid_beam, n_items)
 

@@ -25,11 +25,6 @@ def run_data(ctx: RunContext) -> dict[str, Any]:
                 f"{cfg.path or 'the dataset'}: the {splits.kind} split leaves no {part} rows "
                 f"({ds.n_users} users, {len(ds.item_ids)} items){hint if splits.kind == 'leave_one_out' else ''}"
             )
-    if cfg.n_groups > ds.n_items:
-        raise CrabError(
-            f"data.n_groups={cfg.n_groups}: more popularity groups than the {ds.n_items} items of the catalogue "
-            "(empty groups would make MGU/DGU meaningless)"
-        )
     pop = compute_popularity(splits.train, ds.n_items, cfg.n_groups, cfg.popular_share)
     stats = dataset_stats(ds, splits, pop)
     splits.save(files.splits)
