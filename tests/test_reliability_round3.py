@@ -90,7 +90,7 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_error_and_leaves_no_tempor
     import torch
 
     from crabrec.errors import CrabError
-    from crabrec.train import loop
+    from crabrec.io import write_folder
 
     def full(obj, path, *args, **kwargs):  # what torch's writer raises when the disk fills mid-file
         Path(path).write_bytes(b"partial")
@@ -110,7 +110,7 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_error_and_leaves_no_tempor
     (tmp_path / "kept").mkdir()
     (tmp_path / "kept" / "a").write_text("old")
     with pytest.raises(CrabError, match="kept: cannot write \\(No space left on device\\)"):
-        loop.write_folder(tmp_path / "kept", no_space)
+        write_folder(tmp_path / "kept", no_space)
     assert (tmp_path / "kept" / "a").read_text() == "old" and not (tmp_path / "kept.tmp").exists()
 
 

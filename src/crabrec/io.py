@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
@@ -104,6 +106,32 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp_path is not None and tmp_path.exists():
             tmp_path.unlink()
+
+
+SPACE_WORDS = ("No space", "Disk quota", "StorageFull")  # how torch's and safetensors' writers say the disk is full
+WRITE_WORDS = (*SPACE_WORDS, "IoError", "write failed", "failed writing", "Read-only")  # ... or that a write failed
+
+
+def write_folder(folder: str | os.PathLike, fill: Callable[[Path], None]) -> None:
+    """``fill`` the folder ``<folder>.tmp`` (it creates it), then rename it onto ``folder``. A write that fails (a
+    full disk, a read-only folder: an OSError, or the words of torch's and safetensors' writers) removes the
+    temporary folder and is one error naming ``folder``; the previous ``folder`` stays as it was."""
+    folder = Path(folder)
+    tmp = folder.with_name(folder.name + ".tmp")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        fill(tmp)
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+    except Exception as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        text = str(exc)
+        if not isinstance(exc, OSError) and not any(w in text for w in WRITE_WORDS):
+            raise
+        detail = os_reason(exc) if isinstance(exc, OSError) else reason(exc)
+        full = getattr(exc, "errno", None) == errno.ENOSPC or any(w in text for w in SPACE_WORDS)
+        hint = "; free some space and run the command again" if full else ""
+        raise CrabError(f"{folder}: cannot write ({detail}){hint}") from None
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

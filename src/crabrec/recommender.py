@@ -177,6 +177,7 @@ def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -
     from crabrec.config import load_config
     from crabrec.methods import get
     from crabrec.runfiles import RunFiles
+    from crabrec.stages import registry
 
     if not isinstance(run_dir, str | Path):
         raise CrabError(f"run_dir: expected a path to a run folder, got {type(run_dir).__name__}")
@@ -191,8 +192,8 @@ def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -
     location = {"name": root.resolve().name, "runs_dir": str(root.resolve().parent)}
     cfg = load_config(str(root / "config.yaml"), location)
     files = RunFiles(root)
-    for state in sorted((root / "stages").glob("*.json")):  # what a ranker reads is what its stage wrote
-        if state.stem != "report":
-            files.check_written(state.stem)
+    for name, stage in registry().items():  # what a ranker reads is what its stage wrote
+        if stage.checked_outputs:
+            files.check_written(name)
     ranker = chosen.ranker(files, cfg, beam)
     return Recommender(root, method, ranker, files.load_items(), files.load_popularity(), cfg.data.max_history)

@@ -147,14 +147,11 @@ def gguf_path() -> Path:
 
 
 def import_gguf(out: Path, dtype: str = "float32", gguf: Path | None = None) -> Path:
-    """Dequantize a GGUF causal LM into ``out`` (safetensors + tokenizer), written to a temporary sibling and renamed.
+    """Dequantize a GGUF causal LM into ``out`` (safetensors + tokenizer), written to ``out.tmp`` and renamed.
     An existing ``out`` is replaced only when it is empty or an earlier model folder."""
-    import shutil
-    import tempfile
-
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from crabrec.io import publish_mode, replaceable_folder, writable_parent
+    from crabrec.io import replaceable_folder, writable_parent, write_folder
 
     gguf = gguf or gguf_path()
     if out.exists() and not out.is_dir():
@@ -170,17 +167,12 @@ def import_gguf(out: Path, dtype: str = "float32", gguf: Path | None = None) -> 
         del config.quantization_config
     fresh = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))  # a model loaded from GGUF can't save
     fresh.load_state_dict(loaded.state_dict())
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+
+    def fill(tmp: Path) -> None:
         fresh.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        publish_mode(tmp, out)
-        shutil.rmtree(out, ignore_errors=True)
-        tmp.rename(out)
-    except OSError as exc:
-        raise CrabError(f"{out}: cannot write ({exc.strerror or exc})") from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    write_folder(out, fill)
     return out
 
 

@@ -11,7 +11,6 @@ retraining never replaces a finished model. A non-finite loss stops training wit
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import math
@@ -28,7 +27,7 @@ from tqdm.auto import tqdm
 
 from crabrec.config import LoopConfig
 from crabrec.errors import CrabError, reason
-from crabrec.io import write_json
+from crabrec.io import write_folder, write_json
 
 log = logging.getLogger("crabrec")
 
@@ -83,29 +82,6 @@ def save_checkpoint(folder: Path, model, optimizer, scheduler, state: dict[str, 
     write_folder(folder, fill)
 
 
-IO_WORDS = ("No space", "Disk quota", "StorageFull", "IoError", "write failed", "failed writing", "Read-only")
-
-
-def write_folder(folder: Path, fill: Callable[[Path], None]) -> None:
-    """``fill`` the folder ``<folder>.tmp`` (it creates it), then rename it onto ``folder``. A write that fails (a
-    full disk, a read-only folder: an OSError, or the words of torch's and safetensors' writers) removes the
-    temporary folder and is one error naming ``folder``; the previous ``folder`` stays as it was."""
-    tmp = folder.with_name(folder.name + ".tmp")
-    try:
-        shutil.rmtree(tmp, ignore_errors=True)
-        fill(tmp)
-        shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)
-    except Exception as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, OSError) or any(w in str(exc) for w in IO_WORDS):
-            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else reason(exc)
-            space = getattr(exc, "errno", None) == errno.ENOSPC or any(w in str(exc) for w in IO_WORDS[:4])
-            hint = "; free some space and run the command again" if space else ""
-            raise CrabError(f"{folder}: cannot write ({detail}){hint}") from None
-        raise
-
-
 def rng_state() -> dict[str, Any]:
     """Every random generator training draws from (dropout's included), as plain tensors and numbers: a checkpoint
     carries them, so that a resumed run draws what the uninterrupted one would have drawn."""
@@ -156,7 +132,7 @@ def load_checkpoint(folder: Path, model, optimizer, scheduler) -> dict[str, Any]
         opt = torch.load(folder / "optim.pt", weights_only=True)  # tensors and plain containers only, never code
         optimizer.load_state_dict(opt["optimizer"])
         scheduler.load_state_dict(opt["scheduler"])
-        if "rng" in opt:  # checkpoints before 0.1 carried none
+        if "rng" in opt:  # a checkpoint saved without generator states resumes without them
             set_rng_state(opt["rng"])
     except Exception as exc:  # a foreign, truncated or tampered checkpoint: refuse with the reason
         raise CrabError(f"{folder}: unusable checkpoint ({reason(exc)}); delete it to train from scratch") from None
