@@ -289,6 +289,14 @@ class BaselinesConfig(Strict):
         return sorted(set(v))
 
 
+class PPDConfig(Strict):
+    """PPD (popularity-prior decoding, ours): logit adjustment by the codebook's training prior inside the beam search
+    (docs/METHOD.md, "PPD")."""
+
+    tau: float = Field(0.5, ge=0, le=4, description="strength τ: each level's log-prob minus τ·log P̂(token | prefix)")
+    smoothing: float = Field(1.0, gt=0, description="additive smoothing of the prefix counts behind P̂")
+
+
 class RunConfig(Strict):
     """One experiment: every stage's config plus the run's name and seed."""
 
@@ -306,6 +314,7 @@ class RunConfig(Strict):
     sasrec: SASRecSection = Field(default_factory=SASRecSection)
     baselines: BaselinesConfig = Field(default_factory=BaselinesConfig)
     crab: CrabConfig = Field(default_factory=CrabConfig)
+    ppd: PPDConfig = Field(default_factory=PPDConfig)
 
     @field_validator("name")
     @classmethod

@@ -32,6 +32,8 @@ def metric_definitions(n_groups: int, popular_share: float) -> dict[str, str]:
         "groups": f"{n_groups} equal-size item groups by training frequency f_i (targets of training rows), "
         "group 0 least popular",
         "popular_share@10": f"share of top-10 slots going to the top {popular_share:.0%} most frequent items",
+        "coverage@10": "share of the catalogue's items shown in at least one test row's top 10",
+        "tail_HR@10": "HR@10 over the test rows whose target is in group 0 (the least popular items)",
     }
 
 

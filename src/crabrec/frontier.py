@@ -25,6 +25,7 @@ from crabrec.analyses import link_base
 from crabrec.config import RunConfig
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_text
+from crabrec.metrics import BEYOND
 from crabrec.metrics import HEADLINE as METRICS
 from crabrec.report import COLUMNS, picked_rows
 from crabrec.runfiles import RunFiles, read_checked
@@ -134,6 +135,7 @@ def _point(method, setting: str, files: RunFiles, cfg: RunConfig, rows: int | No
         "setting": setting,
         **{f"valid {k}": valid[k] for k in METRICS},
         **{f"test {k}": test[k] for k in METRICS},
+        **{f"test {k}": test.get(k) for k in BEYOND},
         "cost_s": method_seconds(files, method),
         "run": str(files.root),
     }
@@ -169,7 +171,45 @@ def run_frontier(
             sub_ctx.ensure(method.evaluates)
             points.append(_point(method, name, RunFiles(sub.run_dir), sub_ctx.config, rows))
     points += kept_points(base.frontier / "frontier.json", {m.name for m, _ in plan(grid, only)})
-    return {"points": points, "selected": select(points, max_drop), "pareto": pareto(points), "rule": rule(max_drop)}
+    selected = select(points, max_drop)
+    result = {"points": points, "selected": selected, "pareto": pareto(points), "rule": rule(max_drop)}
+    return {**result, "versus": head_to_head(selected, REFERENCE, cfg)}
+
+
+REFERENCE = "rr"  # the strongest published debiasing method here: every picked point is compared with its pick
+
+
+def head_to_head(selected: dict[str, dict[str, Any]], ref: str, cfg: RunConfig) -> dict[str, Any]:
+    """Each picked point against ``ref``'s picked point on the same test rows: the change of HR@10, NDCG@10, MGU@10
+    and DGU@10 with paired-bootstrap 95% intervals (``evaluate.bootstrap`` resamples, seeded by ``seed``); empty
+    when ``ref`` was not swept or the bootstrap is off."""
+    from crabrec.metrics.bootstrap import paired_bootstrap
+
+    if ref not in selected or not cfg.evaluate.bootstrap:
+        return {}
+    base = _test_parts(selected[ref], cfg)
+    return {
+        name: {
+            "against": ref,
+            **paired_bootstrap(base, _test_parts(p, cfg), cfg.evaluate.bootstrap, cfg.seed),
+        }
+        for name, p in selected.items()
+        if name != ref
+    }
+
+
+def _test_parts(point: dict[str, Any], cfg: RunConfig):
+    """Per-test-row metric parts of a picked point's stored test rankings (over the SIDs its method ranks)."""
+    import numpy as np
+
+    from crabrec.decode.trie import SidTrie
+    from crabrec.evaluation import test_rows, user_parts
+    from crabrec.methods import get
+
+    files, method = RunFiles(Path(point["run"])), get(point["method"])
+    trie = None if method.sids == "none" else SidTrie.build(files.load_codebook(method.sids == "rebalanced"))
+    ranked = files.load_rankings(method.name)
+    return user_parts(files, np.stack(ranked["items"]), test_rows(files, cfg.evaluate), trie)
 
 
 @contextlib.contextmanager
@@ -269,7 +309,38 @@ def markdown(result: dict[str, Any]) -> str:
         by = [q["label"] for q in picked if q is not p and dominates(q, p, "test")]
         note = "" if p["within_drop"] else " (no point within the NDCG budget)"
         lines.append(f"| {label} | {setting}{note} | " + " | ".join(cells) + f" | {', '.join(by) or '–'} |")
-    return "\n".join(lines) + "\n"
+    base = [p for p in result["points"] if p["method"] == "mor"]
+    return "\n".join(lines + beyond_lines(base + picked) + versus_lines(result)) + "\n"
+
+
+def beyond_lines(picked: list[dict[str, Any]]) -> list[str]:
+    """Catalogue coverage and tail-user HR@10 (test) at the picked points that have them."""
+    rows = [p for p in picked if all(isinstance(p.get(f"test {k}"), int | float) for k in BEYOND)]
+    if not rows:
+        return []
+    lines = ["", "## Beyond GU at the picked points (test)", "", "| method | " + " | ".join(BEYOND) + " |"]
+    lines.append("|---" * (len(BEYOND) + 1) + "|")
+    return lines + [f"| {p['label']} | " + " | ".join(f"{p[f'test {k}']:.4f}" for k in BEYOND) + " |" for p in rows]
+
+
+def versus_lines(result: dict[str, Any]) -> list[str]:
+    """The head-to-head table: each picked point's change against the reference's pick, with 95% intervals (``*``:
+    the interval excludes 0)."""
+    versus = result.get("versus") or {}
+    if not versus:
+        return []
+    ref = next(iter(versus.values()))["against"]
+    label = result["selected"][ref]["label"]
+    lines = ["", f"## Head to head against {label}'s picked point (test, paired bootstrap 95% CI)", ""]
+    lines += ["| method | " + " | ".join(f"Δ {c}" for c, _ in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    for name, v in versus.items():
+        cells = []
+        for c, _ in COLUMNS:
+            lo, hi = v[c]["ci"]
+            star = "*" if lo > 0 or hi < 0 else ""
+            cells.append(f"{v[c]['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}]{star}")
+        lines.append(f"| {result['selected'][name]['label']} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def figure(result: dict[str, Any]) -> str:

@@ -84,9 +84,10 @@ def generator_io(model_dir: Path, codebook):
 
 class GeneratorRanker:
     """A saved generative model (MOR decoder, backbone or TIGER): constrained beam search over its codebook's SIDs;
-    each slot is the first item of a generated SID."""
+    each slot is the first item of a generated SID. ``processors(trie)`` builds the search's level processors
+    (:mod:`crabrec.decode.processors`; a decoding-time method's adjustment) over the codebook's trie."""
 
-    def __init__(self, model_dir: Path, codebook, beam: int, batch_size: int) -> None:
+    def __init__(self, model_dir: Path, codebook, beam: int, batch_size: int, processors=None) -> None:
         from crabrec.decode.trie import SidTrie
 
         self.model = load_generator(model_dir, codebook)
@@ -95,6 +96,7 @@ class GeneratorRanker:
         # a beam over all the distinct SIDs is already exhaustive: a wider one returns the same list, padded
         self.width, self.batch_size = min(beam, len(self.trie.sids)), batch_size
         self.block = batch_size
+        self.processors = tuple(processors(self.trie)) if processors else ()
 
     def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
         import torch
@@ -106,6 +108,7 @@ class GeneratorRanker:
             return rank_samples(
                 self.model, self.trie, rows, io.tokens, self.width, self.batch_size,
                 progress=progress, desc=desc, prompt=io.test_prompt, base=io.base,
+                processors=self.processors,
             )  # fmt: skip
 
 

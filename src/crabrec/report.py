@@ -66,6 +66,7 @@ def table_rows(run: Path) -> list[dict[str, Any]]:
                 "train_s": method_seconds(at, method),
                 "infer_s": metrics.get("inference_seconds"),
                 "vs_mor": metrics.get("vs_mor") if isinstance(metrics.get("vs_mor"), dict) else None,
+                "beyond": {k: metrics.get(k) for k in BEYOND_COLUMNS},
             }
         )
     return rows
@@ -154,6 +155,24 @@ def change_cells(rows: list[dict[str, Any]]) -> tuple[str, list[tuple[str, list[
             cells.append(f"{rel * 100:+.1f}%{star} [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]")
         out.append((row_label(r), cells))
     return caption, out
+
+
+BEYOND_COLUMNS = ("coverage@10", "tail_HR@10", "popular_share@10")
+BEYOND_CAPTION = (
+    "Beyond GU: catalogue coverage of the top 10 (share of items shown to some test user), HR@10 on the test rows "
+    "whose target is in the least popular group, and the top-10 share of the most popular items. A method that only "
+    "shifts exposure shows coverage up without tail HR@10 up."
+)
+
+
+def beyond_cells(rows: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """Per method with the numbers in its metrics (older runs lack them): coverage, tail HR@10, popular share."""
+    out = []
+    for r in rows:
+        values = r.get("beyond") or {}
+        if all(isinstance(values.get(c), int | float) for c in BEYOND_COLUMNS):
+            out.append((row_label(r), [f"{values[c]:.4f}" for c in BEYOND_COLUMNS]))
+    return out
 
 
 def frontier_picked(run: Path) -> tuple[str, list[tuple[str, str, list[str]]]]:
@@ -389,6 +408,12 @@ def _markdown(run, rows, missing, svgs, rebalance, definitions, config, stage_ti
         parts += ["| method | " + " | ".join(c for c, _ in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
         parts += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in changes]
         parts += [""]
+    beyond = beyond_cells(rows)
+    if beyond:
+        parts += ["### Beyond GU: coverage and tail users", "", BEYOND_CAPTION, ""]
+        parts += ["| method | " + " | ".join(BEYOND_COLUMNS) + " |", "|---" * (len(BEYOND_COLUMNS) + 1) + "|"]
+        parts += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in beyond]
+        parts += [""]
     seeds = run / "seeds" / "seeds.json"
     if seeds.is_file():
         caption, srows = seeds_table(read_checked(seeds, dict))
@@ -454,6 +479,12 @@ def _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times)
         out += [
             f"<tr><td>{e(name)}</td>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>" for name, cells in changes
         ]
+        out.append("</table>")
+    beyond = beyond_cells(rows)
+    if beyond:
+        out.append(f"<h3>Beyond GU: coverage and tail users</h3><p>{e(BEYOND_CAPTION)}</p><table><tr><th>method</th>")
+        out.append("".join(f"<th>{c}</th>" for c in BEYOND_COLUMNS) + "</tr>")
+        out += [f"<tr><td>{e(lb)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>" for lb, cells in beyond]
         out.append("</table>")
     seeds = run / "seeds" / "seeds.json"
     if seeds.is_file():

@@ -9,16 +9,18 @@ user, not per beam); other models with HF forward calls over a per-beam, reorder
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
+from crabrec.decode.processors import LevelProcessor
 from crabrec.decode.shared_prefix import SharedPrefixDecoder, supports
 from crabrec.decode.trie import SidTrie
 from crabrec.models.decoder import N_SPECIAL, positions
 
 NEG = float("-inf")
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (surviving beam rows, tokens [B*k, 1]) -> logits
+Processors = Sequence[LevelProcessor]
 
 
 @torch.no_grad()
@@ -30,15 +32,17 @@ def beam_search(
     beam: int,
     base: int = N_SPECIAL,
     shared_prefix: bool = True,
+    processors: Processors = (),
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Causal LM over left-padded histories: top-``beam`` distinct SIDs -> ``(sid [B, beam] (-1 = none), score)``.
 
     ``base`` = vocabulary id of the codebook's global token 0 (a pretrained backbone's first SID token);
-    ``shared_prefix=False`` forces the generic HF-forward prefill and steps (the fast path's reference)."""
+    ``shared_prefix=False`` forces the generic HF-forward prefill and steps (the fast path's reference);
+    ``processors`` change each level's scores (:mod:`crabrec.decode.processors`)."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft: LoRA layers stay active
     if shared_prefix and supports(inner):
         decoder = SharedPrefixDecoder(inner)
-        return constrained_search(decoder.prefill(ids, mask), decoder.step, trie, beam, base)
+        return constrained_search(decoder.prefill(ids, mask), decoder.step, trie, beam, base, processors)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True, logits_to_keep=1)
     first = out.logits[:, -1]
     state = {"cache": out.past_key_values, "attn": mask, "pos": positions(mask)[:, -1:]}
@@ -57,12 +61,12 @@ def beam_search(
         state["cache"] = nxt.past_key_values
         return nxt.logits[:, -1]
 
-    return constrained_search(first, step, trie, beam, base)
+    return constrained_search(first, step, trie, beam, base, processors)
 
 
 @torch.no_grad()
 def seq2seq_beam_search(
-    model, trie: SidTrie, ids: torch.Tensor, mask: torch.Tensor, beam: int
+    model, trie: SidTrie, ids: torch.Tensor, mask: torch.Tensor, beam: int, processors: Processors = ()
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Encoder-decoder (T5/TIGER): the encoder runs once; the decoder's self- and cross-attention caches are reused."""
     hidden = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
@@ -83,15 +87,22 @@ def seq2seq_beam_search(
         state["cache"] = nxt.past_key_values
         return nxt.logits[:, -1]
 
-    return constrained_search(out.logits[:, -1], step, trie, beam)
+    return constrained_search(out.logits[:, -1], step, trie, beam, processors=processors)
 
 
 def constrained_search(
-    logits: torch.Tensor, step: Step, trie: SidTrie, beam: int, base: int = N_SPECIAL
+    logits: torch.Tensor,
+    step: Step,
+    trie: SidTrie,
+    beam: int,
+    base: int = N_SPECIAL,
+    processors: Processors = (),
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Beam search over the trie's levels, vectorized over batch × beam; ``logits`` = first step's ``[B, V]``.
 
-    Log-probs are normalised over the full vocabulary (as HF does), but only the level's slice is materialised."""
+    Log-probs are normalised over the full vocabulary (as HF does), but only the level's slice is materialised.
+    Each of ``processors`` maps ``(level, node, level log-probs)`` to the scores the beams are ranked and pruned by
+    (the returned scores are their sums); the trie mask comes after them."""
     b, device = logits.shape[0], logits.device
     child, leaf_sid = trie.tables(device)
     node = torch.zeros(b, 1, dtype=torch.long, device=device)
@@ -100,6 +111,8 @@ def constrained_search(
         start = base + int(trie.offsets[t])
         logits = logits.float()
         level = logits[:, start : start + trie.sizes[t]] - logits.logsumexp(-1, keepdim=True)  # [B*k, K_t]
+        for process in processors:
+            level = process(t, node.reshape(-1), level)
         k_prev = node.shape[1]
         nxt = child[t][node.reshape(-1)]  # [B*k, K_t]
         cand = score.reshape(-1, 1) + level.masked_fill(nxt < 0, NEG)

@@ -9,9 +9,9 @@ import torch
 from tqdm.auto import tqdm
 
 from crabrec.data.dataset import Samples
-from crabrec.decode.beam import beam_search, seq2seq_beam_search
+from crabrec.decode.beam import Processors, beam_search, seq2seq_beam_search
 from crabrec.decode.trie import SidTrie
-from crabrec.metrics import group_unfairness, popular_share, ranking_metrics
+from crabrec.metrics import coverage, group_hit_rate, group_unfairness, popular_share, ranking_metrics
 from crabrec.models.decoder import N_SPECIAL, Prompt, encode_rows
 
 
@@ -26,11 +26,12 @@ def rank_samples(
     desc: str = "ranking",
     prompt: Prompt | None = None,
     base: int = N_SPECIAL,
+    processors: Processors = (),
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(items [N, beam], scores [N, beam])``: each slot is the first item of a generated SID (-1 = empty).
 
     Works for the causal decoder (``prompt``/``base`` for a pretrained backbone) and for TIGER
-    (``config.is_encoder_decoder``)."""
+    (``config.is_encoder_decoder``); ``processors`` adjust the search's scores level by level."""
     seq2seq = bool(getattr(model.config, "is_encoder_decoder", False))
     rep = torch.from_numpy(trie.representative())
     device = next(model.parameters()).device
@@ -45,10 +46,10 @@ def rank_samples(
             ids, mask = encode_inputs(
                 model.config, samples.user[rows], samples.history[rows], samples.length[rows], tokens
             )
-            sid, score = seq2seq_beam_search(model, trie, ids.to(device), mask.to(device), beam)
+            sid, score = seq2seq_beam_search(model, trie, ids.to(device), mask.to(device), beam, processors)
         else:
             ids, mask, _ = encode_rows(samples.history[rows], samples.length[rows], None, tokens, prompt)
-            sid, score = beam_search(model, trie, ids.to(device), mask.to(device), beam, base)
+            sid, score = beam_search(model, trie, ids.to(device), mask.to(device), beam, base, processors=processors)
         sid, score = sid.cpu(), score.cpu()
         got = torch.where(sid >= 0, rep[sid.clamp(min=0)], torch.full_like(sid, -1)).numpy()
         items[rows, : got.shape[1]] = got
@@ -78,7 +79,8 @@ def score_rankings(
     ks: list[int],
     fairness_ks: list[int],
 ) -> dict[str, Any]:
-    """HR/NDCG (a colliding SID counts as a hit, as MiniOneRec matches by SID), MGU/DGU, popular-item share.
+    """HR/NDCG (a colliding SID counts as a hit, as MiniOneRec matches by SID), MGU/DGU, popular-item share,
+    catalogue coverage of the top 10 and HR@10 on the rows whose target is in the least popular group (``tail``).
 
     ``trie=None`` for item-level rankers (SASRec): every slot is one item."""
     if trie is None:
@@ -90,4 +92,6 @@ def score_rankings(
     metrics.update({k: v for k, v in fair.items() if k.startswith(("MGU", "DGU"))})
     metrics["groups"] = {k: v for k, v in fair.items() if not k.startswith(("MGU", "DGU"))}
     metrics["popular_share@10"] = popular_share(items, popular, 10, members)
+    metrics["coverage@10"] = coverage(items, len(group), 10, members)
+    metrics["tail_HR@10"] = group_hit_rate(items, rep_of[samples.target], group[samples.target] == 0, 10)
     return metrics

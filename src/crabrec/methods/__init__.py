@@ -45,6 +45,7 @@ class Method:
     ranker: Callable[..., Ranker] | None = None
     backbone: bool = False
     describe: str = ""
+    sids: str = "base"
 
 
 _REGISTRY: dict[str, Method] = {}
@@ -86,6 +87,9 @@ def _load() -> None:
 
 
 def _builtin() -> list[Method]:
-    from crabrec.methods import crab, d2lr, mor, rr, rw, sasrec, tiger
+    from crabrec.methods import crab, crab_ppd, d2lr, mor, ppd, ppd_rr, rr, rw, sasrec, tiger
 
-    return [mor.METHOD, tiger.METHOD, sasrec.METHOD, rw.METHOD, rr.METHOD, d2lr.METHOD, crab.METHOD]
+    return [
+        *(mor.METHOD, tiger.METHOD, sasrec.METHOD, rw.METHOD, rr.METHOD, d2lr.METHOD, crab.METHOD),
+        *(ppd.METHOD, ppd_rr.METHOD, crab_ppd.METHOD),
+    ]

@@ -18,8 +18,9 @@ def eval_needs(method: str, needs: tuple[str, ...]) -> tuple[str, ...]:
     return needs if method == BASE or "evaluate" in needs else (*needs, "evaluate")
 
 
-def eval_stage(name: str, method: str, needs: tuple[str, ...], ranker) -> Stage:
-    """Stage ``name``: ``ranker(files, cfg)`` (the method's :class:`~crabrec.rankers.Ranker`) ranks the test rows."""
+def eval_stage(name: str, method: str, needs: tuple[str, ...], ranker, reads: tuple[str, ...] = ()) -> Stage:
+    """Stage ``name``: ``ranker(files, cfg)`` (the method's :class:`~crabrec.rankers.Ranker`) ranks the test rows;
+    ``reads``: the settings the ranker itself reads (a decoding-time method's)."""
 
     def run(ctx: RunContext) -> dict[str, Any]:
         from crabrec.evaluation import evaluate_ranker
@@ -29,7 +30,7 @@ def eval_stage(name: str, method: str, needs: tuple[str, ...], ranker) -> Stage:
     return Stage(
         name=name,
         fn=run,
-        reads=EVAL_READS,
+        reads=(*EVAL_READS, *reads),
         needs=eval_needs(method, needs),
         artifacts=tuple(f"models/{method}/{a}" for a in EVAL_ARTIFACTS),
         describe=f"{method}: rank the test rows -> metrics.json, rankings.parquet",

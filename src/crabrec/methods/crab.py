@@ -166,4 +166,5 @@ METHOD = Method(
     ranker=RANKER,
     backbone=True,
     describe="CRAB: codebook rebalancing + hierarchical alignment fine-tune",
+    sids="rebalanced",
 )

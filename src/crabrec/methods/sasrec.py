@@ -85,4 +85,5 @@ METHOD = Method(
     section="sasrec",
     ranker=sasrec_ranker,
     describe="SASRec: item-id transformer, the accuracy reference",
+    sids="none",
 )

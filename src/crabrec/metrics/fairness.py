@@ -67,3 +67,9 @@ def popular_share(rankings: np.ndarray, popular: np.ndarray, k: int, members: li
     """Share of top-K exposure that goes to the ``popular`` items (by default the top 20% by training frequency)."""
     mass = slot_mass(rankings[:, :k], len(popular), members)
     return float(mass[popular].sum() / mass.sum()) if mass.sum() else 0.0
+
+
+def coverage(rankings: np.ndarray, n_items: int, k: int, members: list[np.ndarray] | None = None) -> float:
+    """Catalogue coverage: the share of the ``n_items`` items that some top-K list shows (a SID shared by several
+    items shows them all)."""
+    return float((slot_mass(rankings[:, :k], n_items, members) > 0).mean()) if n_items else 0.0

@@ -26,3 +26,9 @@ def ranking_metrics(rankings: np.ndarray, targets: np.ndarray, ks: tuple[int, ..
         out[f"HR@{k}"] = float(((pos >= 0) & (pos < k)).mean()) if len(pos) else 0.0
         out[f"NDCG@{k}"] = float(ndcg_gains(pos, k).mean()) if len(pos) else 0.0
     return out
+
+
+def group_hit_rate(rankings: np.ndarray, targets: np.ndarray, rows: np.ndarray, k: int) -> float:
+    """HR@K over the rows selected by the boolean mask ``rows`` (0 when none is selected)."""
+    pos = hit_positions(rankings[rows], targets[rows])
+    return float(((pos >= 0) & (pos < k)).mean()) if len(pos) else 0.0

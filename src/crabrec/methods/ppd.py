@@ -1,0 +1,50 @@
+"""PPD (popularity-prior decoding, ours): the trained MOR model searched with logit adjustment. At every SID level the
+beam search subtracts ``τ·log P̂(token | prefix)``, the codebook's smoothed training prior, from the model's
+log-probabilities, so long-tail prefixes survive the pruning that a post-hoc reranker comes too late for. Nothing is
+retrained; any codebook and any generative backbone take it (docs/METHOD.md, "PPD")."""
+
+from __future__ import annotations
+
+from crabrec.methods import Method
+from crabrec.methods.common import eval_stage, ranker_validation
+
+READS = ("ppd.tau", "ppd.smoothing")
+
+
+def prior_processors(files, cfg):
+    """``processors(trie)`` for :class:`~crabrec.rankers.GeneratorRanker`: the popularity prior at ``cfg.ppd``."""
+    from crabrec.decode.processors import PopularityPrior
+
+    freq = files.load_popularity().freq
+    return lambda trie: [PopularityPrior(trie, freq, cfg.ppd.tau, cfg.ppd.smoothing)]
+
+
+def decoding_ranker(model: str, rebalanced: bool = False):
+    """``Method.ranker`` of PPD over the trained ``model`` (``models/<model>``) and its codebook."""
+
+    def build(files, cfg, beam: int | None = None):
+        from crabrec.rankers import GeneratorRanker
+
+        ev = cfg.evaluate
+        codebook = files.load_codebook(rebalanced)
+        return GeneratorRanker(
+            files.weights(model), codebook, beam or ev.beam, ev.batch_size, prior_processors(files, cfg)
+        )
+
+    return build
+
+
+RANKER = decoding_ranker("mor")
+METHOD = Method(
+    name="ppd",
+    label="PPD (ours)",
+    stages=(eval_stage("ppd", "ppd", ("data", "tokenize", "train"), RANKER, READS),),
+    evaluates="ppd",
+    section="ppd",
+    knob="ppd.tau",
+    grid=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0),
+    validate=ranker_validation("ppd", RANKER),
+    ranker=RANKER,
+    backbone=True,
+    describe="PPD (ours): MOR's beam search with the codebook's popularity prior divided out, level by level",
+)
