@@ -15,6 +15,7 @@ from pydantic import (
     PositiveInt,
     StringConstraints,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -289,16 +290,10 @@ class BaselinesConfig(Strict):
         return sorted(set(v))
 
 
-class PPDConfig(Strict):
-    """PPD (popularity-prior decoding, ours): logit adjustment by the codebook's training prior inside the beam search
-    (docs/METHOD.md, "PPD")."""
-
-    tau: float = Field(0.5, ge=0, le=4, description="strength τ: each level's log-prob minus τ·log P̂(token | prefix)")
-    smoothing: float = Field(1.0, gt=0, description="additive smoothing of the prefix counts behind P̂")
-
-
 class RunConfig(Strict):
-    """One experiment: every stage's config plus the run's name and seed."""
+    """One experiment: every stage's config plus the run's name and seed. These are the sections the toolkit itself
+    reads; a registered method that brings a settings model (``Method.settings``) adds its own section, in the model
+    :func:`run_config_model` builds from the registry (what every config is validated against)."""
 
     name: str = Field("office-quick", description="run name: a folder under runs_dir (no path separators)")
     runs_dir: str = "runs"
@@ -314,7 +309,6 @@ class RunConfig(Strict):
     sasrec: SASRecSection = Field(default_factory=SASRecSection)
     baselines: BaselinesConfig = Field(default_factory=BaselinesConfig)
     crab: CrabConfig = Field(default_factory=CrabConfig)
-    ppd: PPDConfig = Field(default_factory=PPDConfig)
 
     @field_validator("name")
     @classmethod
@@ -328,14 +322,35 @@ class RunConfig(Strict):
         return Path(self.runs_dir) / self.name
 
 
+def run_config_model() -> type[RunConfig]:
+    """The run config of the registered methods: :class:`RunConfig` plus one section per method that brings its own
+    settings model (``Method.section: Method.settings``)."""
+    from crabrec.methods import methods
+
+    return _with_sections(tuple((m.section, m.settings) for m in methods() if m.settings is not None))
+
+
 @functools.cache
-def leaf_keys(model: type[BaseModel] = RunConfig, prefix: str = "") -> dict[str, Any]:
-    """Every setting as ``dotted.key -> FieldInfo`` (sections are walked, not listed)."""
+def _with_sections(sections: tuple[tuple[str, type[BaseModel]], ...]) -> type[RunConfig]:
+    if not sections:
+        return RunConfig
+    fields: dict[str, Any] = {name: (model, Field(default_factory=model)) for name, model in sections}
+    return create_model("RunConfig", __base__=RunConfig, __doc__=RunConfig.__doc__, **fields)
+
+
+def leaf_keys(model: type[BaseModel] | None = None, prefix: str = "") -> dict[str, Any]:
+    """Every setting as ``dotted.key -> FieldInfo`` (sections are walked, not listed); by default of the run config
+    of the registered methods."""
+    return _leaf_keys(model or run_config_model(), prefix)
+
+
+@functools.cache
+def _leaf_keys(model: type[BaseModel], prefix: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, info in model.model_fields.items():
         kind = info.annotation
         if isinstance(kind, type) and issubclass(kind, BaseModel):
-            out.update(leaf_keys(kind, f"{prefix}{name}."))
+            out.update(_leaf_keys(kind, f"{prefix}{name}."))
         else:
             out[f"{prefix}{name}"] = info
     return out
@@ -464,7 +479,7 @@ def load_config(
 
 def validate_config(data: dict[str, Any], source: str = "config") -> RunConfig:
     try:
-        return RunConfig.model_validate(data)
+        return run_config_model().model_validate(data)
     except ValidationError as exc:
         raise CrabError(f"{source}: {format_validation_error(exc)}") from None
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from crabrec.analyses import link_base
-from crabrec.config import RunConfig
+from crabrec.config import RunConfig, run_config_model
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_text
 from crabrec.metrics import BEYOND
@@ -67,7 +67,7 @@ def plan(grid: dict[str, Axes] | None = None, only: list[str] | None = None) -> 
 
 def _field(key: str) -> Any:
     """The type annotation of the run-config field the dotted ``key`` names (None: no such field)."""
-    model: Any = RunConfig
+    model: Any = run_config_model()
     annotation = None
     for part in key.split("."):
         fields = getattr(model, "model_fields", None)
@@ -116,7 +116,7 @@ def with_setting(cfg: RunConfig, setting: dict[str, Any], **top: Any) -> RunConf
         node[leaf] = value
     data.update(top)
     try:
-        return RunConfig.model_validate(data)
+        return run_config_model().model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])

@@ -28,7 +28,9 @@ class Method:
     frontier picks a point without looking at the test).
     ``ranker(files, cfg, beam=None)`` loads the trained method as a :class:`crabrec.rankers.Ranker`: what its
     evaluation, ``crabrec.load`` and ``crabrec serve`` rank with. ``backbone``: it is built on the MOR decoder, so
-    ``train.backbone`` (a pretrained LLM) carries it too.
+    ``train.backbone`` (a pretrained LLM) carries it too. ``sids``: what its rankings are over: the base codebook's
+    SIDs, CRAB's ``rebalanced`` ones, or ``none`` (item ids). ``settings``: the method's own settings model (pydantic;
+    unknown keys are errors), which the run config gets as its section ``section`` (``cfg.<section>``).
     """
 
     name: str
@@ -46,6 +48,7 @@ class Method:
     backbone: bool = False
     describe: str = ""
     sids: str = "base"
+    settings: type | None = None
 
 
 _REGISTRY: dict[str, Method] = {}
@@ -58,6 +61,7 @@ def register(method: Method) -> Method:
     clash = [s.name for s in method.stages if s.name in taken]
     if method.name in _REGISTRY or clash:
         raise ValueError(f"method {method.name!r}: name or stages {clash} already registered")
+    _check_section(method, list(_REGISTRY.values()))
     _REGISTRY[method.name] = method
     return method
 
@@ -80,9 +84,20 @@ def get(name: str, trained: bool = False, flag: str = "--method") -> Method:
     return _REGISTRY[name]
 
 
+def _check_section(method: Method, others: list[Method]) -> None:
+    """A method's own settings get a section of their own: not one of the toolkit's, not another method's."""
+    from crabrec.config import RunConfig
+
+    if method.settings is None:
+        return
+    if method.section in RunConfig.model_fields or any(m.settings and m.section == method.section for m in others):
+        raise ValueError(f"method {method.name!r}: config section {method.section!r} is already taken")
+
+
 def _load() -> None:
     if not _REGISTRY:
         for method in _builtin():
+            _check_section(method, list(_REGISTRY.values()))
             _REGISTRY[method.name] = method
 
 

@@ -5,10 +5,21 @@ retrained; any codebook and any generative backbone take it (docs/METHOD.md, "PP
 
 from __future__ import annotations
 
+from pydantic import Field
+
+from crabrec.config import Strict
 from crabrec.methods import Method
 from crabrec.methods.common import eval_stage, ranker_validation
 
 READS = ("ppd.tau", "ppd.smoothing")
+
+
+class Settings(Strict):
+    """PPD (popularity-prior decoding, ours): logit adjustment by the codebook's training prior inside the beam search
+    (docs/METHOD.md, "PPD")."""
+
+    tau: float = Field(0.5, ge=0, le=4, description="strength τ: each level's log-prob minus τ·log P̂(token | prefix)")
+    smoothing: float = Field(1.0, gt=0, description="additive smoothing of the prefix counts behind P̂")
 
 
 def prior_processors(files, cfg):
@@ -41,6 +52,7 @@ METHOD = Method(
     stages=(eval_stage("ppd", "ppd", ("data", "tokenize", "train"), RANKER, READS),),
     evaluates="ppd",
     section="ppd",
+    settings=Settings,
     knob="ppd.tau",
     grid=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0),
     validate=ranker_validation("ppd", RANKER),
