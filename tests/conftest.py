@@ -71,7 +71,7 @@ TINY = [
     "--set", "crab.epochs=1", "--set", "crab.n_init=3", "--set", "evaluate.max_samples=150",
     "--set", "tiger.d_model=32", "--set", "tiger.layers=1", "--set", "tiger.heads=2", "--set", "tiger.d_kv=16",
     "--set", "tiger.ff=64", "--set", "tiger.epochs=1", "--set", "tiger.user_bins=50",
-    "--set", "sasrec.epochs=2", "--set", "sasrec.hidden=16", "--set", "baselines.rr_valid_samples=100",
+    "--set", "sasrec.epochs=2", "--set", "sasrec.hidden=16", "--set", "rr.valid_samples=100",
 ]  # fmt: skip
 
 

@@ -54,7 +54,7 @@ def test_further_axes_are_crossed_with_the_knob():
     assert settings[1] == {"crab.gamma": 0, "crab.levels": None, "crab.ratio": 0.2, "crab.epochs": 3, "train.lr": 0.01}
     assert tag(settings[2]) == "gamma=0.1,levels=all,ratio=0.2,epochs=1,lr=0.01"
     assert tag({"crab.levels": [0, 1], "crab.normalize_lt": True}) == "levels=0+1,normalize_lt=true"
-    assert tag({"crab.levels": None, "baselines.rr_alpha": None}) == "levels=all,rr_alpha=none"
+    assert tag({"crab.levels": None, "rr.alpha": None}) == "levels=all,alpha=none"
     ((_, lv),) = plan({"crab": {"": [0], "levels": [None, 0, [0, 1]], "ratio": [0.2]}}, ["crab"])
     assert [s["crab.levels"] for s in lv] == [None, [0], [0, 1]] and lv[0]["crab.ratio"] == 0.2  # a level is a list
     ((_, default),) = plan({"crab": {"epochs": [2]}}, ["crab"])
@@ -114,11 +114,11 @@ def test_a_frontier_sweep_end_to_end(tiny_run, tmp_path, capsys):
     result = json.loads((run / "frontier" / "frontier.json").read_text())
     points = {(p["method"], p["setting"]): p for p in result["points"]}
     assert set(points) == {
-        ("mor", "base"), ("rr", "rr_alpha=0"), ("rr", "rr_alpha=0.5"), ("crab", f"{at}1"), ("crab", f"{at}2"),
-        ("rw", "rw_beta=1"), ("d2lr", "d2lr_alpha=0.5"),
+        ("mor", "base"), ("rr", "alpha=0"), ("rr", "alpha=0.5"), ("crab", f"{at}1"), ("crab", f"{at}2"),
+        ("rw", "beta=1"), ("d2lr", "alpha=0.5"),
     }  # fmt: skip
     assert (run / "stages" / "train.json").read_bytes() == mor_state  # MOR reused, not retrained
-    mor, rr0 = points[("mor", "base")], points[("rr", "rr_alpha=0")]
+    mor, rr0 = points[("mor", "base")], points[("rr", "alpha=0")]
     for k in ("HR@10", "NDCG@10", "MGU@10", "DGU@10"):
         # α = 0 leaves MOR's beams as they are: two code paths (MOR's validation beam search, RR's curve) agree
         assert rr0[f"valid {k}"] == pytest.approx(mor[f"valid {k}"], abs=1e-12), k
@@ -151,8 +151,8 @@ def test_sweeping_one_method_again_keeps_the_others(tiny_run, tmp_path, capsys):
     capsys.readouterr()
     result = json.loads((run / "frontier" / "frontier.json").read_text())
     settings = sorted((p["method"], p["setting"]) for p in result["points"])
-    assert settings == [("crab", "gamma=1,levels=all,ratio=0.1,epochs=1"), ("mor", "base"), ("rr", "rr_alpha=0"),
-                        ("rr", "rr_alpha=0.5")]  # fmt: skip
+    assert settings == [("crab", "gamma=1,levels=all,ratio=0.1,epochs=1"), ("mor", "base"), ("rr", "alpha=0"),
+                        ("rr", "alpha=0.5")]  # fmt: skip
     assert set(result["selected"]) == {"rr", "crab"}
 
 

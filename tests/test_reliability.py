@@ -86,7 +86,7 @@ def rc_unknown_stage(run: Path):
 
 
 def rc_rr_grid_without_zero(run: Path):
-    return ["evaluate", str(run), "--rerank", "rr", "--set", "baselines.rr_alphas=[0.1]"], "must be non-negative"
+    return ["evaluate", str(run), "--rerank", "rr", "--set", "rr.alphas=[0.1]"], "must be non-negative"
 
 
 def rc_truncated_codebook(run: Path):

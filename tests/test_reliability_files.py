@@ -233,13 +233,14 @@ def test_a_bad_sid_index_is_one_line(text, expect, tmp_path):
 
 # -- 3. a tiny catalogue ---------------------------------------------------------------------------------------------
 def test_ranking_sizes_fit_a_tiny_catalogue():
-    from crabrec.config import RunConfig
+    from crabrec.config import run_config_model
     from crabrec.stages import fit_catalogue
 
+    RunConfig = run_config_model()  # the toolkit's sections and every registered method's own
     cfg = fit_catalogue(RunConfig(), 12)
     assert (cfg.evaluate.beam, cfg.train.valid_beam) == (12, 12)
     assert cfg.evaluate.ks == [1, 3, 5, 10] and cfg.evaluate.fairness_ks == [1, 5, 10]
-    assert cfg.baselines.rr_ks == [1, 5, 10]
+    assert cfg.rr.ks == [1, 5, 10]
     assert fit_catalogue(RunConfig(), 5000) == RunConfig()  # a normal catalogue is untouched
     with pytest.raises(CrabError, match="the catalogue has 9 items; HR@10/NDCG@10 need at least 10"):
         fit_catalogue(RunConfig(), 9)

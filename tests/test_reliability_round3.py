@@ -396,7 +396,7 @@ def test_a_model_from_another_run_is_refused_not_evaluated(tiny_run, tmp_path, c
     "setting, until, expect",
     [
         ("data.n_groups=1000", "evaluate", "more popularity groups than the"),
-        ("baselines.rr_ks=[1000]", "rr", "baselines.rr_ks=[1000]: every K is beyond the catalogue"),
+        ("rr.ks=[1000]", "rr", "rr.ks=[1000]: every K is beyond the catalogue"),
     ],
 )
 def test_settings_that_do_not_fit_the_catalogue_are_one_line_errors(

@@ -62,7 +62,7 @@ def test_each_setting_invalidates_exactly_the_stages_that_declare_it():
     assert table["train.hidden"] == {"train", "rw", "d2lr"}  # not TIGER, SASRec or the CRAB fine-tune's own key
     assert table["evaluate.batch_size"] == set() and table["train.threads"] == set()
     assert "rebalance" not in table["crab.gamma"] and table["crab.gamma"] == {"finetune"}
-    assert table["baselines.rr_alphas"] == {"rr", "ppd-rr"}  # RR's tuning, over MOR's beams or PPD's
+    assert table["rr.alphas"] == {"rr", "ppd-rr"}  # RR's tuning, over MOR's beams or PPD's
     assert table["seed"] >= {"tokenize", "train", "tiger", "sasrec", "rw", "d2lr", "rebalance", "finetune"}
     assert table["tokenize.rqvae_epochs"] == set()  # the default quantizer is rqkmeans: RQ-VAE settings are unused
     assert table["tokenize.kmeans_iters"] == {"tokenize"}

@@ -94,10 +94,10 @@ def run_sweep(cfg: RunConfig, sweep: str) -> pd.DataFrame:
 
 def _valid_ndcg(summary: dict[str, Any], method, files: RunFiles, cfg) -> float:
     """The fine-tune's own validation score, or (``crab.keep=last`` validates nothing) the frontier's: the method's
-    ranker on the first ``baselines.rr_valid_samples`` validation rows."""
+    ranker on the first ``rr.valid_samples`` validation rows."""
     if summary.get("best_valid_ndcg@10") is not None:
         return summary["best_valid_ndcg@10"]
-    return round(method.validate(files, cfg, cfg.baselines.rr_valid_samples)["NDCG@10"], 4)
+    return round(method.validate(files, cfg, cfg.rr.valid_samples)["NDCG@10"], 4)
 
 
 def _pick(m: dict[str, Any]) -> dict[str, float]:

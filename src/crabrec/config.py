@@ -265,31 +265,6 @@ class CrabConfig(Strict):
     init_noise: float = Field(1e-3, ge=0, description="new rows = parent row + N(0, (init_noise·σ)²)")
 
 
-class BaselinesConfig(Strict):
-    """Debiasing baselines on the MOR backbone (docs/METHOD.md, "Baselines")."""
-
-    d2lr_alpha: float = Field(0.5, ge=0, lt=1, description="D²LR position decay α of the token propensities")
-    d2lr_clip: float = Field(50.0, gt=0, description="D²LR upper clip of the IPS weights")
-    rr_alphas: list[float] = Field(
-        default_factory=lambda: [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.2, 0.5, 1.0],
-        description="RR α grid tuned on validation",
-    )
-    rr_ks: list[PositiveInt] = Field(default_factory=lambda: [1, 5, 10, 20], description="K set of RR's U_G")
-    rr_max_ndcg_drop: float = Field(0.05, ge=0, le=1, description="RR: keep validation NDCG@10 within this share")
-    rr_alpha: float | None = Field(
-        None, ge=0, le=100, description="RR: a fixed α instead of the one tuned on validation"
-    )
-    rw_beta: float = Field(1.0, ge=0, le=4, description="RW: weights W_G^β (0 = unweighted, 1 = the paper's RW)")
-    rr_valid_samples: int | None = Field(None, ge=1, description="validation rows ranked for RR (None = all)")
-
-    @field_validator("rr_alphas")
-    @classmethod
-    def _has_zero(cls, v: list[float]) -> list[float]:
-        if 0.0 not in v or any(a < 0 for a in v):
-            raise ValueError("must be non-negative and contain 0 (the un-reranked reference)")
-        return sorted(set(v))
-
-
 class RunConfig(Strict):
     """One experiment: every stage's config plus the run's name and seed. These are the sections the toolkit itself
     reads; a registered method that brings a settings model (``Method.settings``) adds its own section, in the model
@@ -307,7 +282,6 @@ class RunConfig(Strict):
     evaluate: EvalConfig = Field(default_factory=EvalConfig)
     tiger: TigerSection = Field(default_factory=TigerSection)
     sasrec: SASRecSection = Field(default_factory=SASRecSection)
-    baselines: BaselinesConfig = Field(default_factory=BaselinesConfig)
     crab: CrabConfig = Field(default_factory=CrabConfig)
 
     @field_validator("name")
@@ -471,10 +445,46 @@ def load_config(
         base: dict[str, Any] = {}
     else:
         base = preset_dict(chosen)
-    merged = deep_merge(deep_merge(base, user), overrides or {})
+    merged = moved_keys(deep_merge(deep_merge(base, user), overrides or {}), path or "config")
     if preset:
         merged["preset"] = preset
     return validate_config(merged, source=path or "config")
+
+
+# Settings that moved into their method's own section (``Method.settings``): an old config still loads, with a warning.
+MOVED = {
+    "baselines.rr_alphas": "rr.alphas",
+    "baselines.rr_ks": "rr.ks",
+    "baselines.rr_max_ndcg_drop": "rr.max_ndcg_drop",
+    "baselines.rr_alpha": "rr.alpha",
+    "baselines.rr_valid_samples": "rr.valid_samples",
+    "baselines.rw_beta": "rw.beta",
+    "baselines.d2lr_alpha": "d2lr.alpha",
+    "baselines.d2lr_clip": "d2lr.clip",
+}
+
+
+def moved_keys(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """``data`` with each moved setting (:data:`MOVED`) under its new key, a warning naming both; a ``baselines``
+    key that never existed is an error naming where the section went."""
+    import logging
+
+    old = data.get("baselines")
+    if old is None:
+        return data
+    if not isinstance(old, dict):
+        raise CrabError(f"{source}: baselines: the section moved to rr, rw and d2lr (expected a mapping, got {old!r})")
+    out = {k: v for k, v in data.items() if k != "baselines"}
+    for key, value in old.items():
+        new = MOVED.get(f"baselines.{key}")
+        if new is None:
+            raise CrabError(
+                f"{source}: baselines.{key}: unknown key (the baselines section moved: rr.*, rw.* and d2lr.*)"
+            )
+        section, name = new.split(".")
+        out[section] = {**(out.get(section) or {}), name: value}
+        logging.getLogger("crabrec").warning("%s: baselines.%s is now %s; read as that", source, key, new)
+    return out
 
 
 def validate_config(data: dict[str, Any], source: str = "config") -> RunConfig:

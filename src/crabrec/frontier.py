@@ -155,7 +155,7 @@ def run_frontier(
         for method, settings in plan(grid, only)
         for s in settings
     ]  # every setting checked before any work
-    rows = cfg.baselines.rr_valid_samples  # the validation rows every point is scored on (RR tunes on the same)
+    rows = cfg.rr.valid_samples  # the validation rows every point is scored on (RR tunes on the same)
     ctx = RunContext(config=cfg, stages=registry())
     ctx.ensure("data")
     preflight(ctx)

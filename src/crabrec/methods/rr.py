@@ -8,12 +8,36 @@ import time
 from typing import Any
 
 import numpy as np
+from pydantic import Field, PositiveInt, field_validator
 
+from crabrec.config import Strict
 from crabrec.errors import CrabError
 from crabrec.io import write_json
 from crabrec.methods import Method
 from crabrec.metrics import HEADLINE as VALID_METRICS
 from crabrec.pipeline import RunContext, Stage
+
+
+class Settings(Strict):
+    """RR (IFairLRS reranking): the α grid tuned on validation and what the tuning reads."""
+
+    alphas: list[float] = Field(
+        default_factory=lambda: [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.2, 0.5, 1.0],
+        description="α grid tuned on validation",
+    )
+    ks: list[PositiveInt] = Field(default_factory=lambda: [1, 5, 10, 20], description="K set of U_G")
+    max_ndcg_drop: float = Field(0.05, ge=0, le=1, description="keep validation NDCG@10 within this share")
+    alpha: float | None = Field(None, ge=0, le=100, description="a fixed α instead of the one tuned on validation")
+    valid_samples: int | None = Field(
+        None, ge=1, description="validation rows ranked for the tuning and for every frontier point (None = all)"
+    )
+
+    @field_validator("alphas")
+    @classmethod
+    def _has_zero(cls, v: list[float]) -> list[float]:
+        if 0.0 not in v or any(a < 0 for a in v):
+            raise ValueError("must be non-negative and contain 0 (the un-reranked reference)")
+        return sorted(set(v))
 
 
 def run_rerank(ctx: RunContext, name: str, over: str) -> dict[str, Any]:
@@ -26,24 +50,24 @@ def run_rerank(ctx: RunContext, name: str, over: str) -> dict[str, Any]:
     from crabrec.metrics import group_unfairness
     from crabrec.runfiles import first_rows
 
-    b, ev, files = ctx.cfg.baselines, ctx.cfg.evaluate, ctx.files
+    b, ev, files = ctx.cfg.rr, ctx.cfg.evaluate, ctx.files
     pop = files.load_popularity()
     codebook = files.load_codebook()
     trie = SidTrie.build(codebook)
     _, members = sid_members(trie, codebook.n_items)
-    valid = first_rows(files.load_splits().valid, b.rr_valid_samples)
+    valid = first_rows(files.load_splits().valid, b.valid_samples)
     start = time.perf_counter()
     v_items, v_scores = get(over).ranker(files, ctx.cfg).rank(valid, desc=f"{name}: validation")
-    ks = tuple(b.rr_ks)
+    ks = tuple(b.ks)
     fair = group_unfairness(v_items, valid.history_items(), pop.group, pop.n_groups, ks, members)
     u_group = group_penalty({k: np.asarray(fair[f"GU@{k}"]) for k in ks})
     penalty = item_penalty(u_group, pop.group, members)
     curve = []
-    for alpha in sorted({*b.rr_alphas, *([b.rr_alpha] if b.rr_alpha is not None else [])}):
+    for alpha in sorted({*b.alphas, *([b.alpha] if b.alpha is not None else [])}):
         items, _ = rerank(v_items, v_scores, penalty, alpha)
         m = score_rankings(items, valid, pop.group, pop.popular, pop.n_groups, trie, [10], [10])
         curve.append({"alpha": alpha, **{k: m[k] for k in VALID_METRICS}})
-    alpha = choose_alpha(curve, b.rr_max_ndcg_drop) if b.rr_alpha is None else b.rr_alpha
+    alpha = choose_alpha(curve, b.max_ndcg_drop) if b.alpha is None else b.alpha
     tune_seconds = time.perf_counter() - start
     base = files.load_rankings(over)
     start = time.perf_counter()
@@ -108,7 +132,7 @@ def _rerank_ranker(files, cfg, beam: int | None, name: str, over: str) -> Rerank
 
 def rerank_validation(name: str):
     """``Method.validate`` of a re-ranking method: its validation metrics at its α, from the validation curve its
-    stage wrote (ranked over ``rows`` rows, which the frontier sets as ``baselines.rr_valid_samples``)."""
+    stage wrote (ranked over ``rows`` rows, which the frontier sets as ``rr.valid_samples``)."""
 
     def validate(files, cfg, rows: int | None) -> dict[str, float]:
         from crabrec.runfiles import read_checked
@@ -128,11 +152,11 @@ def rerank_validation(name: str):
 RR_READS = (
     "evaluate",
     "seed",
-    "baselines.rr_alphas",
-    "baselines.rr_ks",
-    "baselines.rr_max_ndcg_drop",
-    "baselines.rr_alpha",
-    "baselines.rr_valid_samples",
+    "rr.alphas",
+    "rr.ks",
+    "rr.max_ndcg_drop",
+    "rr.alpha",
+    "rr.valid_samples",
 )
 
 
@@ -166,8 +190,9 @@ METHOD = reranking(
     "RR",
     "mor",
     ("data", "tokenize", "train", "evaluate"),
-    section="baselines",
-    knob="baselines.rr_alpha",
+    section="rr",
+    settings=Settings,
+    knob="rr.alpha",
     grid=(0.0, 0.02, 0.05, 0.1, 0.2, 0.5),
     backbone=True,
     describe="Reranking: post-hoc re-ranking of MOR's beams",

@@ -49,7 +49,7 @@ def fit_catalogue(cfg: Any, n_items: int) -> Any:
             f"data.n_groups={cfg.data.n_groups}: more popularity groups than the {n_items} items of the catalogue "
             "(empty groups would make MGU/DGU meaningless)"
         )
-    ev, tr, bl = cfg.evaluate, cfg.train, cfg.baselines
+    ev, tr, rr = cfg.evaluate, cfg.train, cfg.rr
     beam, valid_beam = min(ev.beam, n_items), min(tr.valid_beam, n_items)
 
     def fit(key: str, ks: list[int]) -> list[int]:
@@ -74,7 +74,7 @@ def fit_catalogue(cfg: Any, n_items: int) -> Any:
                 }
             ),
             "train": tr.model_copy(update={"valid_beam": valid_beam}),
-            "baselines": bl.model_copy(update={"rr_ks": fit("baselines.rr_ks", bl.rr_ks)}),
+            "rr": rr.model_copy(update={"ks": fit("rr.ks", rr.ks)}),
         }
     )
 
