@@ -19,3 +19,19 @@ def test_there_are_configs():
 def test_shipped_config_validates(path: Path):
     cfg = load_config(str(path))
     assert cfg.name == path.stem.replace("_", "-")  # its run folder is named after the file
+
+
+def test_a_config_with_the_former_baselines_section_still_loads_and_says_where_each_key_went(tmp_path, caplog):
+    from crabrec.errors import CrabError
+
+    old = tmp_path / "old.yaml"
+    old.write_text("baselines:\n  rr_alpha: 0.2\n  rw_beta: 0.5\n  d2lr_clip: 10\n  rr_valid_samples: 300\n")
+    with caplog.at_level("WARNING", logger="crabrec"):
+        cfg = load_config(str(old))
+    assert (cfg.rr.alpha, cfg.rw.beta, cfg.d2lr.clip, cfg.rr.valid_samples) == (0.2, 0.5, 10.0, 300)
+    assert "baselines.rr_alpha is now rr.alpha" in caplog.text and "baselines.rw_beta is now rw.beta" in caplog.text
+    assert load_config(overrides={"baselines": {"rr_alpha": 0.1}}).rr.alpha == 0.1  # --set baselines.rr_alpha=0.1
+    with pytest.raises(CrabError, match=r"baselines.rr_beta: unknown key \(the baselines section moved: rr"):
+        load_config(overrides={"baselines": {"rr_beta": 1}})
+    with pytest.raises(CrabError, match="rr.alpha"):  # the moved value is validated under its new key
+        load_config(overrides={"baselines": {"rr_alpha": -1}})
