@@ -161,3 +161,25 @@ def test_decoding_methods_in_a_frontier_with_head_to_head_intervals(tiny_run, tm
     assert versus["ppd"]["HR@10"]["delta"] == pytest.approx(delta, abs=1e-12)
     assert "Head to head against RR" in out.out and "Beyond GU at the picked points" in out.out
     assert 0 < points[("ppd", "tau=1")]["test coverage@10"] <= 1
+
+
+def test_adjusted_tiger_search_matches_hf_generate_with_a_logits_processor():
+    """The same hook in the encoder-decoder search (TIGER): PPD needs nothing of the backbone but its search."""
+    from crabrec.config import TigerSection
+    from crabrec.decode.beam import seq2seq_beam_search
+    from crabrec.models.tiger import build_tiger, encode_inputs
+
+    rng = np.random.default_rng(5)
+    codes = np.unique(rng.integers(0, 8, (60, 3)), axis=0)
+    cb = Codebook(codes=codes, sizes=[8] * 3, item_ids=[str(i) for i in range(len(codes))])
+    size = TigerSection(d_model=32, layers=2, heads=2, d_kv=16, ff=64, dropout=0.0, user_bins=10)
+    model = build_tiger(cb.vocab_size, size, seed=5).eval()
+    trie, tokens = SidTrie.build(cb), item_tokens(cb.token_ids())
+    freq = rng.zipf(1.5, cb.n_items).clip(max=500)
+    ids, mask = encode_inputs(model.config, np.arange(5), rng.integers(0, cb.n_items, (5, 5)), np.full(5, 5), tokens)
+    sid, score = seq2seq_beam_search(model, trie, ids, mask, 10, [PopularityPrior(trie, freq, 0.7)])
+    theirs, their_score = hf_constrained_beams(
+        model, ids, mask, 10, allowed_prefixes(tokens), cb.n_levels, bonus=reference_bonus(cb, freq, 0.7, 1.0)
+    )
+    assert torch.equal(theirs, torch.from_numpy(tokens[trie.representative()])[sid])
+    torch.testing.assert_close(their_score, score, rtol=1e-5, atol=1e-5)
