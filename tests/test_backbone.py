@@ -16,7 +16,6 @@ from crabrec.decode.beam import beam_search
 from crabrec.decode.reference import allowed_prefixes, hf_constrained_beams
 from crabrec.decode.trie import SidTrie
 from crabrec.models.backbone import (
-    INSTRUCTION,
     decoder_io,
     export_backbone,
     load_backbone,
@@ -30,30 +29,10 @@ from .conftest import cli
 
 
 def tiny_llm(path: Path) -> Path:
-    """A random 2-layer Llama and a word-level tokenizer over the prompt's words, saved as a HF folder."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    """The random 2-layer Llama of ``crabrec backbone tiny`` (a word-level tokenizer over the prompt's words)."""
+    from crabrec.models.backbone import tiny_backbone
 
-    words = sorted(set(INSTRUCTION.replace("\n", " ").split()) | {"items", ",", "###", "User", "Input:", "Response:"})
-    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "</s>", *words])}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", eos_token="</s>")
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-        pad_token_id=0,
-        eos_token_id=2,
-    )
-    LlamaForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return tiny_backbone(path)
 
 
 def small_codebook() -> Codebook:

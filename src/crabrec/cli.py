@@ -41,7 +41,10 @@ log = logging.getLogger("crabrec")
 RunDirArg = Annotated[
     str | None, typer.Argument(help="An existing run directory: its saved config.yaml is used (then --set applies).")
 ]
-ConfigOpt = Annotated[str | None, typer.Option("--config", "-c", help="YAML config file (merged over the preset).")]
+ConfigOpt = Annotated[
+    list[str] | None,
+    typer.Option("--config", "-c", help="YAML config file, merged over the preset; repeat to layer several in order."),
+]
 PresetOpt = Annotated[str | None, typer.Option("--preset", help="quick (CPU, default) or paper (GPU).")]
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", "-s", help="Override any key, e.g. --set data.kcore=3 (repeatable).")
@@ -72,7 +75,7 @@ class RunOptions:
     """What every run command takes to know its run: ``RUN_DIR`` or preset <- --config <- flags <- --set."""
 
     run_dir: str | None = None
-    config: str | None = None
+    config: list[str] | None = None
     preset: str | None = None
     sets: list[str] | None = None
     data: str | None = None
@@ -412,6 +415,21 @@ def import_gguf_cmd(
         raise CrabError(f"--gguf {gguf}: no such file")
     path = import_gguf(Path(out), dtype, Path(gguf) if gguf else None)
     typer.echo(f"backbone written to {path}; train with `crabrec train --model mor --backbone {path}`")
+
+
+@backbone_app.command("tiny")
+def tiny_cmd(
+    out: Annotated[str, typer.Option(help="Folder to write the model to.")] = "backbones/tiny-llama",
+    seed: Annotated[int, typer.Option(help="Seed of the random weights.")] = 0,
+) -> None:
+    """A tiny random Llama (2 layers, width 32) with a word-level tokenizer: runs a backbone config on the CPU in
+    seconds, to test its plumbing (configs/smoke.yaml uses it). Example: crabrec backbone tiny"""
+    from pathlib import Path
+
+    from crabrec.models.backbone import tiny_backbone
+
+    path = tiny_backbone(Path(out), seed)
+    typer.echo(f"tiny backbone written to {path}; e.g. `crabrec run -c configs/office_llm.yaml -c configs/smoke.yaml`")
 
 
 @app.command()

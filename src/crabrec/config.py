@@ -436,10 +436,15 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 def load_config(
-    path: str | None = None, overrides: dict[str, Any] | None = None, preset: str | None = None
+    path: str | list[str] | None = None, overrides: dict[str, Any] | None = None, preset: str | None = None
 ) -> RunConfig:
-    """Preset (default quick) <- YAML file <- overrides, validated into a :class:`RunConfig`."""
-    user = _read_yaml(path) if path else {}
+    """Preset (default quick) <- YAML file(s) <- overrides, validated into a :class:`RunConfig`. Several files are
+    layered in order, each over the ones before (``--config office_llm.yaml --config smoke.yaml``)."""
+    paths = [path] if isinstance(path, str) else list(path or [])
+    user: dict[str, Any] = {}
+    for one in paths:
+        user = deep_merge(user, _read_yaml(one))
+    path = " + ".join(paths) or None
     chosen = preset or user.get("preset") or "quick"
     if chosen == "custom":
         base: dict[str, Any] = {}

@@ -176,6 +176,47 @@ def import_gguf(out: Path, dtype: str = "float32", gguf: Path | None = None) -> 
     return out
 
 
+def tiny_backbone(out: Path, seed: int = 0, hidden: int = 32, layers: int = 2) -> Path:
+    """A random Llama of ``layers`` × ``hidden`` with a word-level tokenizer over the prompt's words, written as a
+    Hugging Face folder: the stand-in for a pretrained LLM that runs a backbone config's plumbing on the CPU in
+    seconds (its accuracy means nothing)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from crabrec.io import replaceable_folder, writable_parent, write_folder
+
+    if out.exists() and not out.is_dir():
+        raise CrabError(f"--out {out}: exists and is not a folder")
+    replaceable_folder(out, is_backbone_dir, "a Hugging Face model folder", [])
+    writable_parent(out)
+    text = " ".join([INSTRUCTION, *TRAIN_INPUT, *TEST_INPUT])
+    words = sorted(set(text.split()) | {"items", ",", "###", "User", "Input:", "Response:"})
+    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "</s>", *words])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", eos_token="</s>")
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        eos_token_id=2,
+    )
+    model = LlamaForCausalLM(config)
+
+    def fill(tmp: Path) -> None:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+
+    write_folder(out, fill)
+    return out
+
+
 def token_table(token_ids: np.ndarray, base: int) -> np.ndarray:
     """``[n_items, L]`` codebook global ids -> backbone vocabulary ids."""
     return token_ids + base
