@@ -183,3 +183,21 @@ def test_adjusted_tiger_search_matches_hf_generate_with_a_logits_processor():
     )
     assert torch.equal(theirs, torch.from_numpy(tokens[trie.representative()])[sid])
     torch.testing.assert_close(their_score, score, rtol=1e-5, atol=1e-5)
+
+
+def test_a_frontier_on_data_without_item_text(ids_run, tmp_path, capsys):
+    """Ids-only data has no embeddings.npy: a frontier point links what the base run has and runs PPD and RR."""
+    import json
+    import shutil
+
+    from tests.conftest import cli
+
+    run = tmp_path / "run"
+    shutil.copytree(ids_run, run, symlinks=True)
+    assert not (run / "embeddings.npy").exists()
+    code, _ = cli(["frontier", str(run), "--only", "ppd,rr", "--grid", "ppd=0,0.5", "--grid", "rr=0"])
+    assert code == 0, capsys.readouterr().err
+    result = json.loads((run / "frontier" / "frontier.json").read_text())
+    points = {(p["method"], p["setting"]): p for p in result["points"]}
+    assert points[("ppd", "tau=0")]["test HR@10"] == pytest.approx(points[("mor", "base")]["test HR@10"], abs=1e-12)
+    assert set(result["selected"]) == {"ppd", "rr"}

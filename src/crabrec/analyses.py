@@ -36,11 +36,13 @@ def sweeps(levels: int) -> dict[str, list[tuple[str, dict[str, Any]]]]:
 def link_base(
     base: Path, target: Path, shared: tuple[str, ...] = SHARED, stages: tuple[str, ...] = SHARED_STAGES
 ) -> None:
-    """Make ``target`` a run that shares the base run's finished upstream artifacts (symlinks) and stage states."""
+    """Make ``target`` a run that shares the base run's finished upstream artifacts (symlinks) and stage states. An
+    artifact the base run does not have is not linked (``embeddings.npy`` of data without item text: the embed stage
+    skipped it); the copied stage states say what each stage wrote, and a stage whose output is missing runs again."""
     for rel in shared:
         src, dst = base / rel, target / rel
         if not src.exists():
-            raise FileNotFoundError(src)
+            continue
         dst.parent.mkdir(parents=True, exist_ok=True)
         if not dst.exists():
             os.symlink(src.resolve(), dst, target_is_directory=src.is_dir())
