@@ -112,11 +112,15 @@ class GeneratorRanker:
             )  # fmt: skip
 
 
-def generator_ranker(method: str, rebalanced: bool = False):
-    """``Method.ranker`` of a generative method: ``models/<method>/model`` over the base (or CRAB's) codebook."""
+def generator_ranker(method: str, rebalanced: bool = False, processors=None):
+    """``Method.ranker`` of a generative method: ``models/<method>/model`` over the base (or CRAB's) codebook.
+    ``processors(files, cfg)``: a decoding-time method's ``processors(trie)`` for :class:`GeneratorRanker`."""
 
     def build(files, cfg, beam: int | None = None) -> GeneratorRanker:
         ev = cfg.evaluate
-        return GeneratorRanker(files.weights(method), files.load_codebook(rebalanced), beam or ev.beam, ev.batch_size)
+        own = processors(files, cfg) if processors else None
+        return GeneratorRanker(
+            files.weights(method), files.load_codebook(rebalanced), beam or ev.beam, ev.batch_size, own
+        )
 
     return build

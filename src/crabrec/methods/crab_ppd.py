@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from crabrec.methods import Method
 from crabrec.methods.common import eval_stage, ranker_validation
-from crabrec.methods.ppd import READS, decoding_ranker
+from crabrec.methods.ppd import READS, prior_processors
+from crabrec.rankers import generator_ranker
 
-RANKER = decoding_ranker("crab", rebalanced=True)
+RANKER = generator_ranker("crab", rebalanced=True, processors=prior_processors)
 METHOD = Method(
     name="crab-ppd",
     label="CRAB+PPD (ours)",

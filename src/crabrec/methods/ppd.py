@@ -10,6 +10,7 @@ from pydantic import Field
 from crabrec.config import Strict
 from crabrec.methods import Method
 from crabrec.methods.common import eval_stage, ranker_validation
+from crabrec.rankers import generator_ranker
 
 READS = ("ppd.tau", "ppd.smoothing")
 
@@ -30,22 +31,7 @@ def prior_processors(files, cfg):
     return lambda trie: [PopularityPrior(trie, freq, cfg.ppd.tau, cfg.ppd.smoothing)]
 
 
-def decoding_ranker(model: str, rebalanced: bool = False):
-    """``Method.ranker`` of PPD over the trained ``model`` (``models/<model>``) and its codebook."""
-
-    def build(files, cfg, beam: int | None = None):
-        from crabrec.rankers import GeneratorRanker
-
-        ev = cfg.evaluate
-        codebook = files.load_codebook(rebalanced)
-        return GeneratorRanker(
-            files.weights(model), codebook, beam or ev.beam, ev.batch_size, prior_processors(files, cfg)
-        )
-
-    return build
-
-
-RANKER = decoding_ranker("mor")
+RANKER = generator_ranker("mor", processors=prior_processors)  # MOR's model and codebook, searched with the prior
 METHOD = Method(
     name="ppd",
     label="PPD (ours)",

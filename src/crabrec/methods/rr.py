@@ -103,31 +103,27 @@ def rerank_ranker(name: str, over: str):
     """``Method.ranker`` of a re-ranking method: ``over``'s ranker and ``models/<name>/rerank.json``."""
 
     def build(files, cfg, beam: int | None = None) -> RerankRanker:
-        return _rerank_ranker(files, cfg, beam, name, over)
+        from crabrec.baselines.rerank import item_penalty
+        from crabrec.decode.rank import sid_members
+        from crabrec.methods import get
+        from crabrec.runfiles import read_checked
+
+        path = files.model_dir(name) / "rerank.json"
+        if not path.is_file():
+            raise CrabError(f"{path}: missing; run `crabrec evaluate --method {name}` first")
+        info = read_checked(path, dict)
+        pop = files.load_popularity()
+        alpha, u_group = info.get("alpha"), info.get("U_G")
+        numbers = isinstance(u_group, list) and all(isinstance(u, int | float) for u in u_group)
+        if not isinstance(alpha, int | float) or not numbers or len(u_group) != pop.n_groups:
+            raise CrabError(
+                f"{path}: expected a number `alpha` and {pop.n_groups} numbers `U_G`; re-run `{name}` with --force"
+            )
+        base = get(over).ranker(files, cfg, beam)
+        _, members = sid_members(base.trie, len(pop.group))
+        return RerankRanker(base, item_penalty(np.asarray(u_group, np.float64), pop.group, members), float(alpha))
 
     return build
-
-
-def _rerank_ranker(files, cfg, beam: int | None, name: str, over: str) -> RerankRanker:
-    from crabrec.baselines.rerank import item_penalty
-    from crabrec.decode.rank import sid_members
-    from crabrec.methods import get
-    from crabrec.runfiles import read_checked
-
-    path = files.model_dir(name) / "rerank.json"
-    if not path.is_file():
-        raise CrabError(f"{path}: missing; run `crabrec evaluate --method {name}` first")
-    info = read_checked(path, dict)
-    pop = files.load_popularity()
-    alpha, u_group = info.get("alpha"), info.get("U_G")
-    numbers = isinstance(u_group, list) and all(isinstance(u, int | float) for u in u_group)
-    if not isinstance(alpha, int | float) or not numbers or len(u_group) != pop.n_groups:
-        raise CrabError(
-            f"{path}: expected a number `alpha` and {pop.n_groups} numbers `U_G`; re-run `{name}` with --force"
-        )
-    base = get(over).ranker(files, cfg, beam)
-    _, members = sid_members(base.trie, len(pop.group))
-    return RerankRanker(base, item_penalty(np.asarray(u_group, np.float64), pop.group, members), float(alpha))
 
 
 def rerank_validation(name: str):
