@@ -63,7 +63,7 @@ def main() -> None:
 
     def tiger_model(fast: bool):
         size = TigerSection(d_model=128, layers=args.layers, heads=4, d_kv=32, ff=512, dropout=p, user_bins=2000)
-        model = build_tiger(cb.vocab_size, size, seed=seed)
+        model = build_tiger(cb.sizes, size, seed=seed)
         return model if fast else use_fast_dropout(model, torch.nn.Dropout)  # back to torch's own dropout
 
     _, make_packed, plan_packed, _ = packed_batcher(train, tokens, 128, seed)

@@ -173,7 +173,7 @@ def test_adjusted_tiger_search_matches_hf_generate_with_a_logits_processor():
     codes = np.unique(rng.integers(0, 8, (60, 3)), axis=0)
     cb = Codebook(codes=codes, sizes=[8] * 3, item_ids=[str(i) for i in range(len(codes))])
     size = TigerSection(d_model=32, layers=2, heads=2, d_kv=16, ff=64, dropout=0.0, user_bins=10)
-    model = build_tiger(cb.vocab_size, size, seed=5).eval()
+    model = build_tiger(cb.sizes, size, seed=5).eval()
     trie, tokens = SidTrie.build(cb), item_tokens(cb.token_ids())
     freq = rng.zipf(1.5, cb.n_items).clip(max=500)
     ids, mask = encode_inputs(model.config, np.arange(5), rng.integers(0, cb.n_items, (5, 5)), np.full(5, 5), tokens)

@@ -94,8 +94,8 @@ def test_shared_prefix_steps_match_hf_forward_steps(arch, kv_heads, equal):
         torch.testing.assert_close(fast[1], slow[1], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("seed,beam", [(3, 10), (4, 20)])
-def test_seq2seq_beam_search_matches_hf_generate(seed, beam):
+@pytest.mark.parametrize("seed,beam,head", [(3, 10, "tied"), (4, 20, "tied"), (3, 10, "level"), (5, 20, "level")])
+def test_seq2seq_beam_search_matches_hf_generate(seed, beam, head):
     from crabrec.config import TigerSection
     from crabrec.decode.beam import seq2seq_beam_search
     from crabrec.models.tiger import build_tiger, encode_inputs
@@ -103,8 +103,8 @@ def test_seq2seq_beam_search_matches_hf_generate(seed, beam):
     rng = np.random.default_rng(seed)
     codes = np.unique(rng.integers(0, 8, (60, 3)), axis=0)
     cb = Codebook(codes=codes, sizes=[8] * 3, item_ids=[str(i) for i in range(len(codes))])
-    size = TigerSection(d_model=32, layers=2, heads=2, d_kv=16, ff=64, dropout=0.0, user_bins=10)
-    model = build_tiger(cb.vocab_size, size, seed=seed).eval()
+    size = TigerSection(d_model=32, layers=2, heads=2, d_kv=16, ff=64, dropout=0.0, user_bins=10, head=head)
+    model = build_tiger(cb.sizes, size, seed=seed).eval()
     trie = SidTrie.build(cb)
     tokens = item_tokens(cb.token_ids())
     hist = rng.integers(0, cb.n_items, (5, 5))

@@ -135,7 +135,7 @@ def test_tiger_dropout_modules_use_the_fast_mask():
     from crabrec.models.dropout import FastDropout, use_fast_dropout
     from crabrec.models.tiger import build_tiger
 
-    model = build_tiger(30, TigerSection(d_model=16, layers=1, heads=2, d_kv=8, ff=32, user_bins=4), seed=0)
+    model = build_tiger([30], TigerSection(d_model=16, layers=1, heads=2, d_kv=8, ff=32, user_bins=4), seed=0)
     drops = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
     assert drops and all(type(m) is FastDropout and m.p == 0.1 for m in drops)
     use_fast_dropout(model, torch.nn.Dropout)  # and back to torch's own modules

@@ -214,7 +214,14 @@ class TigerSection(LoopConfig):
     d_kv: int = Field(64, ge=4)
     ff: int = Field(1024, ge=8)
     dropout: float = Field(0.1, ge=0, lt=1)
-    user_bins: int = Field(2000, ge=0, description="hashed user tokens prepended to the encoder input (0 = none)")
+    user_bins: int = Field(
+        0, ge=0, description="hashed user tokens prepended to the encoder input (0 = none; the TIGER paper: 2000)"
+    )
+    head: Literal["level", "tied"] = Field(
+        "level",
+        description="output layer: level (an untied projection per SID level, softmax over that level's tokens) or "
+        "tied (T5's: the input embeddings, softmax over the whole vocabulary)",
+    )
     batch_size: int = Field(256, ge=1)
     weight_decay: float = Field(1e-4, ge=0)
 

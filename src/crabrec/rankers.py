@@ -35,7 +35,7 @@ def inference_device():
 
 def load_generator(model_dir: Path, codebook):
     """A saved decoder or TIGER model, checked against ``codebook`` (a model from another codebook is an error)."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     from crabrec.models.backbone import is_backbone_dir
     from crabrec.models.decoder import N_SPECIAL
@@ -55,7 +55,12 @@ def load_generator(model_dir: Path, codebook):
             f"{model_dir}: model has {sid_vocab} SID tokens but the codebook has {codebook.vocab_size}; "
             "it was trained on another codebook"
         )
-    auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
+    if seq2seq:
+        from crabrec.models.tiger import tiger_class
+
+        auto = tiger_class(config)
+    else:
+        auto = AutoModelForCausalLM
     with quiet_loading():
         model = load_checked(model_dir / "model.safetensors", lambda: auto.from_pretrained(model_dir))
     return model.to(inference_device())

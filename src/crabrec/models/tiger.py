@@ -1,29 +1,77 @@
 """TIGER (docs/METHOD.md, "Backbones"): a T5 encoder-decoder from a config that reads the history's SID tokens
-(after one hashed user token) and generates the next item's SID tokens.
+(after an optional hashed user token) and generates the next item's SID tokens.
 
 Vocabulary = the decoder's layout (``N_SPECIAL + codebook global id``) followed by ``user_bins`` user tokens; one
-shared, tied embedding table. The decoder starts from ``PAD`` (T5's convention). ``config.crabrec_user_bins`` and
-``config.crabrec_user_offset`` travel with the saved model.
+shared input embedding table. The decoder starts from ``PAD`` (T5's convention). Two output layers
+(``tiger.head``):
+
+* ``level`` (:class:`LevelT5`): an untied output projection whose softmax at decoder position ``l`` runs over SID
+  level ``l``'s tokens only (one head per level, as in the published reproductions); every other logit is the
+  dtype's minimum, so a search normalising over the whole row gets the level's own distribution.
+* ``tied``: T5's own, the input embeddings reused (scaled by ``d_model^-0.5``) with a softmax over the whole
+  vocabulary.
+
+``config.crabrec_user_bins``, ``config.crabrec_user_offset``, ``config.crabrec_head`` and
+``config.crabrec_level_sizes`` travel with the saved model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
+from transformers import T5ForConditionalGeneration
 
 from crabrec.config import TigerSection
 from crabrec.models.decoder import IGNORE, N_SPECIAL, PAD
 
 
-def build_tiger(sid_vocab: int, size: TigerSection, seed: int = 0):
-    """``T5ForConditionalGeneration`` with ``size.layers`` encoder and decoder blocks (ReLU FFN, tied embeddings);
-    its dropout modules draw their masks with :mod:`crabrec.models.dropout`."""
-    from transformers import T5Config, T5ForConditionalGeneration
+class LevelT5(T5ForConditionalGeneration):
+    """T5 with an untied output projection and a per-level softmax: the logit of a token outside the SID level of
+    its decoder position is the dtype's minimum (decoder position ``p`` predicts level ``p``)."""
+
+    _tied_weights_keys = {  # the input embeddings stay shared; the output projection is its own
+        "encoder.embed_tokens.weight": "shared.weight",
+        "decoder.embed_tokens.weight": "shared.weight",
+    }
+
+    def level_mask(self, first: int, steps: int, device: torch.device) -> torch.Tensor:
+        """``[steps, vocab]`` True where a token is *outside* the level of decoder positions ``first..``."""
+        sizes = list(self.config.crabrec_level_sizes)
+        ends = np.cumsum([N_SPECIAL, *sizes])
+        level = torch.arange(first, first + steps, device=device).clamp(max=len(sizes) - 1)
+        start = torch.as_tensor(ends[:-1], device=device)[level]
+        stop = torch.as_tensor(ends[1:], device=device)[level]
+        vocab = torch.arange(self.config.vocab_size, device=device)
+        return (vocab[None, :] < start[:, None]) | (vocab[None, :] >= stop[:, None])
+
+    def forward(self, *args, labels: torch.Tensor | None = None, **kwargs):
+        cache = kwargs.get("cache") or kwargs.get("past_key_values")
+        first = int(cache.get_seq_length()) if cache is not None else 0  # before the call extends it
+        if labels is not None and kwargs.get("decoder_input_ids") is None:
+            kwargs["decoder_input_ids"] = self._shift_right(labels)
+        out = super().forward(*args, **kwargs)
+        logits = out.logits
+        mask = self.level_mask(first, logits.shape[1], logits.device)
+        out.logits = logits.masked_fill(mask[None], torch.finfo(logits.dtype).min)
+        if labels is not None:
+            flat = out.logits.reshape(-1, out.logits.shape[-1]).float()
+            out.loss = torch.nn.functional.cross_entropy(flat, labels.reshape(-1).to(flat.device), ignore_index=IGNORE)
+        return out
+
+
+def build_tiger(level_sizes: Sequence[int], size: TigerSection, seed: int = 0):
+    """A TIGER model over a codebook with ``level_sizes`` tokens per level: ``size.layers`` encoder and decoder
+    blocks (ReLU FFN), the ``size.head`` output layer; its dropout modules draw their masks with
+    :mod:`crabrec.models.dropout`."""
+    from transformers import T5Config
 
     from crabrec.models.dropout import use_fast_dropout
 
     torch.manual_seed(seed)
-    offset = N_SPECIAL + sid_vocab
+    offset = N_SPECIAL + int(sum(level_sizes))
+    level = size.head == "level"
     config = T5Config(
         vocab_size=offset + size.user_bins,
         d_model=size.d_model,
@@ -34,14 +82,26 @@ def build_tiger(sid_vocab: int, size: TigerSection, seed: int = 0):
         num_heads=size.heads,
         dropout_rate=size.dropout,
         feed_forward_proj="relu",
-        tie_word_embeddings=True,
+        tie_word_embeddings=not level,  # T5's flag: False = no d_model^-0.5 scaling of the decoder output
         pad_token_id=PAD,
         eos_token_id=None,
         decoder_start_token_id=PAD,
         crabrec_user_bins=size.user_bins,
         crabrec_user_offset=offset,
+        crabrec_head=size.head,
+        crabrec_level_sizes=[int(s) for s in level_sizes],
     )
-    return use_fast_dropout(T5ForConditionalGeneration(config))
+    if not level:
+        return use_fast_dropout(T5ForConditionalGeneration(config))
+    model = LevelT5(config)
+    with torch.no_grad():  # untied: its own weights, at the scale of a linear layer's default
+        model.lm_head.weight.normal_(0.0, size.d_model**-0.5)
+    return use_fast_dropout(model)
+
+
+def tiger_class(config):
+    """The model class a saved TIGER config loads with (its output layer decides)."""
+    return LevelT5 if getattr(config, "crabrec_head", "tied") == "level" else T5ForConditionalGeneration
 
 
 def encode_inputs(

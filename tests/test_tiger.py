@@ -1,0 +1,108 @@
+"""TIGER's per-level output layer: the softmax of decoder position l runs over SID level l only, the projection is
+untied from the input embeddings, and a saved model loads back as the same model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from crabrec.config import TigerSection
+
+SIZES = [8, 8, 3]
+SMALL = dict(d_model=32, layers=2, heads=2, d_kv=16, ff=64, dropout=0.0, user_bins=5)
+
+
+def level_model(seed: int = 1):
+    from crabrec.models.tiger import build_tiger
+
+    return build_tiger(SIZES, TigerSection(**SMALL, head="level"), seed=seed).eval()
+
+
+def batch(seed: int = 0):
+    from crabrec.models.decoder import N_SPECIAL
+
+    rng = np.random.default_rng(seed)
+    ids = torch.from_numpy(rng.integers(N_SPECIAL, N_SPECIAL + sum(SIZES), (4, 6)))
+    codes = np.stack([rng.integers(0, s, 4) for s in SIZES], axis=1)
+    labels = torch.from_numpy(codes + N_SPECIAL + np.cumsum([0, *SIZES[:-1]]))
+    return ids, torch.ones_like(ids), labels, codes
+
+
+def test_level_loss_is_the_cross_entropy_of_each_level_on_its_own_tokens():
+    model = level_model()
+    ids, mask, labels, codes = batch()
+    out = model(input_ids=ids, attention_mask=mask, labels=labels, output_hidden_states=True)
+    hidden = out.decoder_hidden_states[-1]  # after the final norm: what the projection reads
+    full = model.lm_head(hidden)  # no d_model^-0.5 scaling: the projection is untied
+    start = 2 + np.cumsum([0, *SIZES[:-1]])
+    nll = []
+    for level, size in enumerate(SIZES):  # by hand: a softmax over this level's slice only
+        logp = torch.log_softmax(full[:, level, start[level] : start[level] + size], dim=-1)
+        nll.append(-logp[torch.arange(4), torch.from_numpy(codes[:, level])])
+    torch.testing.assert_close(out.loss, torch.stack(nll).mean(), rtol=1e-5, atol=1e-6)
+    # every logit outside the position's level is the minimum: a whole-row softmax is the level's own
+    for level, size in enumerate(SIZES):
+        row = out.logits[:, level]
+        inside = torch.zeros(row.shape[-1], dtype=torch.bool)
+        inside[start[level] : start[level] + size] = True
+        assert (row[:, ~inside] == torch.finfo(row.dtype).min).all()
+        torch.testing.assert_close(row.log_softmax(-1)[:, inside], full[:, level, inside].log_softmax(-1))
+
+
+def test_level_head_is_untied_and_trains_apart_from_the_embeddings():
+    model = level_model()
+    assert model.lm_head.weight is not model.shared.weight
+    assert model.encoder.embed_tokens.weight is model.shared.weight
+    assert not model.config.scale_decoder_outputs
+    ids, mask, labels, _ = batch()
+    model.train()
+    model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+    user_rows = model.shared.weight.grad[2 + sum(SIZES) :]
+    assert model.lm_head.weight.grad.abs().sum() > 0
+    assert user_rows.abs().sum() == 0  # user tokens are neither inputs here nor targets at any level
+
+
+@pytest.mark.parametrize("head", ["level", "tied"])
+def test_saved_tiger_loads_back_as_the_same_model(tmp_path, head):
+    from crabrec.models.tiger import build_tiger
+    from crabrec.rankers import load_generator
+    from crabrec.sid.codebook import Codebook
+
+    rng = np.random.default_rng(0)
+    codes = np.unique(np.stack([rng.integers(0, s, 40) for s in SIZES], axis=1), axis=0)
+    cb = Codebook(codes=codes, sizes=SIZES, item_ids=[str(i) for i in range(len(codes))])
+    model = build_tiger(SIZES, TigerSection(**SMALL, head=head), seed=3).eval()
+    model.save_pretrained(tmp_path)
+    loaded = load_generator(tmp_path, cb)
+    assert type(loaded) is type(model)
+    ids, mask, labels, _ = batch(1)
+    with torch.no_grad():
+        want = model(input_ids=ids, attention_mask=mask, labels=labels)
+        got = loaded(input_ids=ids, attention_mask=mask, labels=labels)
+    assert torch.equal(want.logits, got.logits) and torch.equal(want.loss, got.loss)
+
+
+def test_reference_harness_rebuilds_each_users_training_sequence():
+    """``benchmarks/tiger_reference/export.py`` hands cornac each user's sequence; its prefixes are our rows."""
+    import importlib.util
+    from pathlib import Path
+
+    from crabrec.data.dataset import Samples
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "tiger_reference" / "export.py"
+    spec = importlib.util.spec_from_file_location("tiger_export", path)
+    export = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export)
+    seqs = {7: [4, 1, 3, 9], 2: [5, 6]}
+    users, hist, targets = [], [], []
+    for u, seq in seqs.items():
+        for t in range(1, len(seq)):
+            users.append(u), hist.append(seq[:t]), targets.append(seq[t])
+    rows = Samples.from_rows(users, hist, targets, max_history=2)  # windows cut to 2: rebuilt from the targets
+    got_users, flat, offsets = export.training_sequences(rows)
+    assert got_users.tolist() == [7, 2]
+    assert [flat[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:])] == [seqs[7], seqs[2]]
+    rows.history[2, 0] = 0  # a row that is not a window of its user's sequence is refused
+    with pytest.raises(SystemExit):
+        export.training_sequences(rows)
