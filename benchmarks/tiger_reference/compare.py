@@ -18,9 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from settings import add_settings, given
+
 HERE = Path(__file__).resolve().parent
-SHARED = ("--layers", "--d-model", "--heads", "--d-kv", "--ff", "--dropout", "--lr", "--weight-decay", "--batch",
-          "--epochs", "--schedule", "--warmup", "--valid-samples", "--beam", "--threads")  # fmt: skip
 
 
 def run_pair(args: argparse.Namespace, shared: list[str]) -> list[Path]:
@@ -92,16 +92,14 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("runs/tiger_reference"))
     ap.add_argument("--cornac-python", default=".venv-cornac/bin/python")
     ap.add_argument("--ours-set", action="append", default=[], help="a crabrec-only key=value (repeatable)")
-    for flag in SHARED:
-        ap.add_argument(flag)
+    add_settings(ap, defaults=False)
     args = ap.parse_args()
     if args.show:
         show(args.show, args.show[0].parent / "curves.png")
         return 0
     if args.run is None:
         ap.error("give RUN_DIR (or --show LOG.json ...)")
-    shared = [x for flag in SHARED if getattr(args, flag[2:].replace("-", "_")) is not None
-              for x in (flag, getattr(args, flag[2:].replace("-", "_")))]  # fmt: skip
+    shared = given(args)
     show(run_pair(args, shared), args.out / "curves.png")
     return 0
 

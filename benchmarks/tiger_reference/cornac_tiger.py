@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from cornac.models import TIGER
+from settings import add_settings
 
 
 class Rows:
@@ -101,21 +102,7 @@ def main() -> int:
     ap.add_argument("bundle", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--seed", type=int, default=2024)
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--d-model", type=int, default=128)
-    ap.add_argument("--heads", type=int, default=6)
-    ap.add_argument("--d-kv", type=int, default=64)
-    ap.add_argument("--ff", type=int, default=1024)
-    ap.add_argument("--dropout", type=float, default=0.1)
-    ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--weight-decay", type=float, default=1e-6)
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--epochs", type=int, default=8)
-    ap.add_argument("--schedule", choices=("constant", "cosine"), default="constant")
-    ap.add_argument("--warmup", type=int, default=0)
-    ap.add_argument("--valid-samples", type=int, default=2000)
-    ap.add_argument("--beam", type=int, default=20)
-    ap.add_argument("--threads", type=int, default=2)
+    add_settings(ap)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     b = dict(np.load(args.bundle))

@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from settings import add_settings
+
 UPSTREAM = ("config.yaml", "data", "embeddings.npy", "embeddings.items.json", "sid", "stages")
 
 
@@ -39,22 +41,20 @@ def crabrec_keys(a: argparse.Namespace) -> list[str]:
 
 
 def test_metrics(work: Path, k: int = 10) -> dict[str, float]:
-    """HR@k / NDCG@k of the trained TIGER on every test row, ranked by its registered ranker."""
-    import numpy as np
-
+    """HR@k / NDCG@k of the trained TIGER on every test row, ranked by its registered ranker (a colliding SID counts
+    as a hit, as in crabrec's evaluation)."""
     from crabrec.config import load_config
+    from crabrec.decode.rank import sid_members
     from crabrec.methods import get
+    from crabrec.metrics import ranking_metrics
     from crabrec.runfiles import RunFiles
 
     files = RunFiles(work)
-    cfg = load_config(str(work / "config.yaml"))
     test = files.load_splits().test
-    items, _ = get("tiger").ranker(files, cfg).rank(test, progress=False)
-    top = items[:, :k]
-    hit = top == test.target[:, None]
-    rank = np.where(hit.any(1), hit.argmax(1), -1)
-    gain = np.where(rank >= 0, 1.0 / np.log2(np.maximum(rank, 0) + 2), 0.0)
-    return {f"HR@{k}": float((rank >= 0).mean()), f"NDCG@{k}": float(gain.mean())}
+    ranker = get("tiger").ranker(files, load_config(str(work / "config.yaml")))
+    items, _ = ranker.rank(test, progress=False)
+    rep_of, _ = sid_members(ranker.trie, len(ranker.io.tokens))
+    return ranking_metrics(items, rep_of[test.target], (k,))
 
 
 def main() -> int:
@@ -62,21 +62,7 @@ def main() -> int:
     ap.add_argument("run", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--seed", type=int, default=2024)
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--d-model", type=int, default=128)
-    ap.add_argument("--heads", type=int, default=6)
-    ap.add_argument("--d-kv", type=int, default=64)
-    ap.add_argument("--ff", type=int, default=1024)
-    ap.add_argument("--dropout", type=float, default=0.1)
-    ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--weight-decay", type=float, default=1e-6)
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--epochs", type=int, default=8)
-    ap.add_argument("--schedule", choices=("constant", "cosine"), default="constant")
-    ap.add_argument("--warmup", type=int, default=0)
-    ap.add_argument("--valid-samples", type=int, default=2000)
-    ap.add_argument("--beam", type=int, default=20)
-    ap.add_argument("--threads", type=int, default=2)
+    add_settings(ap)
     ap.add_argument("--set", action="append", default=[], help="a further crabrec key=value (repeatable)")
     ap.add_argument("--work", type=Path, default=None, help="where the run copy goes (default: OUT without .json)")
     args = ap.parse_args()

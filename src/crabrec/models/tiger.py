@@ -36,15 +36,16 @@ class LevelT5(T5ForConditionalGeneration):
         "decoder.embed_tokens.weight": "shared.weight",
     }
 
-    def level_mask(self, first: int, steps: int, device: torch.device) -> torch.Tensor:
-        """``[steps, vocab]`` True where a token is *outside* the level of decoder positions ``first..``."""
-        sizes = list(self.config.crabrec_level_sizes)
-        ends = np.cumsum([N_SPECIAL, *sizes])
-        level = torch.arange(first, first + steps, device=device).clamp(max=len(sizes) - 1)
-        start = torch.as_tensor(ends[:-1], device=device)[level]
-        stop = torch.as_tensor(ends[1:], device=device)[level]
-        vocab = torch.arange(self.config.vocab_size, device=device)
-        return (vocab[None, :] < start[:, None]) | (vocab[None, :] >= stop[:, None])
+    def outside_level(self, device: torch.device) -> torch.Tensor:
+        """``[levels, vocab]``: True where a token is outside the level; built on first use on each device (not a
+        buffer: ``from_pretrained`` builds the model on the meta device, where a buffer would hold no values)."""
+        table = getattr(self, "_outside", None)
+        if table is None or table.device != device:
+            ends = np.cumsum([N_SPECIAL, *self.config.crabrec_level_sizes])
+            vocab = torch.arange(self.config.vocab_size, device=device)
+            table = torch.stack([(vocab < a) | (vocab >= b) for a, b in zip(ends[:-1], ends[1:])])
+            self._outside = table
+        return table
 
     def forward(self, *args, labels: torch.Tensor | None = None, **kwargs):
         cache = kwargs.get("cache") or kwargs.get("past_key_values")
@@ -53,8 +54,9 @@ class LevelT5(T5ForConditionalGeneration):
             kwargs["decoder_input_ids"] = self._shift_right(labels)
         out = super().forward(*args, **kwargs)
         logits = out.logits
-        mask = self.level_mask(first, logits.shape[1], logits.device)
-        out.logits = logits.masked_fill(mask[None], torch.finfo(logits.dtype).min)
+        outside = self.outside_level(logits.device)
+        level = torch.arange(first, first + logits.shape[1], device=logits.device).clamp(max=len(outside) - 1)
+        out.logits = logits.masked_fill(outside[level][None], torch.finfo(logits.dtype).min)
         if labels is not None:
             flat = out.logits.reshape(-1, out.logits.shape[-1]).float()
             out.loss = torch.nn.functional.cross_entropy(flat, labels.reshape(-1).to(flat.device), ignore_index=IGNORE)
