@@ -49,22 +49,32 @@ PresetOpt = Annotated[str | None, typer.Option("--preset", help="quick (CPU, def
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", "-s", help="Override any key, e.g. --set data.kcore=3 (repeatable).")
 ]
-DataPathOpt = Annotated[str | None, typer.Option("--data", help="Dataset path (default: embedded Office).")]
+DataPathOpt = Annotated[
+    str | None,
+    typer.Option("--data", help="Dataset: a file (CSV/TSV/Parquet, .inter, .inter.json) or folder (default: Office)."),
+]
+ItemsOpt = Annotated[
+    str | None, typer.Option("--items", help="Item table (CSV/TSV/Parquet: an id column and text columns).")
+]
 FormatOpt = Annotated[
     str | None, typer.Option("--format", help="auto|lcrec|minionerec|recbole|table|amazon14|amazon18|amazon23.")
 ]
 NameOpt = Annotated[str | None, typer.Option("--name", help="Run name: artifacts go to <runs_dir>/<name>/.")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for every random choice.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only warnings and errors; no progress bars.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also the debugging details.")]
 RUN_OPTIONS = {
     "run_dir": RunDirArg,
     "config": ConfigOpt,
     "preset": PresetOpt,
     "sets": SetOpt,
     "data": DataPathOpt,
+    "items": ItemsOpt,
     "data_format": FormatOpt,
     "name": NameOpt,
     "seed": SeedOpt,
 }
+VERBOSITY_OPTIONS = {"quiet": QuietOpt, "verbose": VerboseOpt}  # every command that names a run takes them too
 
 
 PRESET_NAMES = ("office-quick", "office-paper")  # the presets' run names, meant for the embedded data
@@ -79,6 +89,7 @@ class RunOptions:
     preset: str | None = None
     sets: list[str] | None = None
     data: str | None = None
+    items: str | None = None
     data_format: str | None = None
     name: str | None = None
     seed: int | None = None
@@ -88,6 +99,8 @@ class RunOptions:
         named: dict[str, Any] = {k: v for k, v in sections.items() if v}
         if self.data is not None:
             named.setdefault("data", {})["path"] = self.data
+        if self.items is not None:
+            named.setdefault("data", {})["item_table"] = self.items
         if self.data_format is not None:
             named.setdefault("data", {})["format"] = self.data_format
         if self.seed is not None:
@@ -98,14 +111,17 @@ class RunOptions:
                 overrides["name"] = self.name
             cfg = load_config(self.config, overrides, self.preset)
             if self.data and "name" not in overrides and cfg.name in PRESET_NAMES:  # own data: its own run folder
-                cfg = cfg.model_copy(update={"name": f"{Path(self.data).resolve().name or 'data'}-{cfg.preset}"})
-            described = self.config or self.preset or self.data or self.data_format
+                from crabrec.data.table import dataset_name
+
+                cfg = cfg.model_copy(update={"name": f"{dataset_name(Path(self.data).resolve())}-{cfg.preset}"})
+            described = self.config or self.preset or self.data or self.data_format or self.items
             if self.name is None or described or not (cfg.run_dir / "config.yaml").is_file():
                 return cfg
             # --name of an existing run and nothing else that describes one: that run's saved config, as with RUN_DIR
             return RunOptions(str(cfg.run_dir), sets=self.sets, seed=self.seed).resolve(**sections)
         given = (
             ("--data", self.data),
+            ("--items", self.items),
             ("--format", self.data_format),
             ("--name", self.name),
             ("--config", self.config),
@@ -128,10 +144,16 @@ def run_command(fn: Callable[..., None]) -> Callable[..., None]:
     shared = [
         inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=kind)
         for name, kind in RUN_OPTIONS.items()
+    ] + [
+        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=False, annotation=kind)
+        for name, kind in VERBOSITY_OPTIONS.items()
     ]
 
     @functools.wraps(fn)
     def wrapper(**kwargs: Any) -> None:
+        quiet, verbose = kwargs.pop("quiet"), kwargs.pop("verbose")
+        if quiet or verbose:
+            _verbosity(quiet, verbose)
         opts = RunOptions(**{name: kwargs.pop(name) for name in RUN_OPTIONS})
         fn(opts=opts, **kwargs)
 
@@ -160,14 +182,26 @@ def refresh_help() -> None:
     app.info.help = APP_HELP.format(stages=" -> ".join(stages))
 
 
-def _setup_logging(verbose: bool = False) -> None:
+def _setup_logging() -> None:
+    from crabrec.progress import NORMAL, set_verbosity
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter())
     log.handlers[:] = [handler]
-    log.setLevel(logging.DEBUG if verbose else logging.INFO)
     log.propagate = False
+    set_verbosity(NORMAL)
     # peft reads a property that transformers has deprecated: library-to-library noise, nothing a user can act on
     warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+
+
+@app.callback()
+def _verbosity(quiet: QuietOpt = False, verbose: VerboseOpt = False) -> None:
+    """Log verbosity for every command (progress bars are drawn only on a terminal; TQDM_DISABLE=1 turns them off)."""
+    from crabrec.progress import NORMAL, QUIET, VERBOSE, set_verbosity
+
+    if quiet and verbose:
+        raise CrabError("--quiet and --verbose: give one of them")
+    set_verbosity(QUIET if quiet else VERBOSE if verbose else NORMAL)
 
 
 class _Formatter(logging.Formatter):
@@ -596,7 +630,7 @@ def refresh_report(cfg: RunConfig) -> None:
     if missing:
         typer.echo(
             f"crabrec: report not refreshed: {', '.join(missing)} not run in {cfg.run_dir}; "
-            f"`crabrec report {cfg.run_dir}` runs them, then shows the frontier",
+            f"`crabrec run {cfg.run_dir}` runs them and writes the report with the frontier",
             err=True,
         )
         return
@@ -651,6 +685,12 @@ def recommend(
     ] = None,
     output: Annotated[str | None, typer.Option(help="Where --input's answers go (.csv/.parquet/.jsonl).")] = None,
     drop_unknown: Annotated[bool, typer.Option(help="Ignore item ids outside the catalogue.")] = False,
+    exclude_seen: Annotated[
+        bool,
+        typer.Option(
+            "--exclude-seen/--include-seen", help="Never recommend an item of the history (default: exclude)."
+        ),
+    ] = True,
     beam: Annotated[int | None, typer.Option(help="Beam width (default: the run's evaluate.beam).")] = None,
 ) -> None:
     """Top-k items after a history (--history) or for a file of histories (--input ... --output ...)."""
@@ -673,12 +713,15 @@ def recommend(
     if history is not None:
         rec = load(run_dir, method, beam=beam)
         ids = [i.strip() for i in history.split(",") if i.strip()]
-        typer.echo(format_recommendations(rec.recommend(ids, k, user=user, drop_unknown=drop_unknown)))
+        found = rec.recommend(ids, k, user=user, drop_unknown=drop_unknown, exclude_seen=exclude_seen)
+        typer.echo(format_recommendations(found))
         return
     histories, users = read_histories(input_file)
     rec = load(run_dir, method, beam=beam)
     try:
-        rows = rec.recommend_batch(histories, k, users=users, drop_unknown=drop_unknown, progress=True)
+        rows = rec.recommend_batch(
+            histories, k, users=users, drop_unknown=drop_unknown, exclude_seen=exclude_seen, progress=True
+        )
     except CrabError as exc:
         raise CrabError(f"{input_file}: {exc}") from None
     typer.echo(f"{len(rows)} histories -> {write_recommendations(output, rows)}")
@@ -709,7 +752,7 @@ def serve(
     """An HTTP JSON service: POST /recommend, GET /health, GET /models, docs at /docs."""
     import uvicorn
 
-    from crabrec.serve import build_app, listen, url
+    from crabrec.serve import build_app, listen, make_server, url
     from crabrec.serve.app import Limits
     from crabrec.serve.batcher import check_limits
 
@@ -719,7 +762,7 @@ def serve(
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("binding to %s: the service has no authentication", host)
     typer.echo(f"serving {', '.join(application.state.batchers)} from {run_dir} at {url(sock)} (docs: /docs)")
-    uvicorn.Server(uvicorn.Config(application, log_level="warning")).run(sockets=[sock])
+    make_server(uvicorn.Config(application, log_level="warning")).run(sockets=[sock])
 
 
 @sid_app.command("stats")

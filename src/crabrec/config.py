@@ -39,6 +39,12 @@ def only_if(choice: str, values: tuple[str, ...], *args: Any, **kw: Any) -> Any:
     return Field(*args, json_schema_extra={"only_if": [choice, list(values)]}, **kw)
 
 
+def keyed_when_set(default: Any, **kw: Any) -> Any:
+    """A setting whose default reproduces what came before it: it is in a stage's cache key only when set to
+    something else, so adding it left every cached result valid."""
+    return Field(default, json_schema_extra={"when_set": True}, **kw)
+
+
 class Strict(BaseModel):
     """Base model: unknown keys are errors, assignments are validated."""
 
@@ -54,10 +60,17 @@ class DataConfig(Strict):
     format: Literal["auto", "lcrec", "minionerec", "recbole", "table", "amazon14", "amazon18", "amazon23"] = "auto"
     path: str | None = Field(None, description="dataset directory or file; None = the embedded Office dataset")
     name: str | None = Field(None, description="file stem inside `path` (e.g. 'Office'); inferred when unique")
-    item_table: str | None = Field(None, description="table format: the item table (CSV/parquet)")
-    user_col: str = "user"
-    item_col: str = "item"
-    time_col: str | None = "timestamp"
+    item_table: str | None = Field(None, description="table format: the item table (CSV/TSV/Parquet; --items)")
+    user_col: str = Field("user", description="table format: the user column (the default: detected if absent)")
+    item_col: str = Field("item", description="table format: the item column (the default: detected if absent)")
+    time_col: str | None = Field(
+        "timestamp",
+        description="table format: the time column, Unix time or dates (the default: detected if absent; "
+        "null = order each user's rows as they appear)",
+    )
+    item_table_id_col: str | None = keyed_when_set(
+        None, description="the item table's id column; None = data.item_col if there, else detected"
+    )
     kcore: int = Field(5, ge=0, description="iterative k-core for users and items (0 = off)")
     recipe: Literal["auto", "tiger", "minionerec"] = Field(
         "auto",
@@ -352,20 +365,24 @@ def self_gated(key: str) -> bool:
     """A choice that keys results only away from its default (``only_if`` on itself, e.g. ``tokenize.item_vectors``):
     under the default it is in no cache key, yet a stage may read it to learn that it is at the default."""
     info = leaf_keys().get(key)
-    rule = (info.json_schema_extra or {}).get("only_if") if info is not None else None
-    return bool(rule) and rule[0] == key.rpartition(".")[2]
+    extra = (info.json_schema_extra or {}) if info is not None else {}
+    rule = extra.get("only_if")
+    return bool(extra.get("when_set")) or (bool(rule) and rule[0] == key.rpartition(".")[2])
 
 
 def applies(key: str, config: Any) -> bool:
     """Whether ``key`` matters under ``config``'s choices (see :func:`only_if`)."""
     info = leaf_keys().get(key)
-    rule = (info.json_schema_extra or {}).get("only_if") if info is not None else None
-    if not rule:
+    extra = (info.json_schema_extra or {}) if info is not None else {}
+    rule = extra.get("only_if")
+    if not rule and not extra.get("when_set"):
         return True
-    section = key.rpartition(".")[0]
+    section, _, name = key.rpartition(".")
     node = config
     for part in section.split(".") if section else ():
         node = getattr(node, part)
+    if extra.get("when_set"):
+        return getattr(node, name) != info.default
     return getattr(node, rule[0]) in rule[1]
 
 
@@ -517,7 +534,23 @@ def format_validation_error(exc: ValidationError) -> str:
             continue
         seen.add(loc)
         if err["type"] == "extra_forbidden":
-            parts.append(f"{loc}: unknown key")
+            near = close_keys(loc)
+            parts.append(f"{loc}: unknown key" + (f" (did you mean {' or '.join(near)}?)" if near else ""))
         else:
             parts.append(f"{loc}: {err['msg']} (got {clip(repr(err.get('input')))})")
     return "; ".join(parts)
+
+
+def close_keys(key: str, limit: int = 3) -> list[str]:
+    """Settings a mistyped ``key`` probably meant: those ending in the same name (``user_col`` ->
+    ``data.user_col``), then the closest spellings."""
+    import difflib
+
+    keys = list(leaf_keys())
+    name = key.rpartition(".")[2]
+    same_name = [k for k in keys if k.rpartition(".")[2] == name and k != key]
+    close = difflib.get_close_matches(key, keys, n=limit, cutoff=0.75)
+    if not same_name and not close:  # a misspelt name without its section: every key of a close name
+        near = set(difflib.get_close_matches(name, [k.rpartition(".")[2] for k in keys], n=limit, cutoff=0.75))
+        close = [k for k in keys if k.rpartition(".")[2] in near]
+    return list(dict.fromkeys([*same_name, *close]))[:limit]

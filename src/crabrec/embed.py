@@ -18,6 +18,7 @@ import numpy as np
 
 from crabrec.config import EmbedConfig
 from crabrec.errors import CrabError, clip, reason
+from crabrec.progress import bars_enabled
 
 log = logging.getLogger("crabrec")
 
@@ -113,7 +114,7 @@ def encode(texts: list[str], cfg: EmbedConfig, progress: bool = True) -> np.ndar
                 f"embed.encoder {clip(cfg.encoder)}: not a sentence-transformers model ({reason(exc)})"
             ) from None
         vectors = model.encode(
-            texts, batch_size=cfg.batch_size, show_progress_bar=progress, convert_to_numpy=True
+            texts, batch_size=cfg.batch_size, show_progress_bar=progress and bars_enabled(), convert_to_numpy=True
         ).astype(np.float32)
     if not np.isfinite(vectors).all():
         raise CrabError(f"embed.encoder {cfg.encoder!r}: produced non-finite values")

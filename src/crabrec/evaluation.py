@@ -128,16 +128,15 @@ def evaluate_ranker(files: RunFiles, method: str, ranker, cfg: EvalConfig, seed:
 def rank_sharded(ranker, rows: Samples, desc: str) -> tuple[np.ndarray, np.ndarray]:
     """``ranker.rank(rows)``; with several processes, each ranks every N-th block of ``ranker.block`` rows (the
     batches a single process would decode, so every row's result is the same) and the blocks are gathered in order."""
-    from tqdm.auto import tqdm
-
     from crabrec import distributed
+    from crabrec.progress import progress
 
     world, me = distributed.size(), distributed.rank()
     if world == 1:
         return ranker.rank(rows, desc=desc)
     starts = list(range(0, len(rows), ranker.block))[me::world]
     mine = []
-    for s in tqdm(starts, desc=f"{desc} (process {me} of {world})", disable=me != 0, leave=False):
+    for s in progress(starts, f"{desc} (process {me} of {world})", show=me == 0):
         block = rows.take(np.arange(s, min(s + ranker.block, len(rows))))
         mine.append((s, *ranker.rank(block, desc=desc, progress=False)))
     parts = sorted((p for shard in distributed.gather(mine) for p in shard), key=lambda p: p[0])

@@ -2,11 +2,14 @@
 dataset's own item ids. ``crabrec recommend`` and ``crabrec serve`` are built on it.
 
 It ranks with the method's registered ranker (:mod:`crabrec.rankers`), the one its evaluation used: the same beam
-search (and RR's re-ranking), so ``recommend_batch`` over the test histories reproduces ``rankings.parquet``.
+search (and RR's re-ranking). By default the items of a history are not recommended back (``exclude_seen=True``,
+applied inside the search, so a list keeps its ``k`` items); with ``exclude_seen=False``, ``recommend_batch`` over
+the test histories reproduces ``rankings.parquet`` (the paper's protocol, which ranks every item).
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -50,7 +53,7 @@ class Recommender:
         text = items.get("text") if isinstance(items.get("text"), list) else []
         self.titles = [str(t.get("title", "")) if isinstance(t, dict) else "" for t in text]
         self.titles += [""] * (len(self.item_ids) - len(self.titles))
-        self.titles = [_utf8(t) for t in self.titles]
+        self.titles = [_utf8(html.unescape(t)) for t in self.titles]  # "AT&amp;T" in the source is shown "AT&T"
         self.index = {item: i for i, item in enumerate(self.item_ids)}
         self.group, self.popular, self.n_groups = popularity.group, popularity.popular, popularity.n_groups
         groups, popular = self.group.tolist(), self.popular.tolist()
@@ -66,15 +69,22 @@ class Recommender:
         return int(self.ranker.width)
 
     def recommend(
-        self, history: Sequence[ItemId], k: int = 10, *, user: int | None = None, drop_unknown: bool = False
+        self,
+        history: Sequence[ItemId],
+        k: int = 10,
+        *,
+        user: int | None = None,
+        drop_unknown: bool = False,
+        exclude_seen: bool = True,
     ) -> list[Recommendation]:
         """The top-``k`` items after ``history`` (oldest first; only the last ``max_history`` items are read).
 
         ``user``: the run's user index (the ``user`` column of ``rankings.parquet``); only TIGER reads it, as a
         hashed user token, and without it reads the history as user 0's. ``drop_unknown``: ignore ids that are not
-        in the run's catalogue instead of raising."""
+        in the run's catalogue instead of raising. ``exclude_seen``: never recommend an item of ``history`` (all of
+        it, not only the last ``max_history`` items)."""
         users = None if user is None else [user]
-        return self.recommend_batch([history], k, users=users, drop_unknown=drop_unknown)[0]
+        return self.recommend_batch([history], k, users=users, drop_unknown=drop_unknown, exclude_seen=exclude_seen)[0]
 
     def recommend_batch(
         self,
@@ -83,12 +93,13 @@ class Recommender:
         *,
         users: Sequence[int] | None = None,
         drop_unknown: bool = False,
+        exclude_seen: bool = True,
         progress: bool = False,
     ) -> list[list[Recommendation]]:
         """:meth:`recommend` for many histories, ranked in batches of ``evaluate.batch_size`` (one vectorized beam
         search per batch, as ``evaluate`` does)."""
         self.check_k(k)
-        rows = self.samples(histories, users, drop_unknown)
+        rows = self.samples(histories, users, drop_unknown, exclude_seen)
         items, scores = self.ranker.rank(rows, desc=f"recommend {self.method}", progress=progress)
         return [self.top(items[r], scores[r], k) for r in range(len(rows))]
 
@@ -100,9 +111,14 @@ class Recommender:
             )
 
     def samples(
-        self, histories: Sequence[Sequence[ItemId]], users: Sequence[int] | None = None, drop_unknown: bool = False
+        self,
+        histories: Sequence[Sequence[ItemId]],
+        users: Sequence[int] | None = None,
+        drop_unknown: bool = False,
+        exclude_seen: bool = True,
     ) -> Samples:
-        """Histories of item ids -> the rows the rankers read (errors name the history and its unknown ids)."""
+        """Histories of item ids -> the rows the rankers read (errors name the history and its unknown ids); with
+        ``exclude_seen`` each row carries its whole history as the items it must not get back."""
         histories = _listed(histories)
         if isinstance(histories, str | bytes) or not isinstance(histories, Sequence):
             raise CrabError(f"histories: expected a list of item-id lists, got {type(histories).__name__}")
@@ -110,7 +126,8 @@ class Recommender:
             raise CrabError(f"users: expected one per history ({len(histories)}), got {len(users)}")
         rows = [self.indices(h, r if len(histories) > 1 else None, drop_unknown) for r, h in enumerate(histories)]
         user = [0] * len(rows) if users is None else [self.user_index(u, r) for r, u in enumerate(users)]
-        return Samples.from_rows(user, rows, [0] * len(rows), self.max_history)
+        seen = rows if exclude_seen else None
+        return Samples.from_rows(user, rows, [0] * len(rows), self.max_history, seen=seen)
 
     def indices(self, history: Sequence[ItemId], row: int | None, drop_unknown: bool) -> list[int]:
         where = "history" if row is None else f"history {row}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import io
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,10 @@ COLUMNS = [("HR@10", "max"), ("NDCG@10", "max"), ("DGU@10", "min"), ("MGU@10", "
 
 def method_seconds(files: RunFiles, method) -> float | None:
     """A method's own cost: the time of its ``cost`` stages (a training stage counts its training loop, which
-    survives a resume; any other stage its wall-clock). None when one of them has not run."""
+    survives a resume; any other stage its wall-clock). None when one of them has not run, or when nothing is
+    fitted (a floor such as MostPop)."""
+    if not method.cost:
+        return None
     total = 0.0
     for stage in method.cost:
         state = files.load_state(stage)
@@ -275,7 +279,7 @@ def _svg(fig) -> str:
     return text[text.index("<svg") :]
 
 
-def figures(exposure, tokens, curves) -> dict[str, str]:
+def figures(exposure, tokens, curves, training=None) -> dict[str, str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -313,7 +317,7 @@ def figures(exposure, tokens, curves) -> dict[str, str]:
         ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels)
         ax.set_ylabel("GU@10 of the items under the tokens")
         ax.legend(frameon=False, fontsize=7, ncol=2)
-        ax.set_title("GU by token popularity group, before (MOR) and after CRAB")
+        ax.set_title("GU by token popularity group" + (", before (MOR) and after CRAB" if "CRAB" in tokens else ""))
         out["tokens"] = _svg(fig)
         plt.close(fig)
     if curves:
@@ -328,7 +332,30 @@ def figures(exposure, tokens, curves) -> dict[str, str]:
         np.atleast_1d(axes)[0].legend(frameon=False)
         out["curves"] = _svg(fig)
         plt.close(fig)
+    if training:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.0))
+        for label, log in training.items():
+            epochs = [e["epoch"] for e in log]
+            left.plot(epochs, [e["loss"] for e in log], marker=".", label=label)
+            scored = [(e["epoch"], e["valid_ndcg@10"]) for e in log if e.get("valid_ndcg@10") is not None]
+            if scored:
+                right.plot(*zip(*scored), marker=".", label=label)
+        left.set(xlabel="epoch", ylabel="training loss", title="training loss (each model's own)")
+        right.set(xlabel="epoch", ylabel="NDCG@10", title="validation NDCG@10")
+        right.legend(frameon=False, fontsize=7)
+        out["training"] = _svg(fig)
+        plt.close(fig)
     return out
+
+
+def figure_titles(tokens, curves) -> dict[str, str]:
+    """The figures' headings, worded for what this run holds (a run without CRAB claims no before/after)."""
+    titles = dict(TITLES)
+    if "CRAB" not in tokens:
+        titles["tokens"] = "Figure 1 (right): GU of item groups by token popularity (MOR)"
+    if not any("after CRAB" in by_label for by_label in curves.values()):
+        titles["curves"] = "Token popularity per level (sorted P(c))"
+    return titles
 
 
 def write_report(run_dir: str | Path, stages: list[str]) -> list[Path]:
@@ -342,8 +369,13 @@ def write_report(run_dir: str | Path, stages: list[str]) -> list[Path]:
     rows = table_rows(run)
     if not rows:
         raise CrabError(f"{run}: no evaluated model yet (no models/*/metrics.json); run `crabrec run` first")
+    from crabrec.report_facts import run_facts, training_curves
+
     exposure, tokens, curves = exposure_by_group(run), token_group_analysis(run), token_popularity_curves(run)
-    svgs = figures(exposure, tokens, curves)
+    training = training_curves(run)
+    svgs = figures(exposure, tokens, curves, training)
+    titles = figure_titles(tokens, curves)
+    facts = run_facts(run)
     files = RunFiles(run)
     front = files.frontier / "frontier.svg"
     if front.is_file() and (files.frontier / "frontier.json").is_file():
@@ -359,14 +391,21 @@ def write_report(run_dir: str | Path, stages: list[str]) -> list[Path]:
     if rebalance and vectors:
         rebalance = f"clustered on: {vectors}\n{rebalance}"
     missing = [m.label for m in methods() if m.name not in {r["model"] for r in rows}]
-    data = {"table": rows, "exposure": exposure, "token_groups": tokens, "stage_seconds": stage_times}
+    data = {
+        "run": facts,
+        "table": rows,
+        "exposure": exposure,
+        "token_groups": tokens,
+        "training": training,
+        "stage_seconds": stage_times,
+    }
     write_json(run / "report_data.json", data)
     figdir = run / "report_files"
     for name, svg in svgs.items():
         write_text(figdir / f"{name}.svg", svg)
-    md = _markdown(run, rows, missing, svgs, rebalance, definitions, config, stage_times)
-    write_text(run / "report.md", md)
-    write_text(run / "report.html", _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times))
+    page = Page(run, facts, rows, missing, svgs, titles, rebalance, definitions, config, stage_times)
+    write_text(run / "report.md", _markdown(page))
+    write_text(run / "report.html", _html(page))
     return [run / "report.md", run / "report.html"]
 
 
@@ -377,12 +416,15 @@ def _stage_label(name: str, state: dict) -> str:
 
 
 TITLES = {
+    "training": "Training curves",
     "frontier": "Accuracy–fairness frontier (crabrec frontier)",
     "exposure": "Figure 1 (left): recommendation frequency by item-popularity group",
     "tokens": "Figure 1 (right): GU of item groups by token popularity, before/after CRAB",
     "curves": "Token popularity per level before/after rebalancing (sorted P(c))",
 }
 NOTES = {
+    "training": "Per epoch: each trained model's training loss (its own objective, so levels differ between models) "
+    "and NDCG@10 on the validation rows it was selected on.",
     "frontier": "Test HR@10 against test DGU@10 for every point of each method's knob sweep; lines join each "
     "method's test Pareto set, ★ marks the point picked on validation (the rule and every number: "
     "frontier/frontier.md).",
@@ -394,8 +436,30 @@ NOTES = {
 }
 
 
-def _markdown(run, rows, missing, svgs, rebalance, definitions, config, stage_times) -> str:
-    parts = [f"# crabrec report: {run.name}", "", "## Table 1: accuracy, popularity bias and time", ""]
+@dataclass
+class Page:
+    """Everything one report shows, for the Markdown and the HTML writer."""
+
+    run: Path
+    facts: dict[str, Any]
+    rows: list[dict[str, Any]]
+    missing: list[str]
+    svgs: dict[str, str]
+    titles: dict[str, str]
+    rebalance: str
+    definitions: dict[str, str]
+    config: str
+    stage_times: dict[str, Any]
+
+
+def _markdown(page: Page) -> str:
+    from crabrec.report_facts import facts_lines
+
+    run, rows, missing, svgs, rebalance = page.run, page.rows, page.missing, page.svgs, page.rebalance
+    definitions, config, stage_times = page.definitions, page.config, page.stage_times
+    parts = [f"# crabrec report: {run.name}", "", "| run | |", "|---|---|"]
+    parts += [f"| {label} | {text} |" for label, text in facts_lines(page.facts)]
+    parts += ["", "## Table 1: accuracy, popularity bias and time", ""]
     parts += [markdown_table(rows), ""]
     if missing:
         parts += [f"Not in this run: {', '.join(missing)}.", ""]
@@ -420,7 +484,7 @@ def _markdown(run, rows, missing, svgs, rebalance, definitions, config, stage_ti
         parts += ["### Across seeds", "", caption, "", "| method | " + " | ".join(HEADLINE) + " | seeds |"]
         parts += ["|---" * 6 + "|", *(f"| {label} | " + " | ".join(cells) + " |" for label, cells in srows), ""]
     for name in svgs:
-        parts += [f"## {TITLES[name]}", "", f"![{name}](report_files/{name}.svg)", "", NOTES[name], ""]
+        parts += [f"## {page.titles[name]}", "", f"![{name}](report_files/{name}.svg)", "", NOTES[name], ""]
         if name == "frontier":
             rule, picked = frontier_picked(run)
             parts += [f"Picked on validation ({rule}); test values, change against MOR:", ""]
@@ -441,10 +505,14 @@ CSS = """body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;c
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}
 td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}pre{background:#f7f7f7;padding:1em;
 overflow-x:auto;font-size:12px}figure{margin:1.5em 0}figcaption{font-size:13px;color:#555;max-width:760px}
-.fig svg{max-width:100%;height:auto}"""
+.fig svg{max-width:100%;height:auto}table.facts th,table.facts td{text-align:left}"""
 
 
-def _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times) -> str:
+def _html(page: Page) -> str:
+    from crabrec.report_facts import facts_lines
+
+    run, rows, missing, svgs, rebalance = page.run, page.rows, page.missing, page.svgs, page.rebalance
+    definitions, config, stage_times = page.definitions, page.config, page.stage_times
     best = _best(rows)
     e = html.escape
     head = "".join(f"<th>{e(c)}</th>" for c, _ in COLUMNS)
@@ -466,6 +534,9 @@ def _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times)
     out = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>crabrec report: {e(run.name)}</title>",
         f"<style>{CSS}</style></head><body><h1>crabrec report: {e(run.name)}</h1>",
+        "<table class='facts'>",
+        *(f"<tr><th>{e(label)}</th><td>{e(text)}</td></tr>" for label, text in facts_lines(page.facts)),
+        "</table>",
         "<h2>Table 1: accuracy, popularity bias and time</h2>",
         f"<table><tr><th>method</th>{head}<th>train / method time (s)</th><th>test inference (s)</th></tr>",
         *body,
@@ -497,7 +568,8 @@ def _html(run, rows, missing, svgs, rebalance, definitions, config, stage_times)
         out.append(f"<p>Not in this run: {e(', '.join(missing))}.</p>")
     for name, svg in svgs.items():
         out.append(
-            f"<h2>{e(TITLES[name])}</h2><figure class='fig'>{svg}<figcaption>{e(NOTES[name])}</figcaption></figure>"
+            f"<h2>{e(page.titles[name])}</h2><figure class='fig'>{svg}<figcaption>{e(NOTES[name])}</figcaption>"
+            "</figure>"
         )
         if name == "frontier":
             rule, picked = frontier_picked(run)

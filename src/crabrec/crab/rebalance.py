@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from crabrec.config import CrabConfig
 from crabrec.crab.reg_kmeans import Units, reg_kmeans
 from crabrec.errors import CrabError
+from crabrec.progress import progress as bar
 from crabrec.sid.codebook import Codebook
 
 
@@ -83,7 +83,7 @@ def rebalance(cb: Codebook, freq: np.ndarray, cfg: CrabConfig, seed: int, progre
         selected = [int(c) for c in order[:n_split] if pop[c] > 0]
         split_count, created = 0, 0
         last = level == cb.semantic_levels - 1
-        for c in tqdm(selected, desc=f"rebalance level {cb.prefixes[level]}", disable=not progress, leave=False):
+        for c in bar(selected, f"rebalance level {cb.prefixes[level]}", show=progress):
             items = np.flatnonzero(codes[:, level] == c)
             if last:
                 unit_of = np.arange(len(items))

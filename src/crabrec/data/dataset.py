@@ -14,18 +14,29 @@ PAD = -1
 
 @dataclass
 class Samples:
-    """(history -> target) rows; ``history`` is ``[N, H]`` item indices, oldest first, ``PAD``-padded at the end."""
+    """(history -> target) rows; ``history`` is ``[N, H]`` item indices, oldest first, ``PAD``-padded at the end.
+
+    ``seen`` (``[N, S]``, ``PAD``-padded, or None): items a ranker must not return for the row (a user's whole
+    history when recommending with exclude-seen; None in evaluation, which follows the paper's protocol)."""
 
     user: np.ndarray
     history: np.ndarray
     length: np.ndarray
     target: np.ndarray
+    seen: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.target.shape[0])
 
     @classmethod
-    def from_rows(cls, users: list[int], histories: list[list[int]], targets: list[int], max_history: int) -> Samples:
+    def from_rows(
+        cls,
+        users: list[int],
+        histories: list[list[int]],
+        targets: list[int],
+        max_history: int,
+        seen: list[list[int]] | None = None,
+    ) -> Samples:
         n = len(targets)
         hist = np.full((n, max_history), PAD, dtype=np.int64)
         length = np.zeros(n, dtype=np.int64)
@@ -38,10 +49,12 @@ class Samples:
             history=hist,
             length=length,
             target=np.asarray(targets, dtype=np.int64).reshape(n),
+            seen=None if seen is None else padded(seen),
         )
 
     def take(self, index: np.ndarray) -> Samples:
-        return Samples(self.user[index], self.history[index], self.length[index], self.target[index])
+        seen = None if self.seen is None else self.seen[index]
+        return Samples(self.user[index], self.history[index], self.length[index], self.target[index], seen)
 
     def history_items(self) -> np.ndarray:
         """All history entries of all rows, flattened (repeats across rows count)."""
@@ -50,6 +63,14 @@ class Samples:
 
     def rows(self) -> list[list[int]]:
         return [self.history[r, : self.length[r]].tolist() for r in range(len(self))]
+
+
+def padded(rows: list[list[int]]) -> np.ndarray:
+    """Lists of item indices as one ``[N, max length]`` array, ``PAD``-padded (at least one column)."""
+    out = np.full((len(rows), max([1, *map(len, rows)])), PAD, dtype=np.int64)
+    for r, row in enumerate(rows):
+        out[r, : len(row)] = row
+    return out
 
 
 @dataclass

@@ -70,7 +70,10 @@ def detect_format(path: Path) -> str:
             return "recbole"
         if path.suffix in (".csv", ".tsv", ".parquet"):
             return "table"
-        raise CrabError(f"{path}: cannot tell the layout from the file name; set data.format")
+        raise CrabError(
+            f"{path}: cannot tell the layout from the file name (expected .csv, .tsv, .parquet, .inter or "
+            ".inter.json); set --format"
+        )
     if any((path / s).is_dir() for s in SPLIT_NAMES):
         return "minionerec"
     if list(path.glob("reviews_*_5.json*")):
@@ -83,10 +86,11 @@ def detect_format(path: Path) -> str:
         return "lcrec"
     if list(path.glob("*.inter")):
         return "recbole"
+    if any(p.suffix in (".csv", ".tsv", ".parquet") for p in path.iterdir()):
+        return "table"
     raise CrabError(
-        f"{path}: no known layout found (expected <name>.inter.json, <name>.inter, train|valid|test/ folders, or "
-        "raw Amazon review + meta_<Category> files); "
-        "set data.format"
+        f"{path}: no known layout found (expected <name>.inter.json, <name>.inter, train|valid|test/ folders, "
+        "CSV/TSV/Parquet tables, or raw Amazon review + meta_<Category> files); set data.format"
     )
 
 
@@ -291,18 +295,9 @@ def _recbole_frame(path: Path) -> pd.DataFrame:
 
 
 def _load_table(path: Path, cfg: DataConfig) -> Dataset:
-    if not path.is_file():
-        raise CrabError(f"{path}: the table layout expects an interaction file (CSV or parquet)")
-    inter = _read_csv(path)
-    _require_columns(inter, path, (cfg.user_col, cfg.item_col))
-    if not cfg.item_table:
-        raise CrabError(f"{path}: the table layout needs data.item_table (an item table with text columns)")
-    item_path = Path(cfg.item_table)
-    items_df = _read_csv(item_path)
-    _require_columns(items_df, item_path, (cfg.item_col,))
-    items = _items_from_frame(items_df, cfg.item_col, item_path)
-    ts = _timestamps(inter[cfg.time_col], path) if cfg.time_col and cfg.time_col in inter.columns else None
-    return _group_interactions(path.stem, path, inter, cfg.user_col, cfg.item_col, ts, items, str(path))
+    from crabrec.data.table import load_table
+
+    return load_table(path, cfg)
 
 
 def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, dict[str, str]]:

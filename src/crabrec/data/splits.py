@@ -11,13 +11,20 @@ from crabrec.errors import CrabError
 def resolve_split(dataset: Dataset, split: str) -> str:
     """``auto``: the files' own split if there is one, else the recipe's (raw Amazon data), else global_time with
     timestamps, else leave_one_out."""
+    return split_reason(dataset, split)[0]
+
+
+def split_reason(dataset: Dataset, split: str) -> tuple[str, str]:
+    """``(split, why)``: the split :func:`resolve_split` picks and the reason, in words a log line can show."""
     if split != "auto":
-        return split
+        return split, "data.split"
     if dataset.given is not None:
-        return "given"
+        return "given", "the files ship their own split"
     if dataset.split_hint is not None:
-        return dataset.split_hint
-    return "global_time" if dataset.timestamps is not None else "leave_one_out"
+        return dataset.split_hint, "the preparation recipe's split (data.recipe)"
+    if dataset.timestamps is not None:
+        return "global_time", "the data has timestamps; --set data.split=leave_one_out for per-user leave-one-out"
+    return "leave_one_out", "the data has no timestamps: each user's last item is the test target"
 
 
 def make_splits(dataset: Dataset, split: str = "auto", max_history: int = 10) -> Splits:

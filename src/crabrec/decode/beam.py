@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from crabrec.decode.exclude import entering
 from crabrec.decode.processors import LevelProcessor
 from crabrec.decode.shared_prefix import SharedPrefixDecoder, supports
 from crabrec.decode.trie import SidTrie
@@ -21,6 +22,7 @@ from crabrec.models.decoder import N_SPECIAL, positions
 NEG = float("-inf")
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (surviving beam rows, tokens [B*k, 1]) -> logits
 Processors = Sequence[LevelProcessor]
+Excluded = list[torch.Tensor] | None  # per level: [B, width] nodes each row may not enter (decode.exclude)
 
 
 @torch.no_grad()
@@ -33,16 +35,18 @@ def beam_search(
     base: int = N_SPECIAL,
     shared_prefix: bool = True,
     processors: Processors = (),
+    exclude: Excluded = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Causal LM over left-padded histories: top-``beam`` distinct SIDs -> ``(sid [B, beam] (-1 = none), score)``.
 
     ``base`` = vocabulary id of the codebook's global token 0 (a pretrained backbone's first SID token);
     ``shared_prefix=False`` forces the generic HF-forward prefill and steps (the fast path's reference);
-    ``processors`` change each level's scores (:mod:`crabrec.decode.processors`)."""
+    ``processors`` change each level's scores (:mod:`crabrec.decode.processors`); ``exclude`` holds the trie nodes
+    each row may not enter (:mod:`crabrec.decode.exclude`)."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft: LoRA layers stay active
     if shared_prefix and supports(inner):
         decoder = SharedPrefixDecoder(inner)
-        return constrained_search(decoder.prefill(ids, mask), decoder.step, trie, beam, base, processors)
+        return constrained_search(decoder.prefill(ids, mask), decoder.step, trie, beam, base, processors, exclude)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True, logits_to_keep=1)
     first = out.logits[:, -1]
     state = {"cache": out.past_key_values, "attn": mask, "pos": positions(mask)[:, -1:]}
@@ -61,12 +65,18 @@ def beam_search(
         state["cache"] = nxt.past_key_values
         return nxt.logits[:, -1]
 
-    return constrained_search(first, step, trie, beam, base, processors)
+    return constrained_search(first, step, trie, beam, base, processors, exclude)
 
 
 @torch.no_grad()
 def seq2seq_beam_search(
-    model, trie: SidTrie, ids: torch.Tensor, mask: torch.Tensor, beam: int, processors: Processors = ()
+    model,
+    trie: SidTrie,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    beam: int,
+    processors: Processors = (),
+    exclude: Excluded = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Encoder-decoder (T5/TIGER): the encoder runs once; the decoder's self- and cross-attention caches are reused."""
     hidden = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
@@ -87,7 +97,7 @@ def seq2seq_beam_search(
         state["cache"] = nxt.past_key_values
         return nxt.logits[:, -1]
 
-    return constrained_search(out.logits[:, -1], step, trie, beam, processors=processors)
+    return constrained_search(out.logits[:, -1], step, trie, beam, processors=processors, exclude=exclude)
 
 
 def constrained_search(
@@ -97,12 +107,14 @@ def constrained_search(
     beam: int,
     base: int = N_SPECIAL,
     processors: Processors = (),
+    exclude: Excluded = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Beam search over the trie's levels, vectorized over batch × beam; ``logits`` = first step's ``[B, V]``.
 
     Log-probs are normalised over the full vocabulary (as HF does), but only the level's slice is materialised.
     Each of ``processors`` maps ``(level, node, level log-probs)`` to the scores the beams are ranked and pruned by
-    (the returned scores are their sums); the trie mask comes after them."""
+    (the returned scores are their sums); the trie mask comes after them, and with it ``exclude[t]``: the nodes at
+    depth ``t+1`` each row may not enter."""
     b, device = logits.shape[0], logits.device
     child, leaf_sid = trie.tables(device)
     node = torch.zeros(b, 1, dtype=torch.long, device=device)
@@ -115,7 +127,10 @@ def constrained_search(
             level = process(t, node.reshape(-1), level)
         k_prev = node.shape[1]
         nxt = child[t][node.reshape(-1)]  # [B*k, K_t]
-        cand = score.reshape(-1, 1) + level.masked_fill(nxt < 0, NEG)
+        invalid = nxt < 0
+        if exclude is not None:
+            invalid |= entering(nxt, exclude[t])
+        cand = score.reshape(-1, 1) + level.masked_fill(invalid, NEG)
         cand = cand.masked_fill(torch.isinf(score.reshape(-1, 1)), NEG)
         flat = cand.view(b, k_prev * trie.sizes[t])
         score, idx = flat.topk(min(beam, flat.shape[1]), dim=1)

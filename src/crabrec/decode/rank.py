@@ -6,13 +6,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from crabrec.data.dataset import Samples
 from crabrec.decode.beam import Processors, beam_search, seq2seq_beam_search
+from crabrec.decode.exclude import excluded_nodes
 from crabrec.decode.trie import SidTrie
 from crabrec.metrics import coverage, group_hit_rate, group_unfairness, popular_share, ranking_metrics
 from crabrec.models.decoder import N_SPECIAL, Prompt, encode_rows
+from crabrec.progress import progress as bar
 
 
 def rank_samples(
@@ -31,14 +32,19 @@ def rank_samples(
     """``(items [N, beam], scores [N, beam])``: each slot is the first item of a generated SID (-1 = empty).
 
     Works for the causal decoder (``prompt``/``base`` for a pretrained backbone) and for TIGER
-    (``config.is_encoder_decoder``); ``processors`` adjust the search's scores level by level."""
+    (``config.is_encoder_decoder``); ``processors`` adjust the search's scores level by level. Rows with
+    ``samples.seen`` items never get them back (:mod:`crabrec.decode.exclude`)."""
     seq2seq = bool(getattr(model.config, "is_encoder_decoder", False))
     rep = torch.from_numpy(trie.representative())
     device = next(model.parameters()).device
     items = np.full((len(samples), beam), -1, dtype=np.int64)
     scores = np.full((len(samples), beam), -np.inf, dtype=np.float32)
     model.eval()
-    for start in tqdm(range(0, len(samples), batch_size), desc=desc, disable=not progress, leave=False):
+
+    def excluded(rows: slice):
+        return None if samples.seen is None else excluded_nodes(trie, samples.seen[rows], device)
+
+    for start in bar(range(0, len(samples), batch_size), desc, show=progress):
         rows = slice(start, start + batch_size)
         if seq2seq:
             from crabrec.models.tiger import encode_inputs
@@ -46,10 +52,14 @@ def rank_samples(
             ids, mask = encode_inputs(
                 model.config, samples.user[rows], samples.history[rows], samples.length[rows], tokens
             )
-            sid, score = seq2seq_beam_search(model, trie, ids.to(device), mask.to(device), beam, processors)
+            sid, score = seq2seq_beam_search(
+                model, trie, ids.to(device), mask.to(device), beam, processors, exclude=excluded(rows)
+            )
         else:
             ids, mask, _ = encode_rows(samples.history[rows], samples.length[rows], None, tokens, prompt)
-            sid, score = beam_search(model, trie, ids.to(device), mask.to(device), beam, base, processors=processors)
+            sid, score = beam_search(
+                model, trie, ids.to(device), mask.to(device), beam, base, processors=processors, exclude=excluded(rows)
+            )
         sid, score = sid.cpu(), score.cpu()
         got = torch.where(sid >= 0, rep[sid.clamp(min=0)], torch.full_like(sid, -1)).numpy()
         items[rows, : got.shape[1]] = got

@@ -102,9 +102,23 @@ def _load() -> None:
 
 
 def _builtin() -> list[Method]:
-    from crabrec.methods import crab, crab_ppd, d2lr, mor, ppd, ppd_rr, rr, rw, sasrec, tiger
+    from crabrec.methods import (
+        crab,
+        crab_ppd,
+        d2lr,
+        mor,
+        most_popular,
+        ppd,
+        ppd_rr,
+        random_items,
+        rr,
+        rw,
+        sasrec,
+        tiger,
+    )
 
     return [
         *(mor.METHOD, tiger.METHOD, sasrec.METHOD, rw.METHOD, rr.METHOD, d2lr.METHOD, crab.METHOD),
         *(ppd.METHOD, ppd_rr.METHOD, crab_ppd.METHOD),
+        *(most_popular.METHOD, random_items.METHOD),
     ]

@@ -65,7 +65,7 @@ class SasrecRanker:
     def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
         from crabrec.models.sasrec import top_full
 
-        return top_full(self.model, rows.history, rows.length, self.width)
+        return top_full(self.model, rows.history, rows.length, self.width, seen=rows.seen)
 
 
 def sasrec_ranker(files, cfg, beam: int | None = None) -> SasrecRanker:

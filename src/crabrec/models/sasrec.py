@@ -102,16 +102,29 @@ def rank_full(model: SASRec, history: np.ndarray, length: np.ndarray, k: int, ba
 
 @torch.no_grad()
 def top_full(
-    model: SASRec, history: np.ndarray, length: np.ndarray, k: int, batch_size: int = 512
+    model: SASRec,
+    history: np.ndarray,
+    length: np.ndarray,
+    k: int,
+    batch_size: int = 512,
+    seen: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(items [N, k], scores [N, k])``: each row's top-``k`` items by full ranking, with their logits."""
+    """``(items [N, k], scores [N, k])``: each row's top-``k`` items by full ranking, with their logits; a row's
+    ``seen`` items (``[N, S]``, -1 padded) are left out (-1 slots where fewer than ``k`` items remain)."""
     model.eval()
     device = model.items.weight.device
     items, scores = [], []
     for s in range(0, len(history), batch_size):
         h, n = to_tensors(history[s : s + batch_size], length[s : s + batch_size], model.config.n_items)
-        top = model.scores(h.to(device), n.to(device)).topk(k, dim=1)
-        items.append(top.indices.cpu().numpy())
+        logits = model.scores(h.to(device), n.to(device))
+        if seen is not None:
+            block = torch.from_numpy(seen[s : s + batch_size]).to(device)
+            rows, cols = torch.nonzero((block >= 0) & (block < logits.shape[1]), as_tuple=True)
+            logits[rows, block[rows, cols]] = float("-inf")
+        top = logits.topk(k, dim=1)
+        got = top.indices.cpu().numpy()
+        got[~np.isfinite(top.values.float().cpu().numpy())] = -1
+        items.append(got)
         scores.append(top.values.float().cpu().numpy())
     if not items:
         return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)

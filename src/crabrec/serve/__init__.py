@@ -62,3 +62,21 @@ def url(sock) -> str:
     """``http://host:port`` of a bound socket (IPv6 hosts in brackets)."""
     host, port = sock.getsockname()[:2]
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def make_server(config):
+    """A ``uvicorn.Server`` that says why it stops: a signal logs one line, then in-flight requests finish."""
+    import logging
+    import signal
+
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame) -> None:
+            if not self.should_exit:
+                logging.getLogger("crabrec").info(
+                    "received %s: finishing the requests in flight, then stopping", signal.Signals(sig).name
+                )
+            super().handle_exit(sig, frame)
+
+    return _Server(config)

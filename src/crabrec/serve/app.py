@@ -1,4 +1,5 @@
-"""The HTTP service: ``POST /recommend``, ``GET /health``, ``GET /models`` and OpenAPI docs at ``/docs``.
+"""The HTTP service: ``POST /recommend``, ``GET /health``, ``GET /models`` and the API's docs at ``/docs`` (served
+without a CDN, see :mod:`.docs`). Every request gets one access-log line on the ``crabrec.access`` logger.
 
 Every served method is a :class:`~crabrec.recommender.Recommender` behind its own
 :class:`~crabrec.serve.batcher.DynamicBatcher`. The request body is read and checked here (size limit, JSON, schema,
@@ -8,6 +9,8 @@ catalogue), so every bad request gets a 4xx with a one-line ``{"error": ...}`` a
 from __future__ import annotations
 
 import json
+import logging
+import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -23,6 +26,7 @@ from crabrec.recommender import Recommendation, Recommender
 from crabrec.serve.batcher import DynamicBatcher
 
 ItemIds = list[StrictStr | StrictInt]
+access = logging.getLogger("crabrec.access")
 
 
 class RecommendRequest(BaseModel):
@@ -37,6 +41,7 @@ class RecommendRequest(BaseModel):
     user: StrictInt | None = Field(None, description="with `history`: the run's user index (TIGER reads it)")
     users: list[StrictInt] | None = Field(None, description="with `histories`: one user index per history")
     drop_unknown: StrictBool = Field(False, description="ignore item ids outside the catalogue instead of a 422")
+    exclude_seen: StrictBool = Field(True, description="never recommend an item of the history (default true)")
 
 
 class RecommendResponse(BaseModel):
@@ -68,7 +73,7 @@ def create_app(
     """The FastAPI app serving ``recommenders`` (method -> loaded recommender) of the run at ``run_dir``."""
     from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, Response
+    from fastapi.responses import HTMLResponse, JSONResponse, Response
     from starlette.exceptions import HTTPException
 
     if not recommenders:
@@ -87,13 +92,33 @@ def create_app(
         yield
         for b in batchers.values():
             await b.stop()
+        served = sum(b.stats.get("histories", 0) for b in batchers.values())
+        logging.getLogger("crabrec").info("stopped: %d histories ranked", served)
 
     app = FastAPI(
         title="crabrec",
         summary=f"Recommendations from the trained run {Path(run_dir).resolve().name}",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.batchers = batchers
+
+    @app.middleware("http")
+    async def access_log(request, call_next):
+        start = time.perf_counter()
+        response = await call_next(request)
+        client = request.client.host if request.client else "-"
+        ms = 1000 * (time.perf_counter() - start)
+        access.info('%s "%s %s" %d %.1f ms', client, request.method, request.url.path, response.status_code, ms)
+        return response
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        from crabrec.serve.docs import docs_page
+
+        example = {"history": next(iter(recommenders.values())).item_ids[:3], "k": 10}
+        return HTMLResponse(docs_page(app.openapi(), example))
 
     def error(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": clip(" ".join(str(message).split()), 300)}, status_code=status)
@@ -159,7 +184,7 @@ def create_app(
         users = [body.user] if body.user is not None else body.users
         try:
             rec.check_k(body.k)
-            rows = rec.samples(histories, users, body.drop_unknown)
+            rows = rec.samples(histories, users, body.drop_unknown, body.exclude_seen)
         except CrabError as exc:
             raise BadRequest(422, str(exc)) from None
         items, scores = await batchers[method].submit(rows)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from crabrec.data.dataset import Samples
+from crabrec.data.dataset import Samples, padded
 
 RankFn = Callable[[Samples], tuple[np.ndarray, np.ndarray]]
 
@@ -35,7 +35,10 @@ def concat(parts: list[Samples]) -> Samples:
     if len(parts) == 1:
         return parts[0]
     keys = ("user", "history", "length", "target")
-    return Samples(*(np.concatenate([getattr(p, k) for p in parts]) for k in keys))
+    seen = None
+    if any(p.seen is not None for p in parts):  # a row that excludes nothing gets an all-PAD row
+        seen = padded([r.tolist() for p in parts for r in (p.seen if p.seen is not None else [[]] * len(p))])
+    return Samples(*(np.concatenate([getattr(p, k) for p in parts]) for k in keys), seen=seen)
 
 
 MAX_WAIT_MS = 10_000.0  # a batch that waits longer for company than this would hold its first request too long

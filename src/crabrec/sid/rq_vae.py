@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from crabrec.config import TokenizeConfig
 from crabrec.io import atomic_path, write_text
+from crabrec.progress import progress as progress_bar
 from crabrec.sid.rq_kmeans import Quantized, kmeans
 
 
@@ -126,7 +126,7 @@ def train_rqvae(
     model.kmeans_init(first, seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     history: list[float] = []
-    bar = tqdm(range(epochs), desc="rq-vae", disable=not progress, leave=False)
+    bar = progress_bar(range(epochs), "rq-vae", show=progress)
     for _ in bar:
         perm = torch.randperm(len(data), generator=gen)
         total, count = 0.0, 0
@@ -141,6 +141,7 @@ def train_rqvae(
             total += float(loss.detach()) * len(batch)
             count += len(batch)
         history.append(total / count)
-        bar.set_postfix(loss=f"{history[-1]:.4f}")
+        if hasattr(bar, "set_postfix"):
+            bar.set_postfix(loss=f"{history[-1]:.4f}")
     model.eval()
     return model, history

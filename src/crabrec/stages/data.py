@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -10,14 +11,18 @@ from crabrec.errors import CrabError
 from crabrec.io import write_json, write_npz
 from crabrec.pipeline import RunContext, Stage
 
+log = logging.getLogger("crabrec")
+
 
 def run_data(ctx: RunContext) -> dict[str, Any]:
     from crabrec.data import compute_popularity, load_dataset, make_splits
+    from crabrec.data.splits import split_reason
     from crabrec.data.stats import dataset_stats
 
     cfg, files = ctx.cfg.data, ctx.files
     ds = load_dataset(cfg)
     splits = make_splits(ds, cfg.split, cfg.max_history)
+    log.info("%s: split %s (%s)", ds.name, *split_reason(ds, cfg.split))
     for part in ("train", "valid", "test"):
         if len(getattr(splits, part)) == 0:
             hint = "; with leave_one_out a user needs 4 interactions for a training row" if part == "train" else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -10,6 +11,8 @@ import numpy as np
 from crabrec.errors import CrabError
 from crabrec.io import load_npy, write_json, write_npy
 from crabrec.pipeline import RunContext, Stage
+
+log = logging.getLogger("crabrec")
 
 
 def run_embed(ctx: RunContext) -> dict[str, Any]:
@@ -68,7 +71,9 @@ def run_tokenize(ctx: RunContext) -> dict[str, Any]:
 
     files, tok = ctx.files, ctx.cfg.tokenize
     items = files.load_items()
-    item_ids, source = items["item_ids"], tok.item_vectors
+    item_ids, source = items["item_ids"], vector_source(ctx)
+    if source != tok.item_vectors:
+        log.info("%s: no item text, so the semantic IDs cluster SASRec's item embeddings", items.get("name") or "data")
     wants_text = source != "sasrec"
     parts: list[tuple[str, np.ndarray]] = []  # (where from, vectors)
     if wants_text and files.has_embeddings():
@@ -92,6 +97,15 @@ def run_tokenize(ctx: RunContext) -> dict[str, Any]:
     return summary if source == "text" else summary | {"item_vectors": source, "dim": int(vectors.shape[1])}
 
 
+def vector_source(ctx: RunContext) -> str:
+    """What the quantizer clusters: ``tokenize.item_vectors``, except that ids-only data (no item text) with the
+    default ``text`` and a clustering quantizer uses SASRec's item embeddings instead of failing."""
+    tok = ctx.config.tokenize
+    if tok.item_vectors != "text" or tok.quantizer == "import" or not ctx.files.items.is_file():
+        return tok.item_vectors
+    return "text" if ctx.files.load_items().get("has_text", True) else "sasrec"
+
+
 def sasrec_vectors(files) -> np.ndarray:
     """The trained SASRec's item embeddings ``[n_items, hidden]`` (its last row, the padding, left out)."""
     from safetensors.numpy import load_file
@@ -112,7 +126,7 @@ def join_vectors(parts: list[np.ndarray]) -> np.ndarray:
 
 def vectors_stage(ctx: RunContext) -> tuple[str, ...]:
     """``tokenize`` also needs the trained SASRec when its SASRec item embeddings are clustered."""
-    return ("sasrec",) if ctx.config.tokenize.item_vectors != "text" else ()
+    return ("sasrec",) if vector_source(ctx) != "text" else ()
 
 
 def save_codebook(ctx: RunContext, cb) -> dict[str, Any]:

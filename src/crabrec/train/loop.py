@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from crabrec.config import LoopConfig
 from crabrec.errors import CrabError, reason
 from crabrec.io import write_folder, write_json
+from crabrec.progress import progress
 
 log = logging.getLogger("crabrec")
 
@@ -245,7 +245,7 @@ def train(
         model.train()
         total_loss, count = 0.0, 0
         epoch_start = time.perf_counter()
-        bar = tqdm(plans[epoch], desc=f"epoch {epoch}", leave=False, disable=not accelerator.is_main_process)
+        bar = progress(plans[epoch], f"epoch {epoch}", show=accelerator.is_main_process)
         world = accelerator.num_processes
         for whole in bar:
             index = whole[accelerator.process_index :: world]  # data parallel: a share each
@@ -268,7 +268,8 @@ def train(
                 )
             total_loss += value * weight
             count += weight
-            bar.set_postfix(loss=f"{total_loss / max(count, 1):.4f}")
+            if hasattr(bar, "set_postfix"):
+                bar.set_postfix(loss=f"{total_loss / max(count, 1):.4f}")
         if world > 1:  # the epoch's mean loss over every process's rows
             sums = accelerator.reduce(torch.tensor([total_loss, float(count)], device=accelerator.device), "sum")
             total_loss, count = float(sums[0]), int(sums[1])

@@ -1,0 +1,62 @@
+"""The floors every number in Table 1 is read against: the most popular items, and items drawn at random.
+
+Neither is trained. Both rank item ids (no SIDs), over the whole catalogue, and leave out a row's ``seen`` items
+when asked (:class:`~crabrec.data.dataset.Samples`), as the other rankers do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from crabrec.data.dataset import Samples
+
+
+class MostPopularRanker:
+    """Every row gets the catalogue's items by training frequency (ties: lower item index first); the score is the
+    item's number of training interactions."""
+
+    trie = None
+    block = 4096
+
+    def __init__(self, freq: np.ndarray, width: int) -> None:
+        self.freq = np.asarray(freq, dtype=np.float64)
+        self.order = np.lexsort((np.arange(len(self.freq)), -self.freq))
+        self.width = min(width, len(self.freq))
+
+    def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        items = np.full((len(rows), self.width), -1, dtype=np.int64)
+        if rows.seen is None:
+            items[:] = self.order[: self.width]
+        else:
+            for r in range(len(rows)):
+                keep = self.order[~np.isin(self.order, rows.seen[r])]
+                items[r, : min(self.width, len(keep))] = keep[: self.width]
+        scores = np.where(items >= 0, self.freq[np.maximum(items, 0)], -np.inf).astype(np.float32)
+        return items, scores
+
+
+class RandomRanker:
+    """Every row gets ``width`` distinct items drawn uniformly; a row's draw depends only on the seed and the row's
+    history, so it is the same whatever batch the row is ranked in. Scores are 0."""
+
+    trie = None
+    block = 4096
+
+    def __init__(self, n_items: int, width: int, seed: int) -> None:
+        self.n_items, self.width, self.seed = n_items, min(width, n_items), seed
+
+    def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        items = np.full((len(rows), self.width), -1, dtype=np.int64)
+        for r in range(len(rows)):
+            history = rows.history[r, : rows.length[r]]
+            digest = hashlib.sha256(np.ascontiguousarray(history, dtype=np.int64).tobytes()).digest()
+            rng = np.random.default_rng([self.seed, int.from_bytes(digest[:8], "little")])
+            pool = np.arange(self.n_items)
+            if rows.seen is not None:
+                pool = pool[~np.isin(pool, rows.seen[r])]
+            got = rng.permutation(pool)[: self.width]
+            items[r, : len(got)] = got
+        scores = np.where(items >= 0, 0.0, -np.inf).astype(np.float32)
+        return items, scores

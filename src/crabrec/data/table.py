@@ -1,0 +1,200 @@
+"""The ``table`` layout: a plain CSV/TSV/Parquet of interactions, optionally with an item table.
+
+Column names are detected when the configured ones (``data.user_col``, ``data.item_col``, ``data.time_col``) are
+at their defaults and absent: ``user_id``, ``userId``, ``movieId``, ``date`` and the like (see the ``*_NAMES``
+below). Timestamps may be Unix seconds, milliseconds (or finer), or dates such as ``2023-01-06 05:00:00``. The item
+table has its own id column (``data.item_table_id_col``, else the interaction file's item column, else detected); its
+other columns are the item text. Without an item table the data is ids-only. A folder holding one interaction file
+(and at most one item table) is read as if both files had been named.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from crabrec.config import DataConfig
+from crabrec.data.dataset import Dataset
+from crabrec.errors import CrabError, clip
+
+log = logging.getLogger("crabrec")
+
+SUFFIXES = (".csv", ".tsv", ".parquet")
+USER_NAMES = ("user", "user_id", "userid", "uid", "customer_id", "reviewer_id", "reviewerid", "visitor_id")
+ITEM_NAMES = (
+    "item", "item_id", "itemid", "iid", "movie_id", "movieid", "product_id", "productid", "asin", "parent_asin",
+    "article_id", "book_id", "isbn", "track_id", "song_id",
+)  # fmt: skip
+TIME_NAMES = ("timestamp", "time", "date", "datetime", "ts", "unix_time", "unixreviewtime", "event_time", "created_at")
+DEFAULTS = {"user_col": "user", "item_col": "item", "time_col": "timestamp"}
+
+
+def _norm(name: object) -> str:
+    """``userId``, ``User ID`` and ``user_id`` compare equal (a RecBole ``:type`` suffix is ignored)."""
+    return re.sub(r"[^a-z0-9]", "", str(name).split(":")[0].lower())
+
+
+def find_column(columns: list[str], configured: str | None, default: str | None, names: tuple[str, ...]) -> str | None:
+    """The column to use: the configured one if present; when that is the default and absent, the first column
+    whose name is one of ``names`` (compared without case, spaces or underscores); else None."""
+    if configured in columns:
+        return configured
+    if configured != default:
+        return None
+    by_norm = {_norm(c): c for c in reversed(columns)}
+    return next((by_norm[_norm(n)] for n in names if _norm(n) in by_norm), None)
+
+
+def read_table(path: Path, header_only: bool = False) -> pd.DataFrame:
+    """A CSV (delimiter sniffed from the header: comma, tab, semicolon or bar), TSV or Parquet file, as strings."""
+    if not path.is_file():
+        raise CrabError(f"{path}: file not found")
+    try:
+        if path.suffix == ".parquet":
+            if header_only:
+                import pyarrow.parquet as pq
+
+                return pd.DataFrame(columns=pq.read_schema(path).names)
+            return pd.read_parquet(path).astype(str)
+        with path.open(encoding="utf-8", errors="replace") as f:
+            header = f.readline()
+        sep = "\t" if path.suffix == ".tsv" else max(",\t;|", key=header.count)
+        return pd.read_csv(
+            path, sep=sep, dtype=str, keep_default_na=False, nrows=0 if header_only else None, encoding_errors="replace"
+        )
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, OSError, ImportError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CrabError(f"{path}: cannot parse table ({msg})") from None
+
+
+def _missing(path: Path, what: str, key: str, configured: str | None, names: tuple[str, ...], cols) -> CrabError:
+    found = ", ".join(map(str, cols)) or "none"
+    if configured != DEFAULTS.get(key.rpartition(".")[2]):
+        return CrabError(f"{path}: {key}={configured!r}: no such column (found {found}); set {key} to one of them")
+    looked = ", ".join(names[:6]) + ", ..."
+    return CrabError(
+        f"{path}: no {what} column (looked for {looked}; found {found}); name it with --set {key}=<column>"
+    )
+
+
+def timestamps(values: pd.Series, path: Path, column: str) -> np.ndarray:
+    """Unix seconds from a column of numbers (seconds; milliseconds, microseconds or nanoseconds when every value is
+    too large to be seconds) or of dates (ISO 8601, or another format pandas reads)."""
+    text = values.astype(str).str.strip()
+    numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
+    if np.isfinite(numbers).all():
+        smallest = float(np.abs(numbers).min()) if len(numbers) else 0.0
+        for scale in (1e18, 1e15, 1e12):  # ns, µs, ms: no date before 2001 is that large in seconds
+            if smallest >= scale:
+                return numbers / (scale / 1e9)
+        return numbers
+    if np.isfinite(numbers).mean() > 0.5:  # mostly numbers: the others are typos, not dates
+        row = int(np.flatnonzero(~np.isfinite(numbers))[0])
+        raise CrabError(
+            f"{path}: row {row + 2}: {column} {clip(repr(values.iloc[row]))} is not a number (Unix time); fix the "
+            f"row, or --set data.time_col=null to order each user's rows as they appear"
+        )
+    dates = pd.to_datetime(text, errors="coerce", utc=True, format="ISO8601")
+    if dates.isna().any():
+        dates = dates.fillna(pd.to_datetime(text, errors="coerce", utc=True, format="mixed"))
+    bad = np.flatnonzero(dates.isna().to_numpy())
+    if len(bad):
+        row = int(bad[0])
+        raise CrabError(
+            f"{path}: row {row + 2}: {column} {clip(repr(values.iloc[row]))} is neither Unix time nor a date "
+            "(e.g. 2023-01-06 05:00:00); fix the row, or --set data.time_col=null to order each user's rows as they "
+            "appear"
+        )
+    return (dates - pd.Timestamp("1970-01-01", tz="UTC")).dt.total_seconds().to_numpy(dtype=np.float64)
+
+
+def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
+    """``(interactions, item table)`` in a folder of tables: the one file with user and item columns, and the one
+    other file with an item column (or ``data.item_table``)."""
+    tables = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and p.is_file())
+    inter, others = [], []
+    for p in tables:
+        cols = list(read_table(p, header_only=True).columns)
+        has_user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES) is not None
+        (inter if has_user else others).append(p)
+    names = ", ".join(p.name for p in tables) or "none"
+    if len(inter) != 1:
+        raise CrabError(
+            f"{path}: expected one interaction table (user and item columns) among {names}, found {len(inter)}; "
+            "name it with --data FILE (and the item table with --items FILE)"
+        )
+    if cfg.item_table:
+        return inter[0], Path(cfg.item_table)
+    if len(others) > 1:
+        raise CrabError(
+            f"{path}: several item tables ({', '.join(p.name for p in others)}); name one with --items FILE"
+        )
+    return inter[0], others[0] if others else None
+
+
+def load_table(path: Path, cfg: DataConfig) -> Dataset:
+    from crabrec.data.loaders import _group_interactions, _items_from_frame
+
+    if path.is_dir():
+        path, item_path = resolve_folder(path, cfg)
+        log.info(
+            "%s: interactions from %s%s", path.parent, path.name, f", items from {item_path.name}" if item_path else ""
+        )
+    else:
+        item_path = Path(cfg.item_table) if cfg.item_table else None
+    inter = read_table(path)
+    cols = list(inter.columns)
+    user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
+    if user is None:
+        raise _missing(path, "user", "data.user_col", cfg.user_col, USER_NAMES, cols)
+    item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    if item is None:
+        raise _missing(path, "item", "data.item_col", cfg.item_col, ITEM_NAMES, cols)
+    time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES) if cfg.time_col else None
+    if cfg.time_col and cfg.time_col != DEFAULTS["time_col"] and time is None:
+        raise _missing(path, "time", "data.time_col", cfg.time_col, TIME_NAMES, cols)
+    for role, col in (("user", user), ("item", item)):
+        empty = np.flatnonzero(inter[col].astype(str).str.strip().to_numpy() == "")
+        if len(empty):
+            raise CrabError(f"{path}: row {int(empty[0]) + 2}: empty {role} id in column {col!r}")
+    ts = timestamps(inter[time], path, time) if time else None
+    detected = {k: v for k, v in (("user", user), ("item", item), ("time", time)) if v}
+    log.info("%s: columns %s", path.name, ", ".join(f"{k}={v}" for k, v in detected.items()))
+    if item_path is None:
+        items = {raw: {} for raw in inter[item].astype(str).unique()}
+        ds = _group_interactions(dataset_name(path), path, inter, user, item, ts, items, str(path))
+        ds.has_text = False
+        ds.notes.append("no item table: ids-only data, semantic IDs come from SASRec's item embeddings")
+        return ds
+    table = read_table(item_path)
+    table_cols = list(table.columns)
+    if cfg.item_table_id_col is not None:
+        id_col = cfg.item_table_id_col if cfg.item_table_id_col in table_cols else None
+        if id_col is None:
+            raise _missing(item_path, "item id", "data.item_table_id_col", cfg.item_table_id_col, (), table_cols)
+    else:
+        id_col = item if item in table_cols else find_column(table_cols, "item", "item", (*ITEM_NAMES, "id"))
+        if id_col is None:
+            raise CrabError(
+                f"{item_path}: no item id column (looked for {item} and {', '.join(ITEM_NAMES[:6])}, ...; found "
+                f"{', '.join(map(str, table_cols)) or 'none'}); name it with --set data.item_table_id_col=<column>"
+            )
+    items = _items_from_frame(table, id_col, item_path)
+    ds = _group_interactions(dataset_name(path), path, inter, user, item, ts, items, str(path))
+    if not any(v.strip() for rec in ds.item_text for v in rec.values()):
+        ds.has_text = False
+        ds.notes.append(f"{item_path.name} has no text columns: ids-only data")
+    return ds
+
+
+def dataset_name(path: Path) -> str:
+    """``ratings.csv`` -> ``ratings``; ``ml-100k.inter.json`` -> ``ml-100k``."""
+    name = path.name
+    for suffix in (".gz", ".zst", *SUFFIXES, ".jsonl", ".json", ".inter", ".item", ".txt"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+    return name or "data"

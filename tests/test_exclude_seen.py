@@ -1,0 +1,99 @@
+"""Exclude-seen: a history's items never come back, the list keeps its k items (the exclusion is inside the beam
+search), and the Python API, `crabrec recommend` and the HTTP service agree."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import crabrec
+from crabrec.decode.beam import constrained_search
+from crabrec.decode.exclude import excluded_nodes
+from crabrec.decode.trie import SidTrie
+from crabrec.sid.codebook import Codebook
+from tests.test_recommend import RANKED, histories_of
+
+LOG = math.log
+# A, B under token 0; C, D under token 1; E alone under token 2
+HAND = Codebook(
+    codes=np.array([[0, 0], [0, 1], [1, 0], [1, 1], [2, 0]]), sizes=[3, 2], item_ids=["A", "B", "C", "D", "E"]
+)
+
+
+def hand_search(seen: list[list[int]], beam: int):
+    """A fixed "model": P(first) = (0.5, 0.35, 0.15); after 0: A 0.6, B 0.4; after 1: C 0.9, D 0.1; after 2: E 1.
+    So C 0.315, A 0.3, B 0.2, E 0.15, D 0.035."""
+    trie = SidTrie.build(HAND)
+    rows = len(seen)
+    first = torch.tensor([[LOG(0.5), LOG(0.35), LOG(0.15), -math.inf, -math.inf]] * rows)
+    after = {0: [LOG(0.6), LOG(0.4)], 1: [LOG(0.9), LOG(0.1)], 2: [0.0, -math.inf]}
+
+    def step(origin, token):
+        return torch.tensor([[-math.inf] * 3 + after[int(t)] for t in token.reshape(-1)])
+
+    width = max(1, max(map(len, seen)))
+    table = np.array([s + [-1] * (width - len(s)) for s in seen])
+    exclude = excluded_nodes(trie, table, torch.device("cpu"))
+    sid, score = constrained_search(first, step, trie, beam, base=0, exclude=exclude)
+    rep = trie.representative()
+    return [[HAND.item_ids[rep[s]] for s in row if s >= 0] for row in sid.tolist()]
+
+
+def test_excluded_nodes_by_hand():
+    trie = SidTrie.build(HAND)
+    nodes = excluded_nodes(trie, np.array([[0, 1, 2], [4, -1, -1]]), torch.device("cpu"))
+    # row 0 saw A, B (all of token 0) and C: token 0's node and the leaves of A, B, C; row 1 saw E: token 2 and E
+    level0 = [sorted(n for n in row if n >= 0) for row in nodes[0].tolist()]
+    assert level0 == [[0], [2]]
+    assert [sorted(n for n in row if n >= 0) for row in nodes[1].tolist()] == [[0, 1, 2], [4]]
+    assert excluded_nodes(trie, np.array([[-1, -1]]), torch.device("cpu")) is None
+
+
+@pytest.mark.parametrize(
+    "seen,beam,expected",
+    [
+        ([], 5, ["C", "A", "B", "E", "D"]),
+        ([0], 5, ["C", "B", "E", "D"]),
+        ([0, 1], 2, ["C", "E"]),  # token 0 is spent: the beam does not waste a slot on it (else C, D)
+        ([2, 3, 4], 2, ["A", "B"]),
+    ],
+)
+def test_search_skips_seen_items_and_keeps_the_list_full(seen, beam, expected):
+    assert hand_search([seen], beam)[0] == expected
+
+
+def test_rows_of_a_batch_exclude_their_own_items():
+    assert hand_search([[0], [], [2, 3]], 3) == [["C", "B", "E"], ["C", "A", "B"], ["A", "B", "E"]]
+
+
+@pytest.mark.parametrize("method", RANKED)
+def test_api_never_returns_history_items_and_keeps_k(tiny_run, method):
+    histories, users, _ = histories_of(tiny_run, 40)
+    rec = crabrec.load(tiny_run, method)
+    k = 10
+    got = rec.recommend_batch(histories, k, users=users)
+    for history, recs in zip(histories, got):
+        assert len(recs) == k
+        assert not {r.item for r in recs} & set(history)
+        assert [r.rank for r in recs] == list(range(1, k + 1))
+    kept = rec.recommend_batch(histories, k, users=users, exclude_seen=False)
+    assert any({r.item for r in recs} & set(h) for h, recs in zip(histories, kept)) or method == "random"
+
+
+def test_exclusion_reads_the_whole_history_not_only_the_model_window(tiny_run):
+    rec = crabrec.load(tiny_run, "mor")
+    history = histories_of(tiny_run, 1)[0][0]
+    first = [r.item for r in rec.recommend(history, 5, exclude_seen=False)]
+    longer = first + history  # the model reads the last max_history items; the first ones are still seen
+    assert not {r.item for r in rec.recommend(longer, 10)} & set(longer)
+
+
+def test_exclusion_is_the_same_alone_and_in_a_batch(tiny_run):
+    rec = crabrec.load(tiny_run, "tiger")
+    histories, users, _ = histories_of(tiny_run, 8)
+    batch = rec.recommend_batch(histories, 10, users=users)
+    alone = [rec.recommend(h, 10, user=u) for h, u in zip(histories, users)]
+    assert [[r.item for r in x] for x in batch] == [[r.item for r in x] for x in alone]

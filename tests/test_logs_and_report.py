@@ -1,0 +1,90 @@
+"""Logs for files, not terminals: no progress frames off a TTY, TQDM_DISABLE and --quiet respected; and a report
+that says what it ran (data, split, SIDs, seed, version, hardware, training curves), worded for a partial run."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from crabrec import progress
+from crabrec.report import figure_titles
+from crabrec.report_facts import facts_lines
+from tests.conftest import TINY, cli
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def normal():
+    yield
+    progress.set_verbosity(progress.NORMAL)
+
+
+def test_bars_only_on_a_terminal_without_tqdm_disable_or_quiet(monkeypatch, normal):
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert not progress.bars_enabled()
+    items = [1, 2, 3]
+    assert progress.progress(items, "x") is items  # the iterable itself: nothing is drawn
+    monkeypatch.setattr("sys.stderr", FakeTTY())
+    assert progress.bars_enabled()
+    assert list(progress.progress(items, "x")) == items
+    assert progress.progress(items, "x", show=False) is items  # e.g. not the main process
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    assert not progress.bars_enabled()
+    monkeypatch.setenv("TQDM_DISABLE", "0")
+    assert progress.bars_enabled()
+    progress.set_verbosity(progress.QUIET)
+    assert not progress.bars_enabled()
+
+
+def test_a_run_logged_to_a_file_is_one_line_per_epoch_and_stage(office_slice, tmp_path, capsys, normal):
+    args = ["run", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}", *TINY, "--until", "evaluate"]
+    assert cli(args)[0] == 0
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert "\r" not in err and max(map(len, lines)) <= 300
+    assert sum(line.startswith("epoch ") for line in lines) == 2  # train.epochs=2
+    assert any(line.startswith("[evaluate] done") for line in lines)
+    assert cli([*args, "--force", "evaluate", "--quiet"])[0] == 0
+    assert not [line for line in capsys.readouterr().err.splitlines() if not line.startswith("crabrec: warning")]
+
+
+def test_report_header_says_what_ran(tiny_run):
+    text = (tiny_run / "report.md").read_text()
+    head = text.split("## Table 1")[0]
+    for label in ("| data | OfficeSlice:", "| split | leave_one_out:", "| semantic IDs | rqkmeans", "| seed | 2024",
+                  "| crabrec | 0.1.0", "| hardware |", "| report written |"):  # fmt: skip
+        assert label in head, label
+    assert "## Training curves" in text and "report_files/training.svg" in text
+    assert "MostPop" in text and "Random" in text  # the floors are in Table 1
+
+
+def test_facts_lines_by_hand():
+    facts = {
+        "data": {"dataset": "D", "users": 1200, "items": 30, "interactions": 5000, "split": "leave_one_out",
+                 "samples": {"train": 10, "valid": 2, "test": 2}, "item_text": False},
+        "sids": {"quantizer": "rqkmeans", "levels": 3, "collisions_before_dedup": 4, "collisions": 0},
+        "seed": 7, "seeds": [7, 8], "crabrec": "0.1.0+abc", "generated": "2026-01-01T00:00:00+00:00",
+        "hardware": {"cpu": "X", "cores": 2, "os": "Linux 6"},
+    }  # fmt: skip
+    assert facts_lines(facts) == [
+        ("data", "D: 1,200 users, 30 items, 5,000 interactions (ids only, no item text)"),
+        ("split", "leave_one_out: 10 train, 2 valid, 2 test rows"),
+        ("semantic IDs", "rqkmeans, 3 levels; 4 items shared a SID before deduplication, 0 after"),
+        ("seed", "7 (2 seeds: [7, 8])"),
+        ("crabrec", "0.1.0+abc"),
+        ("hardware", "X, 2 cores (Linux 6)"),
+        ("report written", "2026-01-01T00:00:00+00:00"),
+    ]
+
+
+def test_headings_fit_a_run_without_crab():
+    partial = figure_titles({"MOR": []}, {"1": {"before": [3.0]}})
+    assert "CRAB" not in partial["tokens"] and "CRAB" not in partial["curves"]
+    full = figure_titles({"MOR": [], "CRAB": []}, {"1": {"before": [3.0], "after CRAB": [2.0]}})
+    assert "after CRAB" in full["tokens"] and "after rebalancing" in full["curves"]
