@@ -71,7 +71,7 @@ def _table(tmp: Path, inter: str, items: str = "item,title\nx,X\ny,Y\n") -> tupl
 def case_non_numeric_timestamp(tmp: Path) -> tuple[list[str], str]:
     i, t = _table(tmp, "user,item,timestamp\na,x,1\na,y,yesterday\nb,x,3\nb,y,4\n")
     return ["--data", str(i), "--set", f"data.item_table={t}", "--set", "data.kcore=0"], (
-        "inter.csv: row 3: timestamp 'yesterday' is not a finite number"
+        "inter.csv: row 3: timestamp 'yesterday' is not a number (the other rows are Unix time)"
     )
 
 
@@ -83,8 +83,8 @@ def case_infinite_timestamp(tmp: Path) -> tuple[list[str], str]:
 
 
 def case_wrong_columns(tmp: Path) -> tuple[list[str], str]:
-    i, t = _table(tmp, "uid,iid\na,x\n")
-    return ["--data", str(i), "--set", f"data.item_table={t}"], "inter.csv: missing column(s) user, item"
+    i, t = _table(tmp, "who,what\na,x\n")
+    return ["--data", str(i), "--set", f"data.item_table={t}"], "inter.csv: no user column (looked for user,"
 
 
 def case_duplicate_item_csv(tmp: Path) -> tuple[list[str], str]:

@@ -35,7 +35,7 @@ def test_run_end_to_end_with_crab(tiny_run, office_slice, capsys):
     report = (run / "report.html").read_text()
     for label in ("MOR (base)", "TIGER", "SASRec", "RW", "RR", "D²LR", "CRAB vs MOR"):
         assert label in report
-    assert report.count("<svg") == 3
+    assert report.count("<svg") == 4  # training curves, Figure 1 left and right, token popularity
     # MGU/DGU recomputed from rankings.parquet independently of the evaluate code path
     ranks = pd.read_parquet(run / "models" / "mor" / "rankings.parquet")
     items = np.stack(ranks["items"].to_numpy())

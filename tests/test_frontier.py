@@ -182,7 +182,7 @@ def test_a_frontier_does_not_train_the_methods_the_report_lacks(tiny_run, tmp_pa
     report = (run / "report.md").read_bytes()
     assert cli(["frontier", str(run), "--only", "rr", "--grid", "rr=0,0.5"])[0] == 0
     err = capsys.readouterr().err
-    assert "report not refreshed" in err and "tiger" in err and f"crabrec report {run}" in err
+    assert "report not refreshed" in err and "tiger" in err and f"crabrec run {run}` runs them" in err
     assert not (run / "models" / "tiger").exists() and not list((run / "stages").glob("tiger*.json"))
     assert json.loads((run / "frontier" / "frontier.json").read_text())["selected"].keys() == {"rr"}
     assert (run / "report.md").read_bytes() == report  # left as it was

@@ -54,8 +54,10 @@ def test_ids_only_data_gets_sids_from_sasrec(beauty_slice, tmp_path, capsys):
     assert cli(["run", *args, "--set", "tokenize.item_vectors=sasrec", "--until", "tokenize"])[0] == 0
     assert json.loads((tmp_path / "ids/stages/tokenize.json").read_text())["summary"]["dim"] == 16
     capsys.readouterr()
-    assert cli(["run", *args, "--name", "ids2", "--until", "tokenize"])[0] == 2  # text vectors, but no text
-    assert "tokenize.item_vectors=sasrec" in capsys.readouterr().err
+    assert cli(["run", *args, "--name", "ids2", "--until", "tokenize"])[0] == 0  # the default on ids-only data
+    assert "cluster SASRec's item embeddings" in capsys.readouterr().err
+    same = [json.loads((tmp_path / run / "sid/codebook.json").read_text()) for run in ("ids", "ids2")]
+    assert same[0] == same[1]
     bad = ["--set", "tokenize.quantizer=import", "--set", "tokenize.item_vectors=sasrec"]
     assert cli(["run", *args, "--name", "ids3", *bad, "--until", "tokenize"])[0] == 2
     assert "item_vectors=sasrec needs a quantizer that clusters vectors" in capsys.readouterr().err

@@ -39,8 +39,9 @@ def clean_text(text: str) -> str:
     return text.rstrip(".") + "."
 
 
-def item_texts(records: list[dict[str, str]], cfg: EmbedConfig) -> list[str]:
-    """One string per item from ``cfg.template`` or the ``cfg.fields`` joined by spaces; "unknown item" if empty."""
+def item_texts(records: list[dict[str, str]], cfg: EmbedConfig, warn: bool = True) -> list[str]:
+    """One string per item from ``cfg.template`` or the ``cfg.fields`` joined by spaces; "unknown item" if empty
+    (``warn``: say how many; the check before a run stays silent, the embedding itself says it once)."""
     if cfg.template:
         known = {key for rec in records for key in rec}
         unknown = [f for f in _FIELD.findall(cfg.template) if f not in known]
@@ -63,7 +64,7 @@ def item_texts(records: list[dict[str, str]], cfg: EmbedConfig) -> list[str]:
     if len(out) > 1 and len(set(out)) == 1:
         how = f"embed.template {clip(cfg.template)!r}" if cfg.template else f"embed.fields {cfg.fields}"
         raise CrabError(f"{how}: every item gets the same text {clip(out[0])!r}; name fields that tell items apart")
-    if empty:
+    if empty and warn:
         log.warning(
             "%d of %d items have no text in %s; they are embedded as 'unknown item'", empty, len(out), cfg.fields
         )

@@ -21,7 +21,11 @@ _level = NORMAL
 
 def set_verbosity(level: int) -> None:
     """The command's verbosity (``QUIET``, ``NORMAL`` or ``VERBOSE``): the crabrec log level, and whether bars show."""
+    from crabrec import distributed
+
     global _level
+    if distributed.launched() and not distributed.is_main():  # one process reports: the others only warn
+        level = max(level, QUIET)
     _level = level
     logging.getLogger("crabrec").setLevel(level)
     if not bars_enabled():

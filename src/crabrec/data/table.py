@@ -85,19 +85,22 @@ def timestamps(values: pd.Series, path: Path, column: str) -> np.ndarray:
     """Unix seconds from a column of numbers (seconds; milliseconds, microseconds or nanoseconds when every value is
     too large to be seconds) or of dates (ISO 8601, or another format pandas reads)."""
     text = values.astype(str).str.strip()
-    numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
-    if np.isfinite(numbers).all():
+    numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)  # NaN: not a number; inf stays
+    parsed = ~np.isnan(numbers)
+    if parsed.mean() > 0.5:  # Unix time: a value that is not a finite number is a typo, not a date
+        bad = np.flatnonzero(~np.isfinite(numbers))
+        if len(bad):
+            row = int(bad[0])
+            kind = "is not a finite number" if parsed[row] else "is not a number"
+            raise CrabError(
+                f"{path}: row {row + 2}: {column} {clip(repr(values.iloc[row]))} {kind} (the other rows are Unix "
+                "time); fix the row, or --set data.time_col=null to order each user's rows as they appear"
+            )
         smallest = float(np.abs(numbers).min()) if len(numbers) else 0.0
         for scale in (1e18, 1e15, 1e12):  # ns, µs, ms: no date before 2001 is that large in seconds
             if smallest >= scale:
                 return numbers / (scale / 1e9)
         return numbers
-    if np.isfinite(numbers).mean() > 0.5:  # mostly numbers: the others are typos, not dates
-        row = int(np.flatnonzero(~np.isfinite(numbers))[0])
-        raise CrabError(
-            f"{path}: row {row + 2}: {column} {clip(repr(values.iloc[row]))} is not a number (Unix time); fix the "
-            f"row, or --set data.time_col=null to order each user's rows as they appear"
-        )
     dates = pd.to_datetime(text, errors="coerce", utc=True, format="ISO8601")
     if dates.isna().any():
         dates = dates.fillna(pd.to_datetime(text, errors="coerce", utc=True, format="mixed"))
@@ -139,11 +142,9 @@ def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
 def load_table(path: Path, cfg: DataConfig) -> Dataset:
     from crabrec.data.loaders import _group_interactions, _items_from_frame
 
-    if path.is_dir():
+    folder = path.is_dir()
+    if folder:
         path, item_path = resolve_folder(path, cfg)
-        log.info(
-            "%s: interactions from %s%s", path.parent, path.name, f", items from {item_path.name}" if item_path else ""
-        )
     else:
         item_path = Path(cfg.item_table) if cfg.item_table else None
     inter = read_table(path)
@@ -163,12 +164,19 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
             raise CrabError(f"{path}: row {int(empty[0]) + 2}: empty {role} id in column {col!r}")
     ts = timestamps(inter[time], path, time) if time else None
     detected = {k: v for k, v in (("user", user), ("item", item), ("time", time)) if v}
-    log.info("%s: columns %s", path.name, ", ".join(f"{k}={v}" for k, v in detected.items()))
+    found = f"{path.name}: columns " + ", ".join(f"{k}={v}" for k, v in detected.items())
+    if folder:
+        found = (
+            f"{path.parent}: interactions from {path.name}, "
+            + (f"items from {item_path.name}; " if item_path else "no item table; ")
+            + found.partition(": ")[2]
+        )
     if item_path is None:
         items = {raw: {} for raw in inter[item].astype(str).unique()}
         ds = _group_interactions(dataset_name(path), path, inter, user, item, ts, items, str(path))
         ds.has_text = False
         ds.notes.append("no item table: ids-only data, semantic IDs come from SASRec's item embeddings")
+        log.info("%s", found)
         return ds
     table = read_table(item_path)
     table_cols = list(table.columns)
@@ -188,6 +196,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     if not any(v.strip() for rec in ds.item_text for v in rec.values()):
         ds.has_text = False
         ds.notes.append(f"{item_path.name} has no text columns: ids-only data")
+    log.info("%s (item id column %s)", found, id_col)
     return ds
 
 

@@ -41,7 +41,7 @@ def check_embed(ctx: RunContext) -> None:
     if ctx.files.items.is_file():
         items = ctx.files.load_items()
         if items.get("has_text", True):
-            item_texts(items["text"], cfg)
+            item_texts(items["text"], cfg, warn=False)
 
 
 def check_tokenize(ctx: RunContext) -> None:
