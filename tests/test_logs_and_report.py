@@ -69,13 +69,19 @@ def test_facts_lines_by_hand():
         "data": {"dataset": "D", "users": 1200, "items": 30, "interactions": 5000, "split": "leave_one_out",
                  "samples": {"train": 10, "valid": 2, "test": 2}, "item_text": False},
         "sids": {"quantizer": "rqkmeans", "levels": 3, "collisions_before_dedup": 4, "collisions": 0},
-        "seed": 7, "seeds": [7, 8], "crabrec": "0.1.0+abc", "generated": "2026-01-01T00:00:00+00:00",
+        "seed": 7, "seeds": [7, 8], "evaluation": {"beam": 20, "max_samples": None},
+        "crabrec": "0.1.0+abc", "generated": "2026-01-01T00:00:00+00:00",
         "hardware": {"cpu": "X", "cores": 2, "os": "Linux 6"},
     }  # fmt: skip
     assert facts_lines(facts) == [
         ("data", "D: 1,200 users, 30 items, 5,000 interactions (ids only, no item text)"),
         ("split", "leave_one_out: 10 train, 2 valid, 2 test rows"),
         ("semantic IDs", "rqkmeans, 3 levels; 4 items shared a SID before deduplication, 0 after"),
+        (
+            "evaluation",
+            "all test rows, lists of 20 (beam); every item is ranked, history items included (the "
+            "paper's protocol; recommendations exclude them)",
+        ),
         ("seed", "7 (2 seeds: [7, 8])"),
         ("crabrec", "0.1.0+abc"),
         ("hardware", "X, 2 cores (Linux 6)"),

@@ -78,6 +78,9 @@ def run_facts(run: Path) -> dict[str, Any]:
         facts["sids"] = {k: tokenize.get(k) for k in ("quantizer", "levels", "collisions_before_dedup", "collisions")}
     config = yaml.safe_load(files.config.read_text(encoding="utf-8")) if files.config.is_file() else {}
     facts["seed"] = config.get("seed") if isinstance(config, dict) else None
+    evaluate = config.get("evaluate") if isinstance(config, dict) else None
+    if isinstance(evaluate, dict):
+        facts["evaluation"] = {"beam": evaluate.get("beam"), "max_samples": evaluate.get("max_samples")}
     seeds = run / "seeds" / "seeds.json"
     if seeds.is_file():
         facts["seeds"] = read_checked(seeds, dict).get("seeds")
@@ -108,6 +111,20 @@ def facts_lines(facts: dict[str, Any]) -> list[tuple[str, str]]:
                 "semantic IDs",
                 f"{sids['quantizer']}, {sids['levels']} levels; {sids['collisions_before_dedup']:,} items shared a "
                 f"SID before deduplication, {sids['collisions']:,} after",
+            )
+        )
+    evaluation = facts.get("evaluation")
+    if evaluation:
+        rows_used = (
+            "all test rows"
+            if evaluation.get("max_samples") is None
+            else f"the first {evaluation['max_samples']:,} test rows"
+        )
+        rows.append(
+            (
+                "evaluation",
+                f"{rows_used}, lists of {evaluation['beam']} (beam); every item is ranked, history items included "
+                "(the paper's protocol; recommendations exclude them)",
             )
         )
     seeds = facts.get("seeds")

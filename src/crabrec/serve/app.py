@@ -93,7 +93,7 @@ def create_app(
         for b in batchers.values():
             await b.stop()
         served = sum(b.stats.get("histories", 0) for b in batchers.values())
-        logging.getLogger("crabrec").info("stopped: %d histories ranked", served)
+        logging.getLogger("crabrec").info("stopped (histories ranked: %d)", served)
 
     app = FastAPI(
         title="crabrec",
