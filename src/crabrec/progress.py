@@ -54,7 +54,6 @@ def progress(iterable: Iterable[T], desc: str, show: bool = True, **kwargs: Any)
 def _silence_third_party_bars() -> None:
     """Hugging Face's bars (downloads, weight loading) off, for libraries already imported and those to come."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
 

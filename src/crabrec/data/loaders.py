@@ -110,14 +110,25 @@ def _stem(path: Path, suffix: str, name: str | None) -> tuple[Path, str]:
     return path, stems[0]
 
 
-def _read_csv(path: Path, **kwargs: Any) -> pd.DataFrame:
+def _read_csv(path: Path, sep: str | None = None, header_only: bool = False) -> pd.DataFrame:
+    """A CSV/TSV (all cells as strings; ``sep`` None: comma, tab, semicolon or bar, whichever the header line has
+    most, tab for ``.tsv``) or Parquet file; ``header_only``: the columns alone."""
     if not path.is_file():
         raise CrabError(f"{path}: file not found")
     try:
         if path.suffix == ".parquet":
+            if header_only:
+                import pyarrow.parquet as pq
+
+                return pd.DataFrame(columns=pq.read_schema(path).names)
             return pd.read_parquet(path)
-        return pd.read_csv(path, dtype=str, keep_default_na=False, **kwargs)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as exc:
+        if sep is None:
+            with path.open(encoding="utf-8", errors="replace") as f:
+                header = f.readline()
+            sep = "\t" if path.suffix == ".tsv" else max(",\t;|", key=header.count)
+        rows = 0 if header_only else None
+        return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, nrows=rows, encoding_errors="replace")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, OSError, ImportError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CrabError(f"{path}: cannot parse table ({msg})") from None
 

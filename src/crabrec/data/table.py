@@ -19,6 +19,7 @@ import pandas as pd
 
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
+from crabrec.data.loaders import _group_interactions, _items_from_frame, _read_csv
 from crabrec.errors import CrabError, clip
 
 log = logging.getLogger("crabrec")
@@ -47,28 +48,6 @@ def find_column(columns: list[str], configured: str | None, default: str | None,
         return None
     by_norm = {_norm(c): c for c in reversed(columns)}
     return next((by_norm[_norm(n)] for n in names if _norm(n) in by_norm), None)
-
-
-def read_table(path: Path, header_only: bool = False) -> pd.DataFrame:
-    """A CSV (delimiter sniffed from the header: comma, tab, semicolon or bar), TSV or Parquet file, as strings."""
-    if not path.is_file():
-        raise CrabError(f"{path}: file not found")
-    try:
-        if path.suffix == ".parquet":
-            if header_only:
-                import pyarrow.parquet as pq
-
-                return pd.DataFrame(columns=pq.read_schema(path).names)
-            return pd.read_parquet(path).astype(str)
-        with path.open(encoding="utf-8", errors="replace") as f:
-            header = f.readline()
-        sep = "\t" if path.suffix == ".tsv" else max(",\t;|", key=header.count)
-        return pd.read_csv(
-            path, sep=sep, dtype=str, keep_default_na=False, nrows=0 if header_only else None, encoding_errors="replace"
-        )
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, OSError, ImportError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CrabError(f"{path}: cannot parse table ({msg})") from None
 
 
 def _missing(path: Path, what: str, key: str, configured: str | None, names: tuple[str, ...], cols) -> CrabError:
@@ -121,7 +100,7 @@ def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
     tables = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and p.is_file())
     inter, others = [], []
     for p in tables:
-        cols = list(read_table(p, header_only=True).columns)
+        cols = list(_read_csv(p, header_only=True).columns)
         has_user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES) is not None
         (inter if has_user else others).append(p)
     names = ", ".join(p.name for p in tables) or "none"
@@ -140,14 +119,12 @@ def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
 
 
 def load_table(path: Path, cfg: DataConfig) -> Dataset:
-    from crabrec.data.loaders import _group_interactions, _items_from_frame
-
     folder = path.is_dir()
     if folder:
         path, item_path = resolve_folder(path, cfg)
     else:
         item_path = Path(cfg.item_table) if cfg.item_table else None
-    inter = read_table(path)
+    inter = _read_csv(path)
     cols = list(inter.columns)
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     if user is None:
@@ -178,7 +155,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         ds.notes.append("no item table: ids-only data, semantic IDs come from SASRec's item embeddings")
         log.info("%s", found)
         return ds
-    table = read_table(item_path)
+    table = _read_csv(item_path)
     table_cols = list(table.columns)
     if cfg.item_table_id_col is not None:
         id_col = cfg.item_table_id_col if cfg.item_table_id_col in table_cols else None
