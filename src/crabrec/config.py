@@ -57,7 +57,9 @@ Month = Annotated[str, StringConstraints(pattern=r"^\d{4}-(0[1-9]|1[0-2])$")]  #
 class DataConfig(Strict):
     """Where the data comes from and how it is split into (history -> next item) samples."""
 
-    format: Literal["auto", "lcrec", "minionerec", "recbole", "table", "amazon14", "amazon18", "amazon23"] = "auto"
+    format: Literal["auto", "lcrec", "minionerec", "recbole", "table", "amazon14", "amazon18", "amazon23"] = Field(
+        "auto", description="the on-disk layout of `path` (--format); auto = detected from the files"
+    )
     path: str | None = Field(None, description="dataset directory or file; None = the embedded Office dataset")
     name: str | None = Field(None, description="file stem inside `path` (e.g. 'Office'); inferred when unique")
     item_table: str | None = Field(None, description="table format: the item table (CSV/TSV/Parquet; --items)")
@@ -84,8 +86,13 @@ class DataConfig(Strict):
         description="raw data: keep interactions from the first to the last month (YYYY-MM, both included); "
         "None = the recipe's (minionerec: 2016-10 to 2018-11; tiger: none)",
     )
-    split: Literal["auto", "leave_one_out", "global_time", "given"] = "auto"
-    max_history: int = Field(10, ge=1)
+    split: Literal["auto", "leave_one_out", "global_time", "given"] = Field(
+        "auto",
+        description="leave_one_out (each user's last item is test, the one before valid), global_time (two time "
+        "cut-offs), given (the layout's own split); auto = given if the files have one, else the raw recipe's, else "
+        "global_time with timestamps, else leave_one_out",
+    )
+    max_history: int = Field(10, ge=1, description="history items a model reads before the predicted one")
     train_on_available: bool = Field(
         False, description="minionerec layout without a train split: train on the valid rows instead of failing"
     )
@@ -97,30 +104,43 @@ class EmbedConfig(Strict):
     """Item text -> vector with a frozen sentence-transformers encoder."""
 
     encoder: str = Field("all-MiniLM-L6-v2", description="'all-MiniLM-L6-v2' (bundled) or a local model directory")
-    fields: list[str] = Field(default_factory=lambda: ["title", "description"])
+    fields: list[str] = Field(
+        default_factory=lambda: ["title", "description"], description="item text fields joined into the encoded text"
+    )
     template: str | None = Field(None, description="e.g. '{title}. {brand}'; overrides `fields`")
     max_chars: int = Field(2000, ge=16, description="texts are cut to this many characters")
     batch_size: int = speed_only(64, ge=1, description="texts per encoder batch")
-    normalize: bool = True
+    normalize: bool = Field(True, description="L2-normalise the item vectors")
     device: str = speed_only("cpu", description="where the encoder runs (cpu, cuda)")
 
 
 class TokenizeConfig(Strict):
     """Semantic-ID construction."""
 
-    quantizer: Literal["rqkmeans", "rqvae", "balanced", "import"] = "rqkmeans"
-    levels: int = only_if("quantizer", QUANTIZED, 3, ge=1, le=8)
-    codebook_size: int = only_if("quantizer", QUANTIZED, 256, ge=2)
-    kmeans_iters: int = only_if("quantizer", KMEANS, 25, ge=1)
-    kmeans_init: Literal["kmeans++", "random"] = only_if("quantizer", KMEANS, "random")
-    dedup: Literal["extra_level", "none"] = "extra_level"
+    quantizer: Literal["rqkmeans", "rqvae", "balanced", "import"] = Field(
+        "rqkmeans",
+        description="rqkmeans (residual k-means), balanced (equal-size residual k-means), rqvae (a trained RQ-VAE) or "
+        "import (read a MiniOneRec index.json)",
+    )
+    levels: int = only_if("quantizer", QUANTIZED, 3, ge=1, le=8, description="quantization levels (tokens per SID)")
+    codebook_size: int = only_if("quantizer", QUANTIZED, 256, ge=2, description="codes per level")
+    kmeans_iters: int = only_if("quantizer", KMEANS, 25, ge=1, description="k-means iterations per level")
+    kmeans_init: Literal["kmeans++", "random"] = only_if(
+        "quantizer", KMEANS, "random", description="k-means initialisation"
+    )
+    dedup: Literal["extra_level", "none"] = Field(
+        "extra_level",
+        description="items that share a SID: extra_level appends a level that tells them apart; none leaves them",
+    )
     import_path: str | None = only_if("quantizer", ("import",), None, description="a MiniOneRec index.json")
-    rqvae_latent_dim: int = only_if("quantizer", RQVAE, 32, ge=2)
-    rqvae_hidden: list[PositiveInt] = only_if("quantizer", RQVAE, default_factory=lambda: [512, 256, 128, 64])
-    rqvae_epochs: int = only_if("quantizer", RQVAE, 300, ge=1)
-    rqvae_lr: float = only_if("quantizer", RQVAE, 1e-3, gt=0)
-    rqvae_batch_size: int = only_if("quantizer", RQVAE, 1024, ge=1)
-    rqvae_beta: float = only_if("quantizer", RQVAE, 0.25, ge=0)
+    rqvae_latent_dim: int = only_if("quantizer", RQVAE, 32, ge=2, description="RQ-VAE latent width")
+    rqvae_hidden: list[PositiveInt] = only_if(
+        "quantizer", RQVAE, default_factory=lambda: [512, 256, 128, 64], description="RQ-VAE encoder layer widths"
+    )
+    rqvae_epochs: int = only_if("quantizer", RQVAE, 300, ge=1, description="RQ-VAE training epochs")
+    rqvae_lr: float = only_if("quantizer", RQVAE, 1e-3, gt=0, description="RQ-VAE learning rate")
+    rqvae_batch_size: int = only_if("quantizer", RQVAE, 1024, ge=1, description="RQ-VAE items per step")
+    rqvae_beta: float = only_if("quantizer", RQVAE, 0.25, ge=0, description="RQ-VAE commitment-loss weight")
     item_vectors: Literal["text", "text+sasrec", "sasrec"] = only_if(
         "item_vectors",
         ("text+sasrec", "sasrec"),
@@ -143,12 +163,12 @@ class TokenizeConfig(Strict):
 class LoopConfig(Strict):
     """The training loop every trained method shares (each method's section carries its own copy of these)."""
 
-    epochs: int = Field(3, ge=1)
+    epochs: int = Field(3, ge=1, description="most training epochs (early stopping may end sooner)")
     batch_size: int = Field(128, ge=1, description="rows per step (packed: users per step scaled to match)")
-    grad_accum: int = Field(1, ge=1)
-    lr: float = Field(1e-3, gt=0)
-    weight_decay: float = Field(0.01, ge=0)
-    warmup_steps: int = Field(20, ge=0)
+    grad_accum: int = Field(1, ge=1, description="steps whose gradients are summed before one optimizer update")
+    lr: float = Field(1e-3, gt=0, description="peak learning rate (AdamW)")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
+    warmup_steps: int = Field(20, ge=0, description="linear learning-rate warm-up steps")
     schedule: Schedule = Field(
         "linear",
         description="after warm-up: linear or cosine decay to 0 over `epochs`; plateau (constant, multiplied by "
@@ -167,10 +187,10 @@ class LoopConfig(Strict):
 class TrainConfig(LoopConfig):
     """The MOR-style decoder, its training loop and the validation every trained method uses."""
 
-    hidden: int = Field(128, ge=8)
-    layers: int = Field(2, ge=1)
-    heads: int = Field(4, ge=1)
-    ff: int = Field(512, ge=8)
+    hidden: int = Field(128, ge=8, description="decoder width")
+    layers: int = Field(2, ge=1, description="decoder layers")
+    heads: int = Field(4, ge=1, description="attention heads (must divide hidden)")
+    ff: int = Field(512, ge=8, description="feed-forward width")
     dropout: float = Field(0.0, ge=0, lt=1, description="dropout on token embeddings and residual branches")
     attention_dropout: float = Field(0.0, ge=0, lt=1, description="dropout on attention probabilities")
     label_smoothing: float = Field(0.0, ge=0, lt=1, description="label smoothing of the training cross-entropy")
@@ -194,11 +214,14 @@ class TrainConfig(LoopConfig):
 class SASRecSection(LoopConfig):
     """SASRec baseline (item ids, full ranking)."""
 
-    hidden: int = Field(64, ge=8)
-    blocks: int = Field(2, ge=1)
-    heads: int = Field(1, ge=1)
-    dropout: float = Field(0.2, ge=0, lt=1)
-    loss: Literal["ce", "bce"] = "ce"
+    hidden: int = Field(64, ge=8, description="item embedding and model width")
+    blocks: int = Field(2, ge=1, description="self-attention blocks")
+    heads: int = Field(1, ge=1, description="attention heads (must divide hidden)")
+    dropout: float = Field(0.2, ge=0, lt=1, description="dropout on embeddings, attention and feed-forward")
+    loss: Literal["ce", "bce"] = Field(
+        "ce",
+        description="ce: softmax over every item; bce: one uniformly sampled negative per sample (as the SASRec paper)",
+    )
     epochs: int = Field(30, ge=1)
     batch_size: int = Field(256, ge=1)
     weight_decay: float = Field(0.0, ge=0)
@@ -221,12 +244,12 @@ def heads_divide(section: Any, width: str, heads: str) -> Any:
 class TigerSection(LoopConfig):
     """TIGER baseline: T5 encoder-decoder from scratch (paper sizes: d_model 128, 4+4 layers, 6×64 heads, FFN 1024)."""
 
-    d_model: int = Field(128, ge=8)
+    d_model: int = Field(128, ge=8, description="model width")
     layers: int = Field(4, ge=1, description="encoder layers = decoder layers")
-    heads: int = Field(6, ge=1)
-    d_kv: int = Field(64, ge=4)
-    ff: int = Field(1024, ge=8)
-    dropout: float = Field(0.1, ge=0, lt=1)
+    heads: int = Field(6, ge=1, description="attention heads")
+    d_kv: int = Field(64, ge=4, description="width of each attention head")
+    ff: int = Field(1024, ge=8, description="feed-forward width")
+    dropout: float = Field(0.1, ge=0, lt=1, description="dropout (T5's)")
     user_bins: int = Field(
         0, ge=0, description="hashed user tokens prepended to the encoder input (0 = none; the TIGER paper: 2000)"
     )
@@ -267,18 +290,18 @@ class CrabConfig(Strict):
     levels: list[int] | None = Field(None, description="semantic levels to rebalance (0-based); None = all")
     max_split: int = Field(3, ge=2, description="at most this many tokens per split token (M)")
     lam: float = Field(1.0, ge=0, description="balance weight λ of the scale-free objective")
-    n_init: int = Field(10, ge=1)
-    max_iter: int = Field(100, ge=1)
+    n_init: int = Field(10, ge=1, description="restarts of the balance-regularised k-means per split token")
+    max_iter: int = Field(100, ge=1, description="iterations per restart")
     exact_limit: float = Field(1e6, ge=0, description="enumerate exactly when M^J is at most this")
     gamma: float = Field(0.2, ge=0, description="weight of the hierarchical alignment loss L_T")
     normalize_lt: bool = Field(False, description="divide L_T by the number of parents")
     params: Literal["lora", "full"] = Field("lora", description="lora: LoRA on attention + SID embedding rows")
-    lora_r: int = Field(8, ge=1)
-    lora_alpha: int = Field(16, ge=1)
-    lora_dropout: float = Field(0.05, ge=0, lt=1)
-    epochs: int = Field(2, ge=1)
-    lr: float = Field(5e-4, gt=0)
-    weight_decay: float = Field(0.01, ge=0)
+    lora_r: int = Field(8, ge=1, description="LoRA rank")
+    lora_alpha: int = Field(16, ge=1, description="LoRA scale α")
+    lora_dropout: float = Field(0.05, ge=0, lt=1, description="dropout on the LoRA branch")
+    epochs: int = Field(2, ge=1, description="fine-tuning epochs")
+    lr: float = Field(5e-4, gt=0, description="fine-tuning learning rate")
+    weight_decay: float = Field(0.01, ge=0, description="fine-tuning weight decay")
     keep: Literal["best", "last"] = Field(
         "last", description="the fine-tune keeps its last epoch, unvalidated, as the paper does (best: validate each)"
     )
@@ -291,10 +314,12 @@ class RunConfig(Strict):
     :func:`run_config_model` builds from the registry (what every config is validated against)."""
 
     name: str = Field("office-quick", description="run name: a folder under runs_dir (no path separators)")
-    runs_dir: str = "runs"
+    runs_dir: str = Field("runs", description="the folder that holds the run folders")
     seed: int = Field(2024, ge=0, lt=2**32, description="seed of every random choice (0 ≤ seed < 2³²)")
 
-    preset: Literal["quick", "paper", "custom"] = "quick"
+    preset: Literal["quick", "paper", "custom"] = Field(
+        "quick", description="the preset under the config files (--preset); custom: none, the files say everything"
+    )
     data: DataConfig = Field(default_factory=DataConfig)
     embed: EmbedConfig = Field(default_factory=EmbedConfig)
     tokenize: TokenizeConfig = Field(default_factory=TokenizeConfig)

@@ -75,6 +75,8 @@ def padded(rows: list[list[int]]) -> np.ndarray:
 
 @dataclass
 class Splits:
+    """The train, validation and test samples of a dataset, and the split that made them (``kind``)."""
+
     train: Samples
     valid: Samples
     test: Samples

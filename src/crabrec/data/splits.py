@@ -28,6 +28,10 @@ def split_reason(dataset: Dataset, split: str) -> tuple[str, str]:
 
 
 def make_splits(dataset: Dataset, split: str = "auto", max_history: int = 10) -> Splits:
+    """Cut ``dataset`` into train/valid/test (history -> next item) samples with histories of at most
+    ``max_history`` items. ``split``: ``leave_one_out`` (each user's last item is test, the one before valid),
+    ``global_time`` (two timestamp cut-offs), ``given`` (the layout's own split) or ``auto`` (see
+    :func:`resolve_split`)."""
     kind = resolve_split(dataset, split)
     if kind == "given":
         if dataset.given is None:

@@ -26,7 +26,7 @@ def run_rebalance(ctx: RunContext) -> dict[str, Any]:
 
     c, files = ctx.cfg.crab, ctx.files
     base = files.load_codebook()
-    vectors = "text embeddings"
+    vectors = "the item vectors the SIDs quantize"
     if base.residuals is None:  # ids-only data: cluster on the trained MOR model's token embeddings instead
         base.residuals, vectors = model_residuals(ctx, base), "MOR token embeddings (no item text)"
     out = rebalance(base, files.load_popularity().freq, c, ctx.cfg.seed)
