@@ -10,6 +10,7 @@ browser is missing. Look at the PNG: every figure visible.
 from __future__ import annotations
 
 import argparse
+import html as html_lib
 import json
 import re
 import shutil
@@ -59,7 +60,7 @@ def rendered(report: Path, browser: str, workdir: Path) -> dict:
     found = re.search(r'<pre id="crabrec-probe">(.*?)</pre>', dom.stdout, re.S)
     if found is None:
         raise RuntimeError(f"{report}: the page did not finish loading in {browser}")
-    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    return json.loads(html_lib.unescape(found.group(1)))
 
 
 def main() -> None:

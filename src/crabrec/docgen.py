@@ -328,8 +328,7 @@ def _annotation(annotation: Any) -> Any:
         return annotation
     if isinstance(annotation, str):
         return _Shown(annotation)
-    text = _type_name(annotation) if not isinstance(annotation, type) else annotation.__name__
-    return _Shown(text.replace("null", "None"))
+    return _Shown(_type_name(annotation).replace("null", "None"))
 
 
 def api_reference() -> str:
