@@ -9,6 +9,8 @@ user, not per beam); other models with HF forward calls over a per-beam, reorder
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Sequence
 
 import torch
@@ -23,6 +25,15 @@ NEG = float("-inf")
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (surviving beam rows, tokens [B*k, 1]) -> logits
 Processors = Sequence[LevelProcessor]
 Excluded = list[torch.Tensor] | None  # per level: [B, width] nodes each row may not enter (decode.exclude)
+
+
+@functools.cache
+def cache_name() -> str:
+    """The name transformers gives the KV cache in forward arguments and outputs: ``cache`` in recent releases,
+    ``past_key_values`` before (recent releases still take the old name, with a warning)."""
+    from transformers import LlamaForCausalLM
+
+    return "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
 
 
 @torch.no_grad()
@@ -49,7 +60,7 @@ def beam_search(
         return constrained_search(decoder.prefill(ids, mask), decoder.step, trie, beam, base, processors, exclude)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True, logits_to_keep=1)
     first = out.logits[:, -1]
-    state = {"cache": out.past_key_values, "attn": mask, "pos": positions(mask)[:, -1:]}
+    state = {"cache": out[cache_name()], "attn": mask, "pos": positions(mask)[:, -1:]}
 
     def step(origin: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
         state["cache"].reorder_cache(origin)
@@ -59,10 +70,10 @@ def beam_search(
             input_ids=token,
             attention_mask=state["attn"],
             position_ids=state["pos"],
-            past_key_values=state["cache"],
             use_cache=True,
+            **{cache_name(): state["cache"]},
         )
-        state["cache"] = nxt.past_key_values
+        state["cache"] = nxt[cache_name()]
         return nxt.logits[:, -1]
 
     return constrained_search(first, step, trie, beam, base, processors, exclude)
@@ -82,7 +93,7 @@ def seq2seq_beam_search(
     hidden = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
     start = torch.full((len(ids), 1), model.config.decoder_start_token_id, dtype=torch.long, device=ids.device)
     out = model(encoder_outputs=(hidden,), attention_mask=mask, decoder_input_ids=start, use_cache=True)
-    state = {"cache": out.past_key_values, "hidden": hidden, "attn": mask}
+    state = {"cache": out[cache_name()], "hidden": hidden, "attn": mask}
 
     def step(origin: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
         state["cache"].reorder_cache(origin)
@@ -91,10 +102,10 @@ def seq2seq_beam_search(
             encoder_outputs=(state["hidden"],),
             attention_mask=state["attn"],
             decoder_input_ids=token,
-            past_key_values=state["cache"],
             use_cache=True,
+            **{cache_name(): state["cache"]},
         )
-        state["cache"] = nxt.past_key_values
+        state["cache"] = nxt[cache_name()]
         return nxt.logits[:, -1]
 
     return constrained_search(out.logits[:, -1], step, trie, beam, processors=processors, exclude=exclude)
