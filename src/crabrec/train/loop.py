@@ -28,12 +28,14 @@ from crabrec.config import LoopConfig
 from crabrec.errors import CrabError, reason
 from crabrec.io import write_folder, write_json
 from crabrec.progress import progress
+from crabrec.train import profile as profiling
 
 log = logging.getLogger("crabrec")
 
 Batch = dict[str, Any]
 STAGED = "model.next"  # the best model so far, while training runs
 LossFn = Callable[[Any, Batch], torch.Tensor]
+CHECK_EVERY = 50  # steps between the host's reads of the running loss (divergence check, progress bar)
 
 
 @dataclass
@@ -192,7 +194,8 @@ def train(
         else "",
     )
     groups = param_groups or [{"params": [p for p in model.parameters() if p.requires_grad]}]
-    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    # fused AdamW on CUDA: one kernel for every tensor's update instead of several per tensor (CPU: PyTorch's default)
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True if cuda else None)
     plans = {
         e: rows.plan(e) if rows.plan else list(batches(rows.n, cfg.batch_size, seed, e))
         for e in range(1, cfg.epochs + 1)
@@ -236,6 +239,7 @@ def train(
         log.info("resuming from %s after epoch %d", ckpt, state["epoch"])
     plateau["scale"] = state.setdefault("lr_scale", 1.0)
     start_time = time.perf_counter() - state["seconds"]
+    prof = profiling.active()  # a benchmark asked where the step's time goes (crabrec.train.profile)
     for epoch in range(state["epoch"] + 1, cfg.epochs + 1):
         if state["bad_epochs"] >= cfg.patience:
             break
@@ -243,38 +247,58 @@ def train(
             log.info("time budget of %g min reached after epoch %d", cfg.max_minutes, state["epoch"])
             break
         model.train()
-        total_loss, count = 0.0, 0
+        # the loss is summed on the device (float64, the same sum the host would make): no host sync per step
+        total_loss, count = torch.zeros((), dtype=torch.float64, device=accelerator.device), 0
         epoch_start = time.perf_counter()
-        bar = progress(plans[epoch], f"epoch {epoch}", show=accelerator.is_main_process)
+        plan = plans[epoch]
+        if prof is not None:
+            prof.device, prof.steps_per_epoch = str(accelerator.device), len(plan)
+            prof.rows_per_epoch = int(rows.size(np.concatenate(plan))) if plan else 0
+        bar = progress(plan, f"epoch {epoch}", show=accelerator.is_main_process)
         world = accelerator.num_processes
-        for whole in bar:
+        for step, whole in enumerate(bar, 1):
             index = whole[accelerator.process_index :: world]  # data parallel: a share each
             weight = rows.size(index)
             if not len(index):  # fewer indices than processes: this one joins the step with a zero-weight row
                 index = whole[:1]
+            profiling.start_step(prof)
+            with profiling.phase(prof, "batch"):
+                batch = to_device(rows.make(index), accelerator.device)
             with accelerator.accumulate(model):
-                loss = loss_fn(model, to_device(rows.make(index), accelerator.device))
+                with profiling.phase(prof, "forward"):
+                    loss = loss_fn(model, batch)
                 # gradients are averaged over processes: weigh each share by its size, so that the step is the one
                 # of the whole batch's mean loss however the rows divide
-                accelerator.backward(loss * (weight * world / rows.size(whole)) if world > 1 else loss)
-                optimizer.step()
-                if accelerator.sync_gradients:
-                    scheduler.step()
-                optimizer.zero_grad()
-            value = float(loss.detach())
-            if not math.isfinite(value):  # nothing of this epoch is kept: the last checkpoint stays the last good one
-                raise CrabError(
-                    f"training diverged in epoch {epoch}: the loss is {value}; lower the learning rate (lr={cfg.lr})"
-                )
-            total_loss += value * weight
+                with profiling.phase(prof, "backward"):
+                    accelerator.backward(loss * (weight * world / rows.size(whole)) if world > 1 else loss)
+                with profiling.phase(prof, "optimizer"):
+                    optimizer.step()
+                    if accelerator.sync_gradients:
+                        scheduler.step()
+                    optimizer.zero_grad()
+            total_loss += loss.detach().double() * weight
             count += weight
-            if hasattr(bar, "set_postfix"):
-                bar.set_postfix(loss=f"{total_loss / max(count, 1):.4f}")
+            if step % CHECK_EVERY == 0 or step == len(plan):  # the host reads the loss only every CHECK_EVERY steps
+                value = float(total_loss) / max(count, 1)
+                if not math.isfinite(value):  # nothing of this epoch is kept: the last checkpoint stays the last good
+                    raise CrabError(
+                        f"training diverged in epoch {epoch}: the loss is {value}; "
+                        f"lower the learning rate (lr={cfg.lr})"
+                    )
+                if hasattr(bar, "set_postfix"):
+                    bar.set_postfix(loss=f"{value:.4f}")
+            if profiling.end_step(prof, weight, batch):
+                break
+        total_loss = float(total_loss)
         if world > 1:  # the epoch's mean loss over every process's rows
             sums = accelerator.reduce(torch.tensor([total_loss, float(count)], device=accelerator.device), "sum")
             total_loss, count = float(sums[0]), int(sums[1])
         model.eval()
+        validation_start = time.perf_counter()
         score = None if last else float(validate(accelerator.unwrap_model(model)))
+        if prof is not None:  # a benchmark's profile: one validation timed, nothing saved
+            prof.validation = time.perf_counter() - validation_start
+            raise profiling.ProfileDone()
         entry = {
             "epoch": epoch,
             "loss": total_loss / max(count, 1),

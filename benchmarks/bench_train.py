@@ -1,0 +1,116 @@
+"""Where each training stage's time goes, and how much of the device's arithmetic it uses (CPU or GPU).
+
+    python benchmarks/bench_train.py [runs/office-quick] [--stages train,tiger,sasrec,rw,d2lr,finetune] [--steps 20]
+        [--set train.hidden=384 --set train.layers=4 ...] [--json OUT.json]
+
+``RUN`` is a finished run (``crabrec run``): each stage runs in a scratch run that links RUN's data, SIDs and trained
+MOR (nothing upstream is recomputed, RUN is never written), exactly as the pipeline runs it, under
+:func:`crabrec.train.profile.profile_training`: one warm-up step whose forward and backward arithmetic is counted
+(``FlopCounterMode``), ``--steps`` timed steps split into batch building, forward, backward and optimizer (the device
+synchronised at each phase's edges), and one validation. An epoch is projected as the mean step x the epoch's steps
++ the validation. The peak is this device's own measured matrix-product rate (fp32 on the CPU, bf16 on CUDA, where
+training runs in bf16), so "of peak" is the model FLOP utilisation. ``--set`` changes the config as ``crabrec`` does
+(``train.*`` also reaches RW, D²LR and the CRAB fine-tune, which train the MOR decoder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+STAGES = ("train", "tiger", "sasrec", "rw", "d2lr", "finetune")
+LABEL = {"train": "MOR", "tiger": "TIGER", "sasrec": "SASRec", "rw": "RW", "d2lr": "D²LR", "finetune": "CRAB fine-tune"}
+
+
+def matmul_peak(device: str, n: int = 0, repeats: int = 10) -> float:
+    """FLOP/s of an ``n``-cubed matrix product on ``device`` (bf16 on CUDA, fp32 on the CPU): the best of
+    ``repeats``."""
+    cuda = device.startswith("cuda")
+    n = n or (8192 if cuda else 2048)
+    dtype = torch.bfloat16 if cuda else torch.float32
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    best = float("inf")
+    for i in range(repeats + 2):
+        if cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        a @ b
+        if cuda:
+            torch.cuda.synchronize()
+        if i >= 2:  # two warm-ups
+            best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def profile_stage(base: Path, stage: str, sets: list[str], steps: int, scratch: Path) -> dict[str, float]:
+    from crabrec.analyses import link_base
+    from crabrec.config import deep_merge, load_config, parse_overrides
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import preflight, registry
+    from crabrec.train.profile import ProfileDone, profile_training
+
+    location = {"runs_dir": str(scratch), "name": stage}
+    cfg = load_config(str(base / "config.yaml"), deep_merge(parse_overrides(sets), location))
+    link_base(base, cfg.run_dir)
+    ctx = RunContext(config=cfg, stages=registry(), force={stage})
+    ctx.ensure("data")
+    preflight(ctx)
+    for dep in ctx.needs(stage):  # upstream stages (CRAB's rebalance, say) are not part of the profile
+        ctx.ensure(dep)
+    with profile_training(steps) as prof, contextlib.suppress(ProfileDone):
+        ctx.ensure(stage)
+    if not prof.timed:
+        raise SystemExit(f"{stage}: no step was profiled (an epoch of fewer than 2 steps?)")
+    return {"steps_per_epoch": prof.steps_per_epoch, "rows_per_epoch": prof.rows_per_epoch, **prof.summary()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run", type=Path, nargs="?", default=Path("runs/office-quick"))
+    ap.add_argument("--stages", default=",".join(STAGES))
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--set", dest="sets", action="append", default=[])
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown:
+        raise SystemExit(f"--stages: unknown {', '.join(unknown)}; expected some of {', '.join(STAGES)}")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    peak = matmul_peak(device)
+    name = torch.cuda.get_device_name() if device == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    results = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for stage in stages:
+            results[stage] = profile_stage(args.run, stage, args.sets, args.steps, Path(scratch))
+    print(
+        f"{name}; measured matmul peak {peak / 1e9:.0f} GFLOP/s ({'bf16' if device == 'cuda' else 'fp32'}); "
+        f"{args.steps} timed steps per stage; --set {' '.join(args.sets) or '(none)'}"
+    )
+    print(
+        "| stage | step (ms) | batch | forward | backward | optimizer | other | rows/s | tokens/s | GFLOP/s | "
+        "of peak | validation (s) | epoch (s, projected) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for stage, r in results.items():
+        step = r["step_s"]
+        share = " | ".join(f"{100 * r[f'{k}_s'] / step:.0f}%" for k in ("batch", "forward", "backward", "optimizer"))
+        print(
+            f"| {LABEL[stage]} | {1000 * step:.1f} | {share} | {100 * r['other_s'] / step:.0f}% "
+            f"| {r['rows_per_s']:,.0f} | {r['tokens_per_s']:,.0f} | {r['flop_per_s'] / 1e9:,.1f} "
+            f"| {100 * r['flop_per_s'] / peak:.1f}% | {100 * r['fwd_bwd_flop_per_s'] / peak:.1f}% "
+            f"| {r['validation_s']:.1f} | {r['epoch_s']:.1f} |"
+        )
+    if args.json:
+        facts = {"device": name, "peak_flop_per_s": peak, "sets": args.sets, "stages": results}
+        args.json.write_text(json.dumps(facts, indent=1))
+
+
+if __name__ == "__main__":
+    main()

