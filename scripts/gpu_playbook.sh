@@ -205,7 +205,7 @@ run_step() {  # one step under its time budget; 124 = stopped at the budget (run
     > >(tee "$OUT/step$n.log") 2>&1 || rc=$?
   case $n in
     1|2|3) collect "$(office_run)" office-llm ;;
-    4) collect "$(runs_dir)/beauty-mor" beauty-mor; collect "$(runs_dir)/beauty-tiger" beauty-tiger ;;
+    4) collect "$RUNS/beauty-mor" beauty-mor; collect "$RUNS/beauty-tiger" beauty-tiger ;;
   esac
   if [ $rc = 124 ]; then
     echo "step $n stopped at its budget of ${STEP_SECONDS}s: run --step $n again on the same machine to go on"
@@ -247,7 +247,6 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
     BEAUTY_DATA=../shared/datasets/amazon14_beauty_ids
   fi
 }
-runs_dir() { echo "$RUNS"; }
 office_run() { [ $MODE = dry ] && echo "$RUNS/smoke" || echo "$RUNS/office-llm"; }
 
 settings
