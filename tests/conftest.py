@@ -10,6 +10,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CRABREC_SHARED", ROOT.parent / "shared"))
+# `crabrec run` trains one stage at a time in the tests (worker processes cost seconds to start, more than the tiny
+# models take); tests/test_parallel.py runs the stages side by side
+os.environ.setdefault("CRABREC_JOBS", "1")
 
 
 def shared_path(*parts: str) -> Path:

@@ -89,3 +89,54 @@ def test_keep_last_never_validates_and_keeps_the_last_epoch(tmp_path):
         assert torch.equal(saved.state_dict()[name], p), name  # the model after the last epoch
     _, best, calls = run("best", tmp_path / "best")
     assert len(calls) == 3 and best.best_epoch == 1  # two bad epochs after the first: stopped after epoch 3
+
+
+def _scripted(tmp_path, scores: list[float], **loop) -> tuple[object, list[dict], list[int]]:
+    """Train the tiny decoder with ``validate`` returning ``scores`` in turn; -> (result, history, validated epochs)."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    tokens = item_tokens(np.arange(30).reshape(10, 3))
+    model = build_decoder(N_SPECIAL + 30, TrainConfig(hidden=16, layers=1, heads=2, ff=32), seed=0)
+    hist, length, target = rng.integers(0, 10, (32, 4)), rng.integers(1, 5, 32), rng.integers(0, 10, 32)
+    weights = []
+
+    def make(rows):
+        ids, mask, labels = encode_rows(hist[rows], length[rows], target[rows], tokens)
+        return {"ids": ids, "mask": mask, "labels": labels}
+
+    def validate(m):
+        weights.append({k: v.clone() for k, v in m.state_dict().items()})
+        return scores[len(weights) - 1]
+
+    cfg = TrainConfig(batch_size=16, warmup_steps=0, **loop)
+    loss = lambda m, b: target_loss(m, b["ids"], b["mask"], b["labels"])  # noqa: E731
+    result = train(model, Rows(32, make), loss, validate, cfg, tmp_path, 0)
+    validated = [h["epoch"] for h in result.history if h["valid_ndcg@10"] is not None]
+    from transformers import AutoModelForCausalLM
+
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "model").state_dict()
+    kept = [i for i, w in enumerate(weights) if all(torch.equal(saved[k], w[k]) for k in w)]
+    return result, validated, kept
+
+
+def test_valid_every_validates_every_kth_and_the_last_epoch(tmp_path):
+    """valid_every=3 over 7 epochs validates epochs 3, 6 and 7; the kept model is the best validated one (epoch 6,
+    the second validation), and the training itself is the one that validates every epoch."""
+    result, validated, kept = _scripted(tmp_path / "k3", [0.1, 0.3, 0.2], epochs=7, valid_every=3, patience=5)
+    assert validated == [3, 6, 7] and result.best_epoch == 6 and kept == [1]
+    every, _, _ = _scripted(tmp_path / "k1", [0.1 * e for e in range(1, 8)], epochs=7, patience=5)
+    assert [h["loss"] for h in every.history] == [h["loss"] for h in result.history]
+
+
+def test_valid_every_counts_patience_in_validations(tmp_path):
+    """patience=2 with valid_every=2: two validations without improvement (epochs 4 and 6) stop training after epoch
+    6, not after two epochs; the model kept is epoch 2's."""
+    result, validated, kept = _scripted(tmp_path, [0.5, 0.4, 0.3, 0.9], epochs=10, valid_every=2, patience=2)
+    assert validated == [2, 4, 6] and result.epochs_run == 6 and result.best_epoch == 2 and kept == [0]
+
+
+def test_time_budget_validates_the_epoch_it_stops_after(tmp_path):
+    """A run stopped by max_minutes keeps a validated model even when the epoch it stops after is not a k-th one."""
+    result, validated, kept = _scripted(tmp_path, [0.2], epochs=10, valid_every=5, max_minutes=1e-9)
+    assert validated == [1] and result.epochs_run == 1 and kept == [0]

@@ -251,6 +251,18 @@ def run(
             "30 minutes on 2 cores for the quick preset) and show each method at its validation-picked point.",
         ),
     ] = False,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=0,
+            max=64,
+            envvar="CRABREC_JOBS",
+            help="Train MOR, TIGER, SASRec, RW and D²LR in this many processes at once, the CPU cores shared among "
+            "them (0 = one per stage up to the cores; 1 on a GPU or when train.threads is set).",
+        ),
+    ] = 0,
 ) -> None:
     """Run every stage (cached stages are skipped): data -> ... -> every method -> report.
 
@@ -268,7 +280,7 @@ def run(
     start = time.perf_counter()
     log.info("run %s -> %s", cfg.name, cfg.run_dir)
     with run_lock(cfg.run_dir):
-        ctx = _run_stages(cfg, todo, set(force or []))
+        ctx = _run_stages(cfg, todo, set(force or []), jobs)
         if seeds > 1:
             from crabrec import seeds as sd
 
@@ -276,7 +288,7 @@ def run(
             for sub in configs[1:]:
                 log.info("seed %d -> %s", sub.seed, sub.run_dir)
                 sd.prepare_sibling(cfg, sub)
-                _run_stages(sub, todo, set(force or []))
+                _run_stages(sub, todo, set(force or []), jobs)
             sd.write_summary(sd.summarize(configs), cfg.run_dir / "seeds")
             log.info("across seeds: %s", cfg.run_dir / "seeds" / "seeds.md")
             ctx.force.add("report")  # the report shows the seeds
@@ -291,14 +303,17 @@ def run(
     log.info("finished in %.1fs; artifacts in %s", time.perf_counter() - start, cfg.run_dir)
 
 
-def _run_stages(cfg: RunConfig, names: list[str], force: set[str]):
-    """Run ``names`` (and what they need) in the run of ``cfg``; returns the context."""
+def _run_stages(cfg: RunConfig, names: list[str], force: set[str], jobs: int = 1):
+    """Run ``names`` (and what they need) in the run of ``cfg``, the independent training stages in ``jobs``
+    processes (:mod:`crabrec.parallel`); returns the context."""
+    from crabrec.parallel import train_side_by_side
     from crabrec.pipeline import RunContext
     from crabrec.stages import preflight, registry
 
     ctx = RunContext(config=cfg, stages=registry(), force=force)
     ctx.ensure("data")
     preflight(ctx)
+    train_side_by_side(ctx, names, jobs)
     for name in names:
         ctx.ensure(name)
     return ctx

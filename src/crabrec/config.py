@@ -178,7 +178,15 @@ class LoopConfig(Strict):
     plateau_factor: float = only_if(
         "schedule", ("plateau",), 0.5, gt=0, le=1, description="learning-rate factor per epoch without improvement"
     )
-    patience: int = Field(2, ge=1, description="early stopping on validation NDCG@10 after this many bad epochs")
+    patience: int = Field(
+        2, ge=1, description="early stopping on validation NDCG@10 after this many validations without improvement"
+    )
+    valid_every: int = keyed_when_set(
+        1,
+        ge=1,
+        description="validate every this many epochs, and always after the last one (the best validated epoch is "
+        "kept; early stopping and the plateau schedule count validations)",
+    )
     max_minutes: float | None = Field(
         None, gt=0, description="wall-clock budget: stop after the epoch that reaches it (the best epoch is kept)"
     )

@@ -96,8 +96,13 @@ def seq2seq_beam_search(
     state = {"cache": out[cache_name()], "hidden": hidden, "attn": mask}
 
     def step(origin: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
-        state["cache"].reorder_cache(origin)
-        state["hidden"], state["attn"] = state["hidden"][origin], state["attn"][origin]
+        # a beam's origin is a beam of the same user, whose encoder output and cross-attention keys and values are
+        # the same as its own: those are gathered only when the beams per user change in number (the first steps)
+        if len(origin) == len(state["hidden"]):
+            state["cache"].self_attention_cache.reorder_cache(origin)
+        else:
+            state["cache"].reorder_cache(origin)
+            state["hidden"], state["attn"] = state["hidden"][origin], state["attn"][origin]
         nxt = model(
             encoder_outputs=(state["hidden"],),
             attention_mask=state["attn"],

@@ -17,7 +17,16 @@ RANKER = generator_ranker("crab", rebalanced=True)  # its test evaluation, valid
 REBALANCE_READS = ("ratio", "levels", "max_split", "lam", "n_init", "max_iter", "exact_limit")
 FINETUNE_READS = ("gamma", "normalize_lt", "params", "lora_r", "lora_alpha", "lora_dropout", "init_noise")
 OWN_LOOP = ("epochs", "lr", "weight_decay", "keep")  # the fine-tune's own; the rest of its loop is MOR's
-MOR_LOOP = ("batch_size", "grad_accum", "warmup_steps", "schedule", "plateau_factor", "patience", "max_minutes")
+MOR_LOOP = (
+    "batch_size",
+    "grad_accum",
+    "warmup_steps",
+    "schedule",
+    "plateau_factor",
+    "patience",
+    "valid_every",
+    "max_minutes",
+)
 VALIDATION = ("valid_samples", "valid_beam", "packing", "backbone")
 
 

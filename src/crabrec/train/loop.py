@@ -1,5 +1,6 @@
 """The training loop every method shares: AdamW, warm-up + linear decay, gradient accumulation, validation NDCG@10
-each epoch with early stopping, a checkpoint every epoch (resumable), and a JSON log. Losses are plug-ins.
+each epoch (or every ``valid_every`` epochs and the last) with early stopping, a checkpoint every epoch (resumable),
+and a JSON log. Losses are plug-ins.
 Built on ``accelerate``: on a CUDA machine the model and every batch go to the GPU and run in bf16 mixed precision;
 ``accelerate launch`` spreads it over several GPUs.
 
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from crabrec import distributed
 from crabrec.config import LoopConfig
 from crabrec.errors import CrabError, reason
 from crabrec.io import write_folder, write_json
@@ -295,7 +297,13 @@ def train(
             total_loss, count = float(sums[0]), int(sums[1])
         model.eval()
         validation_start = time.perf_counter()
-        score = None if last else float(validate(accelerator.unwrap_model(model)))
+        # the time budget is decided here (by the main process, for all), so that the last epoch is validated
+        out_of_time = distributed.broadcast(
+            cfg.max_minutes is not None and time.perf_counter() - start_time >= 60 * cfg.max_minutes
+        )
+        final = epoch == cfg.epochs or out_of_time
+        skipped = not last and not final and epoch % cfg.valid_every != 0 and prof is None
+        score = None if last or skipped else float(validate(accelerator.unwrap_model(model)))
         if prof is not None:  # a benchmark's profile: one validation timed, nothing saved
             prof.validation = time.perf_counter() - validation_start
             raise profiling.ProfileDone()
@@ -306,10 +314,18 @@ def train(
             "epoch_seconds": time.perf_counter() - epoch_start,
         }
         state["history"].append(entry)
-        shown = "not validated (keep=last)" if score is None else f"valid NDCG@10 {score:.4f}"
+        shown = (
+            "not validated (keep=last)"
+            if last
+            else f"not validated (every {cfg.valid_every} epochs)"
+            if skipped
+            else f"valid NDCG@10 {score:.4f}"
+        )
         log.info("epoch %d: loss %.4f, %s (%.0fs)", epoch, entry["loss"], shown, entry["epoch_seconds"])
         main = accelerator.is_main_process  # every process validates identically; one writes
-        if score is None or score > state["best_score"]:  # keep=last: every epoch replaces the previous one
+        if skipped:  # neither a candidate nor a bad epoch: patience and the plateau count validations
+            pass
+        elif score is None or score > state["best_score"]:  # keep=last: every epoch replaces the previous one
             state.update(best_score=state["best_score"] if score is None else score, best_epoch=epoch, bad_epochs=0)
             best = out_dir / STAGED  # published as out_dir/model only when training completes
             if main:  # only the writer touches model.next.tmp: another process must not delete it mid-write
@@ -325,6 +341,9 @@ def train(
         if main:
             save_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler, state)
         accelerator.wait_for_everyone()
+        if out_of_time:
+            log.info("time budget of %g min reached after epoch %d", cfg.max_minutes, epoch)
+            break
     if accelerator.is_main_process:
         publish(out_dir, state["history"])
     accelerator.wait_for_everyone()

@@ -1,0 +1,147 @@
+"""Independent training stages side by side (``crabrec run --jobs N``).
+
+MOR, TIGER, SASRec, RW and D²LR each train from the run's data and SIDs alone, so they can train at the same time.
+Small models use two threads poorly (on 2 CPU cores one MOR step takes 0.66x the time of one thread, not 0.5x), so
+``N`` processes of ``cores // N`` threads each finish the same work sooner than one process after the other.
+
+The main process computes what they all need first (data, embeddings, SIDs), then hands the training stages, longest
+first, to ``N`` worker processes. Each worker runs its stage through the usual cache (:meth:`RunContext.ensure`),
+so a stage writes its artifacts and state exactly as in a sequential run; the main process then finds them finished
+and goes on with evaluation and everything else. A stage's thread count depends only on ``N`` and the machine, so a
+command repeated gives the same artifacts. Results under another thread count differ by floating-point rounding.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from crabrec.errors import CrabError
+from crabrec.pipeline import RunContext
+
+log = logging.getLogger("crabrec")
+
+# the stages that only need data and SIDs, in the order they are handed out: longest first (quick and paper presets)
+INDEPENDENT = ("tiger", "train", "rw", "d2lr", "sasrec")
+
+
+def cores() -> int:
+    """CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def closure(ctx: RunContext, names: list[str]) -> set[str]:
+    """``names`` and every stage they need (their fixed inputs)."""
+    out: set[str] = set()
+    stack = list(names)
+    while stack:
+        name = stack.pop()
+        if name not in out:
+            out.add(name)
+            stack.extend(ctx.stages[name].needs)
+    return out
+
+
+def pending(ctx: RunContext, names: list[str]) -> list[str]:
+    """The independent training stages that running ``names`` will compute (not finished, or forced)."""
+    wanted = closure(ctx, names)
+    return [s for s in INDEPENDENT if s in wanted and (s in ctx.force or not ctx.is_done(s))]
+
+
+def auto_jobs(ctx: RunContext, todo: list[str]) -> int:
+    """``--jobs 0``: one process per training stage up to the CPU cores; 1 on a GPU, under a launcher, or when
+    ``train.threads`` pins the threads."""
+    from crabrec import distributed
+
+    if distributed.launched() or ctx.config.train.threads:
+        return 1
+    import torch
+
+    if torch.cuda.is_available():
+        return 1
+    return max(1, min(len(todo), cores()))
+
+
+def train_side_by_side(ctx: RunContext, names: list[str], jobs: int) -> None:
+    """Compute the independent training stages among ``names`` in ``jobs`` worker processes (0 = :func:`auto_jobs`);
+    nothing happens when fewer than two would run at once."""
+    todo = pending(ctx, names)
+    jobs = jobs or auto_jobs(ctx, todo)
+    jobs = min(jobs, len(todo))
+    if jobs < 2:
+        return
+    for name in todo:  # every check first: a setting that cannot work fails before any worker starts
+        ctx.check_ahead(name)
+    for name in todo:
+        for dep in ctx.stages[name].needs:
+            ctx.ensure(dep)
+    threads = ctx.config.train.threads or max(1, cores() // jobs)
+    log.info("training %s in %d processes, %d thread(s) each", ", ".join(todo), jobs, threads)
+    tasks = []
+    for name in todo:
+        fresh = name in ctx.force or any(dep in ctx._ran for dep in ctx.needs(name))
+        config = ctx.config.model_dump(mode="json")  # the config class is built at start-up: send its values
+        tasks.append((config, name, fresh, threads, logging.getLogger("crabrec").level))
+
+    import multiprocessing
+    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_train_one, *task) for task in tasks]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = [f for f in done if f.exception() is not None]
+        if failed:
+            for future in futures:
+                future.cancel()
+            wait(futures)  # the stages already training finish (and keep what they wrote) before the error shows
+            raise failed[0].exception()  # type: ignore[misc]
+    for future in futures:
+        name, computed = future.result()
+        if computed:  # what depends on it is recomputed, as if this process had computed it
+            ctx._ran.add(name)
+        ctx.force.discard(name)
+
+
+def _train_one(values: dict[str, Any], name: str, fresh: bool, threads: int, level: int) -> tuple[str, bool]:
+    """In a worker process: compute stage ``name`` (from scratch when ``fresh``) with ``threads`` torch threads;
+    -> ``(name, whether it was computed rather than found finished)``."""
+    from crabrec.config import validate_config
+    from crabrec.progress import set_verbosity
+    from crabrec.stages import registry
+
+    os.environ["TQDM_DISABLE"] = "1"  # one process draws bars, and the workers share its terminal
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Tagged(name))
+    logger = logging.getLogger("crabrec")
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    set_verbosity(level)
+    import torch
+
+    torch.set_num_threads(threads)  # stages keep it (train.threads, when set, is already ``threads``)
+    config = validate_config(values)
+    ctx = RunContext(config=config, stages=registry(), force={name} if fresh else set())
+    ctx._checked.update(n for n in ctx.stages if n != name)  # the main process has reported its inputs
+    try:
+        ctx.ensure(name)
+    except CrabError as exc:  # a user error crosses the process boundary as itself, without the worker's traceback
+        raise CrabError(str(exc)) from None
+    return name, name in ctx._ran
+
+
+class _Tagged(logging.Formatter):
+    """A worker's log lines carry its stage, as ``[stage] ...``; warnings read as the main process's do."""
+
+    def __init__(self, stage: str) -> None:
+        super().__init__()
+        self.stage = stage
+
+    def format(self, record: logging.LogRecord) -> str:
+        msg = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            return f"crabrec: {record.levelname.lower()}: [{self.stage}] {msg}"
+        return msg if msg.startswith(f"[{self.stage}]") else f"[{self.stage}] {msg}"
