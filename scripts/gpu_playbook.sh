@@ -6,7 +6,7 @@
 #   step 2  the rest of Office Table 1 on the same backbone: RW, D²LR, PPD, TIGER, SASRec, the floors, the report
 #   step 3  where a training step's time goes on this GPU, with the model FLOP utilisation: the SmolLM2 MOR, MOR
 #           h384 x 4 and TIGER at the paper's size (benchmarks/bench_train.py)
-#   step 4  Beauty: MOR (paper preset) and TIGER 4+4 side by side, each to its time budget
+#   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget
 #
 # The device machine reaches no package registry and a call carries at most 64 MiB, so the inputs travel as a bundle
 # cut into parts (the wheels it lacks, the Office run up to its SIDs, Beauty, the SmolLM2 GGUF), made once here:
@@ -150,7 +150,7 @@ SMALL=(--set train.hidden=384 --set train.layers=4 --set train.heads=6 --set tra
 crab() { $PY -m crabrec "$@"; }
 
 step1() {
-  for until in evaluate rr crab-eval; do crab run "${OFFICE[@]}" "${LLM_BUDGET[@]}" --until $until; done
+  crab run "${OFFICE[@]}" "${LLM_BUDGET[@]}" --until evaluate --until rr --until crab-eval
 }
 
 step2() {
@@ -165,19 +165,11 @@ step3() {
     --json "$OUT/bench_small.json"
 }
 
-step4() {
+step4() {  # one run, MOR and TIGER trained at the same time in two processes (TIGER's evaluation needs MOR's)
   local data=${BEAUTY_DATA:-$STASH/bundle/datasets/beauty}
-  local common=("${BEAUTY[@]}" --set data.path="$data" --set tokenize.import_path="$data/Beauty.rqvae_native.index.json"
-                --set train.max_minutes="$BEAUTY_MINUTES" --set tiger.max_minutes="$BEAUTY_MINUTES")
-  crab run "${common[@]}" --name beauty-mor --until evaluate > "$OUT/beauty-mor.log" 2>&1 &
-  local mor=$!
-  crab run "${common[@]}" --name beauty-tiger --until tiger-eval > "$OUT/beauty-tiger.log" 2>&1 &
-  local tiger=$!
-  local rc=0
-  wait $mor || rc=$?
-  wait $tiger || rc=$?
-  tail -n 3 "$OUT/beauty-mor.log" "$OUT/beauty-tiger.log"
-  return $rc
+  crab run "${BEAUTY[@]}" --set data.path="$data" --set tokenize.import_path="$data/Beauty.rqvae_native.index.json" \
+    --set train.max_minutes="$BEAUTY_MINUTES" --set tiger.max_minutes="$BEAUTY_MINUTES" --name beauty \
+    --until tiger-eval --jobs 2
 }
 
 collect() {  # what comes back: the step's log plus the run's metrics (every stage's summary) and report
@@ -205,7 +197,7 @@ run_step() {  # one step under its time budget; 124 = stopped at the budget (run
     > >(tee "$OUT/step$n.log") 2>&1 || rc=$?
   case $n in
     1|2|3) collect "$(office_run)" office-llm ;;
-    4) collect "$RUNS/beauty-mor" beauty-mor; collect "$RUNS/beauty-tiger" beauty-tiger ;;
+    4) collect "$RUNS/beauty" beauty ;;
   esac
   if [ $rc = 124 ]; then
     echo "step $n stopped at its budget of ${STEP_SECONDS}s: run --step $n again on the same machine to go on"

@@ -4,6 +4,7 @@ that says what it ran (data, split, SIDs, seed, version, hardware, training curv
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 
@@ -87,6 +88,21 @@ def test_facts_lines_by_hand():
         ("hardware", "X, 2 cores (Linux 6)"),
         ("report written", "2026-01-01T00:00:00+00:00"),
     ]
+
+
+def test_report_names_the_threads_each_stage_ran_with(tiny_run):
+    """Stages trained side by side run with fewer threads than the main process, and their results depend on it in
+    the last digits: each stage's state records its count and the report says which ran with what."""
+    states = {p.stem: json.loads(p.read_text()) for p in (tiny_run / "stages").glob("*.json")}
+    assert all(isinstance(states[s]["threads"], int) for s in ("train", "tiger", "evaluate", "finetune"))
+    row = next(line for line in (tiny_run / "report.md").read_text().splitlines() if line.startswith("| hardware |"))
+    counts = {states[s]["threads"] for s in states if "threads" in states[s] and s != "report"}
+    assert "torch threads: " in row
+    if len(counts) > 1:  # several processes: each count with its stages
+        assert f"{states['train']['threads']} (" in row and "train" in row
+    facts = {"hardware": {"cpu": "X", "cores": 2, "os": "L"}, "threads": {"2": ["embed"], "1": ["tiger", "train"]}}
+    hardware = dict(facts_lines({**facts, "crabrec": "v", "generated": "t"}))["hardware"]
+    assert hardware == "X, 2 cores, torch threads: 1 (tiger, train); 2 (embed) (L)"
 
 
 def test_headings_fit_a_run_without_crab():

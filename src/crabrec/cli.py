@@ -177,7 +177,9 @@ def refresh_help() -> None:
     stages = list(registry())
     ANY_METHOD.help = "One of: " + ", ".join(m.name for m in methods()) + "."
     TRAINED_METHOD.help = "One of: " + ", ".join(m.name for m in methods() if m.trains) + "."
-    UNTIL.help = "Stop after this stage (and what it needs): " + ", ".join(stages) + "."
+    UNTIL.help = (
+        "Stop after this stage (and what it needs); repeat to run several, in run order: " + ", ".join(stages) + "."
+    )
     FORCE_STAGES.help = "Re-run this stage even if cached (repeatable): " + ", ".join(stages) + "."
     app.info.help = APP_HELP.format(stages=" -> ".join(stages))
 
@@ -232,7 +234,7 @@ class _Formatter(logging.Formatter):
 def run(
     opts: RunOptions,
     force: Annotated[list[str] | None, FORCE_STAGES] = None,
-    until: Annotated[str | None, UNTIL] = None,
+    until: Annotated[list[str] | None, UNTIL] = None,
     seeds: Annotated[
         int,
         typer.Option(
@@ -273,10 +275,10 @@ def run(
 
     cfg = opts.resolve()
     stages = registry()
-    for name_ in [*(force or []), *([until] if until else [])]:
+    for name_ in [*(force or []), *(until or [])]:
         if name_ not in stages:
             raise CrabError(f"stage {name_!r}: expected one of {', '.join(stages)}")
-    todo = [until] if until else [s for s in stages if s != "report"]
+    todo = [s for s in stages if s in until] if until else [s for s in stages if s != "report"]
     start = time.perf_counter()
     log.info("run %s -> %s", cfg.name, cfg.run_dir)
     with run_lock(cfg.run_dir):

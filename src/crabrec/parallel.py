@@ -5,10 +5,12 @@ Small models use two threads poorly (on 2 CPU cores one MOR step takes 0.66x the
 ``N`` processes of ``cores // N`` threads each finish the same work sooner than one process after the other.
 
 The main process computes what they all need first (data, embeddings, SIDs), then hands the training stages, longest
-first, to ``N`` worker processes. Each worker runs its stage through the usual cache (:meth:`RunContext.ensure`),
-so a stage writes its artifacts and state exactly as in a sequential run; the main process then finds them finished
-and goes on with evaluation and everything else. A stage's thread count depends only on ``N`` and the machine, so a
-command repeated gives the same artifacts. Results under another thread count differ by floating-point rounding.
+first, to ``N`` worker processes, and each stage that follows them (an evaluation, RR, CRAB, a decoding-time method)
+as soon as the stages it needs are finished, so that no worker waits idle for the last training stage. Each worker
+runs its stage through the usual cache (:meth:`RunContext.ensure`), so a stage writes its artifacts and state exactly
+as in a sequential run; the main process then finds them finished and writes the report. A stage's thread count
+depends only on ``N`` and the machine, so a command repeated gives the same artifacts. Results under another thread
+count differ by floating-point rounding.
 """
 
 from __future__ import annotations
@@ -66,47 +68,79 @@ def auto_jobs(ctx: RunContext, todo: list[str]) -> int:
     return max(1, min(len(todo), cores()))
 
 
+def followers(ctx: RunContext, names: list[str], todo: list[str]) -> list[str]:
+    """What ``names`` computes besides the training stages ``todo`` and their inputs, in run order: evaluations, RR,
+    CRAB, the decoding-time methods. The report, which reads every method, stays with the main process."""
+    rest = closure(ctx, names) - closure(ctx, todo) - {"report"}
+    return [s for s in ctx.stages if s in rest]
+
+
 def train_side_by_side(ctx: RunContext, names: list[str], jobs: int) -> None:
-    """Compute the independent training stages among ``names`` in ``jobs`` worker processes (0 = :func:`auto_jobs`);
-    nothing happens when fewer than two would run at once."""
+    """Compute the independent training stages among ``names``, then what follows them, in ``jobs`` worker processes
+    (0 = :func:`auto_jobs`); nothing happens when fewer than two training stages would run at once.
+
+    A stage is handed to a free worker once every stage it needs is finished, training stages first (longest
+    first), so that a worker idle at the end of the training stages evaluates the models already trained instead of
+    leaving that to the main process after the last one."""
     todo = pending(ctx, names)
     jobs = jobs or auto_jobs(ctx, todo)
     jobs = min(jobs, len(todo))
     if jobs < 2:
         return
-    for name in todo:  # every check first: a setting that cannot work fails before any worker starts
+    after = followers(ctx, names, todo)
+    for name in todo + after:  # every check first: a setting that cannot work fails before any worker starts
         ctx.check_ahead(name)
     for name in todo:
         for dep in ctx.stages[name].needs:
             ctx.ensure(dep)
     threads = ctx.config.train.threads or max(1, cores() // jobs)
     log.info("training %s in %d processes, %d thread(s) each", ", ".join(todo), jobs, threads)
-    tasks = []
-    for name in todo:
-        fresh = name in ctx.force or any(dep in ctx._ran for dep in ctx.needs(name))
-        config = ctx.config.model_dump(mode="json")  # the config class is built at start-up: send its values
-        tasks.append((config, name, fresh, threads, logging.getLogger("crabrec").level))
+    config = ctx.config.model_dump(mode="json")  # the config class is built at start-up: send its values
+    level = logging.getLogger("crabrec").level
 
     import multiprocessing
-    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+    queue, scheduled, finished = [*todo, *after], {*todo, *after}, set()
+
+    def ready(name: str) -> bool:
+        """Every input finished: by a worker, or before (a stage none of them computes, e.g. a dynamic input that is
+        not wanted, leaves ``name`` to the main process)."""
+
+        def done(dep: str) -> bool:
+            return dep in finished or (dep not in scheduled and ctx.is_done(dep))
+
+        return all(done(d) for d in ctx.stages[name].needs) and all(done(d) for d in ctx.needs(name))
+
+    running: dict = {}
+    failed: BaseException | None = None
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_train_one, *task) for task in tasks]
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = [f for f in done if f.exception() is not None]
-        if failed:
-            for future in futures:
-                future.cancel()
-            wait(futures)  # the stages already training finish (and keep what they wrote) before the error shows
-            raise failed[0].exception()  # type: ignore[misc]
-    for future in futures:
-        name, computed = future.result()
-        if computed:  # what depends on it is recomputed, as if this process had computed it
-            ctx._ran.add(name)
-        ctx.force.discard(name)
+        while True:
+            while failed is None and len(running) < jobs:
+                name = next((n for n in queue if ready(n)), None)
+                if name is None:
+                    break
+                queue.remove(name)
+                fresh = name in ctx.force or any(dep in ctx._ran for dep in ctx.needs(name))
+                running[pool.submit(_compute, config, name, fresh, threads, level)] = name
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                name = running.pop(future)
+                if future.exception() is not None:
+                    failed = failed or future.exception()  # the stages already running finish (and keep their files)
+                    continue
+                _, computed = future.result()
+                finished.add(name)
+                if computed:  # what depends on it is recomputed, as if this process had computed it
+                    ctx._ran.add(name)
+                ctx.force.discard(name)
+    if failed is not None:
+        raise failed
 
 
-def _train_one(values: dict[str, Any], name: str, fresh: bool, threads: int, level: int) -> tuple[str, bool]:
+def _compute(values: dict[str, Any], name: str, fresh: bool, threads: int, level: int) -> tuple[str, bool]:
     """In a worker process: compute stage ``name`` (from scratch when ``fresh``) with ``threads`` torch threads;
     -> ``(name, whether it was computed rather than found finished)``."""
     from crabrec.config import validate_config

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -242,6 +243,8 @@ class RunContext:
         if main:
             write_config(self.config)  # after success: a failing stage leaves the run directory as it was
             state = {"key": self.key(name), "seconds": round(seconds, 3), "summary": summary, "read": sorted(seen)}
+            if "torch" in sys.modules:  # results depend on it in their last digits (worker processes use fewer)
+                state["threads"] = sys.modules["torch"].get_num_threads()
             state["artifacts"] = self.artifact_hashes(name)
             write_json(self.state_path(name), state)
         distributed.barrier()  # the other processes go on once the main one has written the stage's files

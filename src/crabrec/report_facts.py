@@ -76,6 +76,13 @@ def run_facts(run: Path) -> dict[str, Any]:
     tokenize = (files.load_state("tokenize") or {}).get("summary") or {}
     if tokenize:
         facts["sids"] = {k: tokenize.get(k) for k in ("quantizer", "levels", "collisions_before_dedup", "collisions")}
+    threads: dict[int, list[str]] = {}
+    for state in sorted(files.root.joinpath("stages").glob("*.json")) if files.root.is_dir() else []:
+        n = (files.load_state(state.stem) or {}).get("threads")
+        if isinstance(n, int):
+            threads.setdefault(n, []).append(state.stem)
+    if threads:
+        facts["threads"] = threads
     config = yaml.safe_load(files.config.read_text(encoding="utf-8")) if files.config.is_file() else {}
     facts["seed"] = config.get("seed") if isinstance(config, dict) else None
     evaluate = config.get("evaluate") if isinstance(config, dict) else None
@@ -131,10 +138,21 @@ def facts_lines(facts: dict[str, Any]) -> list[tuple[str, str]]:
     rows.append(("seed", f"{facts.get('seed')}" + (f" ({len(seeds)} seeds: {seeds})" if seeds else "")))
     rows.append(("crabrec", facts["crabrec"]))
     hw = facts["hardware"]
-    machine = f"{hw['cpu']}, {hw['cores']} cores" + (f", torch threads: {hw['torch_threads']}" if "torch" in hw else "")
+    machine = f"{hw['cpu']}, {hw['cores']} cores" + _threads(facts.get("threads"), hw.get("torch_threads"))
     rows.append(("hardware", machine + (f", GPU {hw['gpu']}" if hw.get("gpu") else "") + f" ({hw['os']})"))
     rows.append(("report written", facts["generated"]))
     return rows
+
+
+def _threads(per_count: dict | None, default: int | None) -> str:
+    """The torch threads the stages ran with: one number when they agree, else each count with its stages (stages
+    trained side by side run in worker processes with fewer threads each)."""
+    if not per_count:
+        return f", torch threads: {default}" if default else ""
+    if len(per_count) == 1:
+        return f", torch threads: {next(iter(per_count))}"
+    groups = sorted(per_count.items(), key=lambda kv: int(kv[0]))
+    return ", torch threads: " + "; ".join(f"{n} ({', '.join(stages)})" for n, stages in groups)
 
 
 def training_curves(run: Path) -> dict[str, list[dict[str, Any]]]:
