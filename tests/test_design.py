@@ -24,7 +24,7 @@ FLOORS = {
     0: ("errors", "io", "config", "presets", "datasets", "distributed", "progress"),
     1: ("data", "sid", "decode", "metrics", "models", "crab", "baselines", "embed"),
     2: ("train", "evaluation", "runfiles", "rankers", "histories", "export"),
-    3: ("pipeline", "stages", "methods", "report", "report_facts"),
+    3: ("pipeline", "stages", "methods", "report", "report_facts", "parallel"),
     4: ("analyses", "frontier", "seeds", "recommender", "serve", "cli", "__main__", "docgen"),
 }
 TOP = 5  # the package root itself: it re-exports the public API (crabrec.load)

@@ -242,6 +242,7 @@ def train(
     plateau["scale"] = state.setdefault("lr_scale", 1.0)
     start_time = time.perf_counter() - state["seconds"]
     prof = profiling.active()  # a benchmark asked where the step's time goes (crabrec.train.profile)
+    every = cfg.valid_every  # read whatever the number of epochs: it is part of the stage's settings
     for epoch in range(state["epoch"] + 1, cfg.epochs + 1):
         if state["bad_epochs"] >= cfg.patience:
             break
@@ -302,7 +303,7 @@ def train(
             cfg.max_minutes is not None and time.perf_counter() - start_time >= 60 * cfg.max_minutes
         )
         final = epoch == cfg.epochs or out_of_time
-        skipped = not last and not final and epoch % cfg.valid_every != 0 and prof is None
+        skipped = not last and not final and epoch % every != 0 and prof is None
         score = None if last or skipped else float(validate(accelerator.unwrap_model(model)))
         if prof is not None:  # a benchmark's profile: one validation timed, nothing saved
             prof.validation = time.perf_counter() - validation_start
@@ -317,7 +318,7 @@ def train(
         shown = (
             "not validated (keep=last)"
             if last
-            else f"not validated (every {cfg.valid_every} epochs)"
+            else f"not validated (every {every} epochs)"
             if skipped
             else f"valid NDCG@10 {score:.4f}"
         )
