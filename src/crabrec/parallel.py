@@ -108,7 +108,9 @@ def train_side_by_side(ctx: RunContext, names: list[str], jobs: int) -> None:
         not wanted, leaves ``name`` to the main process)."""
 
         def done(dep: str) -> bool:
-            return dep in finished or (dep not in scheduled and ctx.is_done(dep))
+            if dep not in finished and dep not in scheduled and ctx.is_done(dep):
+                finished.add(dep)  # checked once (it hashes the stage's files)
+            return dep in finished
 
         return all(done(d) for d in ctx.stages[name].needs) and all(done(d) for d in ctx.needs(name))
 
