@@ -9,16 +9,23 @@ from crabrec.models.decoder import N_SPECIAL, build_decoder, encode_rows, item_t
 from crabrec.train.loop import Rows, train
 
 
-def _run(tmp_path, epochs: int, fingerprint: str, fresh: bool = False) -> tuple[int, list[dict]]:
+def _tiny_problem() -> tuple[object, Rows]:
+    """A tiny decoder and 32 random training rows over 10 items, the same at every call."""
     rng = np.random.default_rng(0)
     tokens = item_tokens(np.arange(30).reshape(10, 3))
     model = build_decoder(N_SPECIAL + 30, TrainConfig(hidden=16, layers=1, heads=2, ff=32), seed=0)
     hist, length, target = rng.integers(0, 10, (32, 4)), rng.integers(1, 5, 32), rng.integers(0, 10, 32)
-    steps = []
 
     def make(rows):
         ids, mask, labels = encode_rows(hist[rows], length[rows], target[rows], tokens)
         return {"ids": ids, "mask": mask, "labels": labels}
+
+    return model, Rows(32, make)
+
+
+def _run(tmp_path, epochs: int, fingerprint: str, fresh: bool = False) -> tuple[int, list[dict]]:
+    model, rows = _tiny_problem()
+    steps = []
 
     def loss(m, batch):
         steps.append(1)
@@ -26,7 +33,7 @@ def _run(tmp_path, epochs: int, fingerprint: str, fresh: bool = False) -> tuple[
 
     cfg = TrainConfig(epochs=epochs, batch_size=16, patience=5, warmup_steps=0)
     result = train(
-        model, Rows(32, make), loss, lambda m: float(len(steps)), cfg, tmp_path, 0, fingerprint=fingerprint, fresh=fresh
+        model, rows, loss, lambda m: float(len(steps)), cfg, tmp_path, 0, fingerprint=fingerprint, fresh=fresh
     )
     return len(steps), result.history
 
@@ -54,15 +61,7 @@ def test_keep_last_never_validates_and_keeps_the_last_epoch(tmp_path):
     from crabrec.train.loop import training_summary
 
     def run(keep: str, out):
-        tokens = item_tokens(np.arange(30).reshape(10, 3))
-        model = build_decoder(N_SPECIAL + 30, TrainConfig(hidden=16, layers=1, heads=2, ff=32), seed=0)
-        rng = np.random.default_rng(0)
-        hist, length, target = rng.integers(0, 10, (32, 4)), rng.integers(1, 5, 32), rng.integers(0, 10, 32)
-
-        def make(rows):
-            ids, mask, labels = encode_rows(hist[rows], length[rows], target[rows], tokens)
-            return {"ids": ids, "mask": mask, "labels": labels}
-
+        model, rows = _tiny_problem()
         calls = []
 
         def validate(m):
@@ -74,7 +73,7 @@ def test_keep_last_never_validates_and_keeps_the_last_epoch(tmp_path):
         loop = TrainConfig(batch_size=16, patience=2, warmup_steps=0)
         cfg = Overlay(loop, CrabConfig(epochs=4, lr=1e-3, keep=keep), ("epochs", "lr", "keep"))
         loss = lambda m, b: target_loss(m, b["ids"], b["mask"], b["labels"])  # noqa: E731
-        result = train(model, Rows(32, make), loss, validate, cfg, out, 0)
+        result = train(model, rows, loss, validate, cfg, out, 0)
         return model, result, calls
 
     model, result, calls = run("last", tmp_path / "last")
@@ -95,15 +94,8 @@ def _scripted(tmp_path, scores: list[float], **loop) -> tuple[object, list[dict]
     """Train the tiny decoder with ``validate`` returning ``scores`` in turn; -> (result, history, validated epochs)."""
     import torch
 
-    rng = np.random.default_rng(0)
-    tokens = item_tokens(np.arange(30).reshape(10, 3))
-    model = build_decoder(N_SPECIAL + 30, TrainConfig(hidden=16, layers=1, heads=2, ff=32), seed=0)
-    hist, length, target = rng.integers(0, 10, (32, 4)), rng.integers(1, 5, 32), rng.integers(0, 10, 32)
+    model, rows = _tiny_problem()
     weights = []
-
-    def make(rows):
-        ids, mask, labels = encode_rows(hist[rows], length[rows], target[rows], tokens)
-        return {"ids": ids, "mask": mask, "labels": labels}
 
     def validate(m):
         weights.append({k: v.clone() for k, v in m.state_dict().items()})
@@ -111,7 +103,7 @@ def _scripted(tmp_path, scores: list[float], **loop) -> tuple[object, list[dict]
 
     cfg = TrainConfig(batch_size=16, warmup_steps=0, **loop)
     loss = lambda m, b: target_loss(m, b["ids"], b["mask"], b["labels"])  # noqa: E731
-    result = train(model, Rows(32, make), loss, validate, cfg, tmp_path, 0)
+    result = train(model, rows, loss, validate, cfg, tmp_path, 0)
     validated = [h["epoch"] for h in result.history if h["valid_ndcg@10"] is not None]
     from transformers import AutoModelForCausalLM
 
