@@ -40,7 +40,7 @@ def test_the_workers_compute_every_stage_after_the_shared_inputs_but_the_report(
     """Evaluations, RR, CRAB and the decoding-time methods go to the workers as soon as what they need is finished
     (no worker waits for the last training stage); the main process is left with the report alone."""
     from crabrec.config import load_config, parse_overrides
-    from crabrec.parallel import INDEPENDENT, followers, train_side_by_side
+    from crabrec.parallel import INDEPENDENT, followers, run_side_by_side
     from crabrec.pipeline import RunContext
     from crabrec.stages import registry
 
@@ -51,7 +51,7 @@ def test_the_workers_compute_every_stage_after_the_shared_inputs_but_the_report(
     assert after[0] == "evaluate" and {"rr", "rebalance", "finetune", "crab-eval", "ppd-rr"} <= set(after)
     assert not {"data", "embed", "tokenize", "report", *INDEPENDENT} & set(after)
     ctx.ensure("data")
-    train_side_by_side(ctx, names, 2)
+    run_side_by_side(ctx, names, 2)
     assert [n for n in names if not ctx.is_done(n)] == ["report"]
     assert {*INDEPENDENT, *after} <= ctx._ran  # computed by the workers, and known as computed here
 

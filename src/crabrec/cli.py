@@ -308,14 +308,14 @@ def run(
 def _run_stages(cfg: RunConfig, names: list[str], force: set[str], jobs: int = 1):
     """Run ``names`` (and what they need) in the run of ``cfg``, the independent training stages in ``jobs``
     processes (:mod:`crabrec.parallel`); returns the context."""
-    from crabrec.parallel import train_side_by_side
+    from crabrec.parallel import run_side_by_side
     from crabrec.pipeline import RunContext
     from crabrec.stages import preflight, registry
 
     ctx = RunContext(config=cfg, stages=registry(), force=force)
     ctx.ensure("data")
     preflight(ctx)
-    train_side_by_side(ctx, names, jobs)
+    run_side_by_side(ctx, names, jobs)
     for name in names:
         ctx.ensure(name)
     return ctx

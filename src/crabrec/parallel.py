@@ -75,7 +75,7 @@ def followers(ctx: RunContext, names: list[str], todo: list[str]) -> list[str]:
     return [s for s in ctx.stages if s in rest]
 
 
-def train_side_by_side(ctx: RunContext, names: list[str], jobs: int) -> None:
+def run_side_by_side(ctx: RunContext, names: list[str], jobs: int) -> None:
     """Compute the independent training stages among ``names``, then what follows them, in ``jobs`` worker processes
     (0 = :func:`auto_jobs`); nothing happens when fewer than two training stages would run at once.
 

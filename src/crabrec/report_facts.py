@@ -77,7 +77,7 @@ def run_facts(run: Path) -> dict[str, Any]:
     if tokenize:
         facts["sids"] = {k: tokenize.get(k) for k in ("quantizer", "levels", "collisions_before_dedup", "collisions")}
     threads: dict[int, list[str]] = {}
-    for state in sorted(files.root.joinpath("stages").glob("*.json")) if files.root.is_dir() else []:
+    for state in sorted(files.state("*").parent.glob("*.json")):
         n = (files.load_state(state.stem) or {}).get("threads")
         if isinstance(n, int):
             threads.setdefault(n, []).append(state.stem)
