@@ -40,3 +40,19 @@ def test_seeds_repeat_the_seeded_stages_and_summarize(tiny_run, tmp_path, capsys
 
 def test_seeds_must_be_positive(capsys):
     one_line_error(capsys, ["run", "--seeds", "0"], "--seeds")
+
+
+def test_a_stage_gets_the_process_thread_count_back_after_a_command_that_pinned_it():
+    """`train.threads` pins torch's threads for one command; the next command in the same process (a test, the API,
+    a notebook) without it runs with the process's own count again, so its results do not depend on what ran before."""
+    import torch
+
+    from crabrec.config import load_config
+    from crabrec.pipeline import start_stage
+
+    start_stage(load_config(), seeded=True)
+    own = torch.get_num_threads()
+    start_stage(load_config(overrides={"train": {"threads": own + 1}}), seeded=True)
+    assert torch.get_num_threads() == own + 1
+    start_stage(load_config(), seeded=True)
+    assert torch.get_num_threads() == own

@@ -284,6 +284,9 @@ def own_outputs(run_dir: Path, artifacts: tuple[str, ...]) -> None:
                 raise CrabError(f"{path}: cannot make a copy of the linked {source} ({exc.strerror or exc})") from None
 
 
+_PROCESS_THREADS: int | None = None  # torch's thread count when the first stage of this process started
+
+
 def start_stage(cfg: RunConfig, seeded: bool, uses_torch: bool = True) -> None:
     """Put the process in the same state at the start of every stage: threads, and Python/NumPy/torch seeds (the
     run's seed for a stage that reads ``seed``, 0 for one that does not, so its result cannot depend on it). A stage
@@ -299,8 +302,11 @@ def start_stage(cfg: RunConfig, seeded: bool, uses_torch: bool = True) -> None:
     if uses_torch or "torch" in sys.modules:
         import torch
 
-        if cfg.train.threads:
-            torch.set_num_threads(cfg.train.threads)
+        global _PROCESS_THREADS
+        if _PROCESS_THREADS is None:  # the process's own count, before any stage changed it
+            _PROCESS_THREADS = torch.get_num_threads()
+        # a stage without train.threads gets that count back, not what an earlier command in this process set
+        torch.set_num_threads(cfg.train.threads or _PROCESS_THREADS)
         torch.manual_seed(seed)
 
 
