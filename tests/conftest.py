@@ -13,6 +13,9 @@ SHARED = Path(os.environ.get("CRABREC_SHARED", ROOT.parent / "shared"))
 # `crabrec run` trains one stage at a time in the tests (worker processes cost seconds to start, more than the tiny
 # models take); tests/test_parallel.py runs the stages side by side
 os.environ.setdefault("CRABREC_JOBS", "1")
+# tiny models run fastest on one thread; set before torch loads, so that the commands the tests start in subprocesses
+# train with the same count as the ones they run in this process (results differ in their last digits otherwise)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def shared_path(*parts: str) -> Path:
