@@ -63,8 +63,8 @@ def test_level_head_is_untied_and_trains_apart_from_the_embeddings():
     assert user_rows.abs().sum() == 0  # user tokens are neither inputs here nor targets at any level
 
 
-@pytest.mark.parametrize("head", ["level", "tied"])
-def test_saved_tiger_loads_back_as_the_same_model(tmp_path, head):
+@pytest.mark.parametrize("head,ffn", [("level", "relu"), ("tied", "relu"), ("level", "gated-gelu")])
+def test_saved_tiger_loads_back_as_the_same_model(tmp_path, head, ffn):
     from crabrec.models.tiger import build_tiger
     from crabrec.rankers import load_generator
     from crabrec.sid.codebook import Codebook
@@ -72,7 +72,7 @@ def test_saved_tiger_loads_back_as_the_same_model(tmp_path, head):
     rng = np.random.default_rng(0)
     codes = np.unique(np.stack([rng.integers(0, s, 40) for s in SIZES], axis=1), axis=0)
     cb = Codebook(codes=codes, sizes=SIZES, item_ids=[str(i) for i in range(len(codes))])
-    model = build_tiger(SIZES, TigerSection(**SMALL, head=head), seed=3).eval()
+    model = build_tiger(SIZES, TigerSection(**SMALL, head=head, ffn=ffn), seed=3).eval()
     model.save_pretrained(tmp_path)
     loaded = load_generator(tmp_path, cb)
     assert type(loaded) is type(model)
@@ -106,3 +106,46 @@ def test_reference_harness_rebuilds_each_users_training_sequence():
     rows.history[2, 0] = 0  # a row that is not a window of its user's sequence is refused
     with pytest.raises(SystemExit):
         export.training_sequences(rows)
+
+
+def centroids(seed: int = 0, dim: int = 6) -> list[np.ndarray]:
+    """Per-level centroids of a codebook of ``SIZES``; the last level's are all equal (a dedup level's)."""
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=(SIZES[0], dim)), 0.3 * rng.normal(size=(SIZES[1], dim)), np.zeros((SIZES[2], dim))]
+
+
+def test_codebook_embeddings_keep_each_levels_geometry_at_t5s_spread():
+    from crabrec.models.tiger import codebook_embeddings
+
+    cw = centroids()
+    table = codebook_embeddings(cw, SIZES, d_model=8, seed=0).astype(np.float64)
+    assert table.shape == (sum(SIZES), 8)
+    start = 0
+    for level, size in enumerate(SIZES[:2]):
+        rows = table[start : start + size]
+        centred = cw[level] - cw[level].mean(axis=0)
+        pca = rows[:, :6]  # d_model 8 > width 6: the PCA coordinates, then two random columns
+        assert pca.std() == pytest.approx(1.0)
+        spread = np.sqrt((centred**2).mean())  # a full-rank PCA is a rotation: it keeps every inner product
+        np.testing.assert_allclose(pca @ pca.T, centred @ centred.T / spread**2, atol=1e-5)
+        start += size
+    assert np.isnan(table[-SIZES[2] :]).all()  # the constant level: no geometry to keep
+
+
+def test_codebook_init_sets_the_sid_rows_and_keeps_the_rest_of_t5s_draw():
+    from crabrec.errors import CrabError
+    from crabrec.models.decoder import N_SPECIAL
+    from crabrec.models.tiger import build_tiger, codebook_embeddings
+
+    cw = centroids()
+    random = build_tiger(SIZES, TigerSection(**SMALL), seed=5).shared.weight.detach()
+    model = build_tiger(SIZES, TigerSection(**SMALL, init="codebook"), seed=5, codewords=cw)
+    weight = model.shared.weight.detach()
+    want = torch.from_numpy(codebook_embeddings(cw, SIZES, SMALL["d_model"], seed=5))
+    first, last = N_SPECIAL, N_SPECIAL + SIZES[0] + SIZES[1]
+    torch.testing.assert_close(weight[first:last], want[: SIZES[0] + SIZES[1]])
+    assert torch.equal(weight[:first], random[:first])  # specials
+    assert torch.equal(weight[last:], random[last:])  # the constant level and the user tokens
+    assert model.encoder.embed_tokens.weight is model.shared.weight
+    with pytest.raises(CrabError, match="no centroids"):
+        build_tiger(SIZES, TigerSection(**SMALL, init="codebook"), seed=5)

@@ -266,6 +266,14 @@ class TigerSection(LoopConfig):
         description="output layer: level (an untied projection per SID level, softmax over that level's tokens) or "
         "tied (T5's: the input embeddings, softmax over the whole vocabulary)",
     )
+    ffn: Literal["relu", "gated-gelu"] = keyed_when_set(
+        "relu", description="feed-forward block: relu (T5's, as in the TIGER paper) or gated-gelu (T5 v1.1's)"
+    )
+    init: Literal["random", "codebook"] = keyed_when_set(
+        "random",
+        description="SID token embeddings at the start: random (T5's N(0, 1)) or codebook (each token's quantizer "
+        "centroid, projected to d_model by PCA and scaled to T5's initial spread)",
+    )
     batch_size: int = Field(256, ge=1)
     weight_decay: float = Field(1e-4, ge=0)
 

@@ -25,7 +25,7 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
     t, seed = ctx.cfg.tiger, ctx.cfg.seed
     codebook = ctx.files.load_codebook()
     tokens = item_tokens(codebook.token_ids())
-    model = build_tiger(codebook.sizes, t, seed=seed)
+    model = build_tiger(codebook.sizes, t, seed=seed, codewords=codebook.codewords)
     splits = ctx.files.load_splits()
     rows = splits.train
     batch_size = t.batch_size

@@ -24,6 +24,7 @@ import torch
 from transformers import T5ForConditionalGeneration
 
 from crabrec.config import TigerSection
+from crabrec.errors import CrabError
 from crabrec.models.decoder import IGNORE, N_SPECIAL, PAD
 
 
@@ -63,14 +64,22 @@ class LevelT5(T5ForConditionalGeneration):
         return out
 
 
-def build_tiger(level_sizes: Sequence[int], size: TigerSection, seed: int = 0):
+def build_tiger(
+    level_sizes: Sequence[int],
+    size: TigerSection,
+    seed: int = 0,
+    codewords: Sequence[np.ndarray] | None = None,
+):
     """A TIGER model over a codebook with ``level_sizes`` tokens per level: ``size.layers`` encoder and decoder
-    blocks (ReLU FFN), the ``size.head`` output layer; its dropout modules draw their masks with
-    :mod:`crabrec.models.dropout`."""
+    blocks (``size.ffn`` feed-forward), the ``size.head`` output layer; its dropout modules draw their masks with
+    :mod:`crabrec.models.dropout`. With ``size.init == "codebook"`` the SID token embeddings start from
+    ``codewords`` (one ``[size, dim]`` array per level, :func:`codebook_embeddings`)."""
     from transformers import T5Config
 
     from crabrec.models.dropout import use_fast_dropout
 
+    if size.init == "codebook" and codewords is None:
+        raise CrabError("tiger.init=codebook: this codebook has no centroids (codewords); use tiger.init=random")
     torch.manual_seed(seed)
     offset = N_SPECIAL + int(sum(level_sizes))
     level = size.head == "level"
@@ -83,7 +92,7 @@ def build_tiger(level_sizes: Sequence[int], size: TigerSection, seed: int = 0):
         num_decoder_layers=size.layers,
         num_heads=size.heads,
         dropout_rate=size.dropout,
-        feed_forward_proj="relu",
+        feed_forward_proj=size.ffn,
         tie_word_embeddings=not level,  # T5's flag: False = no d_model^-0.5 scaling of the decoder output
         pad_token_id=PAD,
         eos_token_id=None,
@@ -93,12 +102,49 @@ def build_tiger(level_sizes: Sequence[int], size: TigerSection, seed: int = 0):
         crabrec_head=size.head,
         crabrec_level_sizes=[int(s) for s in level_sizes],
     )
-    if not level:
-        return use_fast_dropout(T5ForConditionalGeneration(config))
-    model = LevelT5(config)
-    with torch.no_grad():  # untied: its own weights, at the scale of a linear layer's default
-        model.lm_head.weight.normal_(0.0, size.d_model**-0.5)
+    model = LevelT5(config) if level else T5ForConditionalGeneration(config)
+    with torch.no_grad():
+        if level:  # untied: its own weights, at the scale of a linear layer's default
+            model.lm_head.weight.normal_(0.0, size.d_model**-0.5)
+        if size.init == "codebook":
+            table = codebook_embeddings(codewords, level_sizes, size.d_model, seed)
+            rows = torch.from_numpy(table)
+            known = torch.isfinite(rows[:, 0])  # levels without centroids (the dedup level) keep T5's draw
+            model.shared.weight[N_SPECIAL : N_SPECIAL + len(rows)][known] = rows[known].to(model.shared.weight.dtype)
     return use_fast_dropout(model)
+
+
+def codebook_embeddings(codewords: Sequence[np.ndarray], level_sizes: Sequence[int], d_model: int, seed: int = 0):
+    """``[sum(level_sizes), d_model]`` starting embeddings of the SID tokens from the quantizer's centroids.
+
+    Each level's centroids are centred on their own mean and projected on the top ``d_model`` principal axes of all
+    levels' centred centroids together (so the levels share one basis and keep their relative geometry); each level
+    is then scaled so that its entries have standard deviation 1, T5's initial spread of an embedding. A level whose
+    centroids are all equal (the dedup level, whose codes are not centroids) gets NaN rows: the caller keeps its
+    random draw. When ``d_model`` exceeds the centroids' width the missing axes are filled with N(0, 1) draws."""
+    centred = []
+    for level, size in enumerate(level_sizes):
+        c = np.asarray(codewords[level], dtype=np.float64)
+        if c.shape[0] != size:
+            raise CrabError(f"tiger.init=codebook: level {level} has {c.shape[0]} centroids for {size} tokens")
+        centred.append(c - c.mean(axis=0))
+    stacked = np.concatenate(centred)
+    width = min(d_model, stacked.shape[1])
+    _, _, vt = np.linalg.svd(stacked, full_matrices=False)
+    basis = vt[:width].T
+    rng = np.random.default_rng(seed)
+    out = []
+    for c in centred:
+        proj = c @ basis
+        spread = proj.std()
+        if spread < 1e-12:
+            out.append(np.full((len(c), d_model), np.nan))
+            continue
+        proj = proj / spread
+        if width < d_model:
+            proj = np.concatenate([proj, rng.standard_normal((len(c), d_model - width))], axis=1)
+        out.append(proj)
+    return np.concatenate(out).astype(np.float32)
 
 
 def tiger_class(config):
