@@ -100,3 +100,16 @@ def test_every_declared_setting_is_read_by_a_real_run(tiny_run, ids_run):
         unread = {k for k in declared[name] - read[name] if not k.startswith(FORMAT_DEPENDENT) and not is_speed_only(k)}
         assert not unread, f"stage {name} declares settings it never read: {sorted(unread)}"
     assert {"train", "tiger", "sasrec", "rw", "d2lr", "rr", "rebalance", "finetune", "crab-eval"} <= set(read)
+
+
+def test_a_setting_added_later_keeps_what_was_cached_before_it():
+    """``tiger.init`` came after TIGER models were cached, all trained from a random draw: ``random`` is left out of
+    the key (those caches stay valid); the default ``auto`` and ``codebook`` change TIGER's results, so they key it."""
+    settings = {}
+    for init in ("random", "auto", "codebook"):
+        ctx = RunContext(config=load_config(overrides={"tiger": {"init": init}}), stages=registry())
+        settings[init] = ctx.settings("tiger")
+    assert "tiger.init" not in settings["random"]
+    assert settings["auto"] == {**settings["random"], "tiger.init": "auto"}
+    assert settings["codebook"]["tiger.init"] == "codebook"
+    assert load_config().tiger.init == "auto"

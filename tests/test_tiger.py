@@ -10,7 +10,7 @@ import torch
 from crabrec.config import TigerSection
 
 SIZES = [8, 8, 3]
-SMALL = dict(d_model=32, layers=2, heads=2, d_kv=16, ff=64, dropout=0.0, user_bins=5)
+SMALL = dict(d_model=32, layers=2, heads=2, d_kv=16, ff=64, dropout=0.0, user_bins=5, init="random")
 
 
 def level_model(seed: int = 1):
@@ -139,7 +139,7 @@ def test_codebook_init_sets_the_sid_rows_and_keeps_the_rest_of_t5s_draw():
 
     cw = centroids()
     random = build_tiger(SIZES, TigerSection(**SMALL), seed=5).shared.weight.detach()
-    model = build_tiger(SIZES, TigerSection(**SMALL, init="codebook"), seed=5, codewords=cw)
+    model = build_tiger(SIZES, TigerSection(**{**SMALL, "init": "codebook"}), seed=5, codewords=cw)
     weight = model.shared.weight.detach()
     want = torch.from_numpy(codebook_embeddings(cw, SIZES, SMALL["d_model"], seed=5))
     first, last = N_SPECIAL, N_SPECIAL + SIZES[0] + SIZES[1]
@@ -148,4 +148,10 @@ def test_codebook_init_sets_the_sid_rows_and_keeps_the_rest_of_t5s_draw():
     assert torch.equal(weight[last:], random[last:])  # the constant level and the user tokens
     assert model.encoder.embed_tokens.weight is model.shared.weight
     with pytest.raises(CrabError, match="no centroids"):
-        build_tiger(SIZES, TigerSection(**SMALL, init="codebook"), seed=5)
+        build_tiger(SIZES, TigerSection(**{**SMALL, "init": "codebook"}), seed=5)
+    # auto: the centroids where the codebook has them, T5's draw where it has none (imported SIDs without vectors)
+    auto = TigerSection(**{**SMALL, "init": "auto"})
+    assert torch.equal(build_tiger(SIZES, auto, seed=5, codewords=cw).shared.weight, model.shared.weight)
+    assert torch.equal(build_tiger(SIZES, auto, seed=5).shared.weight, random)
+    flat = [np.zeros((s, 6)) for s in SIZES]
+    assert torch.equal(build_tiger(SIZES, auto, seed=5, codewords=flat).shared.weight, random)

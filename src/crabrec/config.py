@@ -39,10 +39,12 @@ def only_if(choice: str, values: tuple[str, ...], *args: Any, **kw: Any) -> Any:
     return Field(*args, json_schema_extra={"only_if": [choice, list(values)]}, **kw)
 
 
-def keyed_when_set(default: Any, **kw: Any) -> Any:
-    """A setting whose default reproduces what came before it: it is in a stage's cache key only when set to
-    something else, so adding it left every cached result valid."""
-    return Field(default, json_schema_extra={"when_set": True}, **kw)
+def keyed_when_set(default: Any, *, before: Any = None, **kw: Any) -> Any:
+    """A setting added after results were cached: it is in a stage's cache key only when it differs from the value
+    that reproduces what came before (``before``; the default when not given), so results cached before it stay
+    valid under that value, and a new default that changes results re-runs them."""
+    extra = {"when_set": True} if before is None else {"when_set": True, "before": before}
+    return Field(default, json_schema_extra=extra, **kw)
 
 
 class Strict(BaseModel):
@@ -269,10 +271,12 @@ class TigerSection(LoopConfig):
     ffn: Literal["relu", "gated-gelu"] = keyed_when_set(
         "relu", description="feed-forward block: relu (T5's, as in the TIGER paper) or gated-gelu (T5 v1.1's)"
     )
-    init: Literal["random", "codebook"] = keyed_when_set(
-        "random",
-        description="SID token embeddings at the start: random (T5's N(0, 1)) or codebook (each token's quantizer "
-        "centroid, projected to d_model by PCA and scaled to T5's initial spread)",
+    init: Literal["auto", "random", "codebook"] = keyed_when_set(
+        "auto",
+        before="random",
+        description="SID token embeddings at the start: codebook (each token's quantizer centroid, projected to "
+        "d_model by PCA and scaled to T5's initial spread), random (T5's N(0, 1)), or auto (codebook when the "
+        "codebook has centroids; imported SIDs without item vectors have none)",
     )
     batch_size: int = Field(256, ge=1)
     weight_decay: float = Field(1e-4, ge=0)
@@ -423,7 +427,7 @@ def applies(key: str, config: Any) -> bool:
     for part in section.split(".") if section else ():
         node = getattr(node, part)
     if extra.get("when_set"):
-        return getattr(node, name) != info.default
+        return getattr(node, name) != extra.get("before", info.default)
     return getattr(node, rule[0]) in rule[1]
 
 

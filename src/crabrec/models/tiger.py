@@ -72,14 +72,13 @@ def build_tiger(
 ):
     """A TIGER model over a codebook with ``level_sizes`` tokens per level: ``size.layers`` encoder and decoder
     blocks (``size.ffn`` feed-forward), the ``size.head`` output layer; its dropout modules draw their masks with
-    :mod:`crabrec.models.dropout`. With ``size.init == "codebook"`` the SID token embeddings start from
-    ``codewords`` (one ``[size, dim]`` array per level, :func:`codebook_embeddings`)."""
+    :mod:`crabrec.models.dropout`. The SID token embeddings start from ``codewords`` (one ``[size, dim]`` array per
+    level, :func:`codebook_embeddings`) when :func:`initial_embeddings` says so."""
     from transformers import T5Config
 
     from crabrec.models.dropout import use_fast_dropout
 
-    if size.init == "codebook" and codewords is None:
-        raise CrabError("tiger.init=codebook: this codebook has no centroids (codewords); use tiger.init=random")
+    from_codebook = initial_embeddings(size.init, codewords) == "codebook"
     torch.manual_seed(seed)
     offset = N_SPECIAL + int(sum(level_sizes))
     level = size.head == "level"
@@ -106,12 +105,23 @@ def build_tiger(
     with torch.no_grad():
         if level:  # untied: its own weights, at the scale of a linear layer's default
             model.lm_head.weight.normal_(0.0, size.d_model**-0.5)
-        if size.init == "codebook":
+        if from_codebook:
             table = codebook_embeddings(codewords, level_sizes, size.d_model, seed)
             rows = torch.from_numpy(table)
             known = torch.isfinite(rows[:, 0])  # levels without centroids (the dedup level) keep T5's draw
             model.shared.weight[N_SPECIAL : N_SPECIAL + len(rows)][known] = rows[known].to(model.shared.weight.dtype)
     return use_fast_dropout(model)
+
+
+def initial_embeddings(init: str, codewords: Sequence[np.ndarray] | None) -> str:
+    """What ``tiger.init`` resolves to: ``codebook`` or ``random`` (``auto``: codebook when there are centroids)."""
+    have = codewords is not None and any(np.ptp(np.asarray(c), axis=0).max(initial=0) > 0 for c in codewords)
+    if init == "codebook" and not have:
+        raise CrabError(
+            "tiger.init=codebook: this codebook has no centroids (imported SIDs without item vectors); "
+            "use tiger.init=random or auto"
+        )
+    return "codebook" if init == "codebook" or (init == "auto" and have) else "random"
 
 
 def codebook_embeddings(codewords: Sequence[np.ndarray], level_sizes: Sequence[int], d_model: int, seed: int = 0):
