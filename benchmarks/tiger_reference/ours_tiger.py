@@ -32,6 +32,7 @@ def crabrec_keys(a: argparse.Namespace) -> list[str]:
         "tiger.weight_decay": a.weight_decay, "tiger.batch_size": a.batch, "tiger.epochs": a.epochs,
         "tiger.patience": a.epochs, "tiger.warmup_steps": a.warmup, "train.valid_samples": a.valid_samples,
         "train.valid_beam": a.beam, "evaluate.beam": a.beam, "evaluate.bootstrap": 0, "train.threads": a.threads,
+        "tiger.init": "random",  # cornac starts its token embeddings from N(0, 1); --set tiger.init=auto for ours
     }  # fmt: skip
     if a.schedule == "constant":  # a plateau that never shrinks
         keys |= {"tiger.schedule": "plateau", "tiger.plateau_factor": 1.0}
