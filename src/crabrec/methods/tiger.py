@@ -20,19 +20,18 @@ RANKER = generator_ranker("tiger")  # its test evaluation, validation, API and s
 def run_tiger(ctx: RunContext) -> dict[str, Any]:
     from crabrec.decode.trie import SidTrie
     from crabrec.models.decoder import item_tokens
-    from crabrec.models.tiger import build_tiger, encode_inputs, initial_embeddings, make_labels, tiger_loss
+    from crabrec.models.tiger import build_tiger, encode_inputs, make_labels, tiger_loss
     from crabrec.train.decoder import sid_validator
     from crabrec.train.loop import Rows, length_bucketed, train, training_summary
 
     t, seed = ctx.cfg.tiger, ctx.cfg.seed
     codebook = ctx.files.load_codebook()
     tokens = item_tokens(codebook.token_ids())
-    start = initial_embeddings(t.init, codebook.codewords)  # refuses init=codebook without centroids
+    model = build_tiger(codebook.sizes, t, seed=seed, codewords=codebook.codewords)
     log.info(
         "TIGER: SID token embeddings start from %s",
-        "the codebook's centroids" if start == "codebook" else "a random draw",
+        "the codebook's centroids" if model.config.crabrec_init == "codebook" else "a random draw",
     )
-    model = build_tiger(codebook.sizes, t, seed=seed, codewords=codebook.codewords)
     splits = ctx.files.load_splits()
     rows = splits.train
     batch_size = t.batch_size

@@ -11,8 +11,9 @@ shared input embedding table. The decoder starts from ``PAD`` (T5's convention).
 * ``tied``: T5's own, the input embeddings reused (scaled by ``d_model^-0.5``) with a softmax over the whole
   vocabulary.
 
-``config.crabrec_user_bins``, ``config.crabrec_user_offset``, ``config.crabrec_head`` and
-``config.crabrec_level_sizes`` travel with the saved model.
+``config.crabrec_user_bins``, ``config.crabrec_user_offset``, ``config.crabrec_head``, ``config.crabrec_level_sizes``
+and ``config.crabrec_init`` (where the SID embeddings started: ``codebook`` or ``random``) travel with the saved
+model.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def build_tiger(
 
     from crabrec.models.dropout import use_fast_dropout
 
-    from_codebook = initial_embeddings(size.init, codewords) == "codebook"
+    start = initial_embeddings(size.init, codewords)
     torch.manual_seed(seed)
     offset = N_SPECIAL + int(sum(level_sizes))
     level = size.head == "level"
@@ -100,12 +101,13 @@ def build_tiger(
         crabrec_user_offset=offset,
         crabrec_head=size.head,
         crabrec_level_sizes=[int(s) for s in level_sizes],
+        crabrec_init=start,
     )
     model = LevelT5(config) if level else T5ForConditionalGeneration(config)
     with torch.no_grad():
         if level:  # untied: its own weights, at the scale of a linear layer's default
             model.lm_head.weight.normal_(0.0, size.d_model**-0.5)
-        if from_codebook:
+        if start == "codebook":
             table = codebook_embeddings(codewords, level_sizes, size.d_model, seed)
             rows = torch.from_numpy(table)
             known = torch.isfinite(rows[:, 0])  # levels without centroids (the dedup level) keep T5's draw
