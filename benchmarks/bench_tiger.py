@@ -7,9 +7,11 @@ Uses a tokenized run's training rows and SIDs. For each form it times ``--steps`
 AdamW) on the first batches of epoch 1, exactly as the training stage builds them, and projects one epoch as the mean
 step time x the epoch's number of batches. Forms: MOR packed with ``layers`` decoder layers and with ``2 x layers``
 (the total depth of TIGER's ``layers`` encoder + ``layers`` decoder blocks); TIGER with shuffled batches and torch's
-dropout (the first version), length-bucketed with torch's dropout, and length-bucketed with the fast mask
-(:mod:`crabrec.models.dropout`, the current one). Width 128, FFN 512, every model at the same ``--dropout`` (MOR's
-residual and attention dropout, TIGER's dropout), the quick preset's batch sizes (MOR 128 rows, TIGER 256).
+dropout (the first version), length-bucketed with torch's dropout, length-bucketed with the fast mask
+(:mod:`crabrec.models.dropout`) and its loss from the whole-vocabulary logits, and the current one: that loss from
+each level's own logits (:meth:`crabrec.models.tiger.LevelT5.level_loss`). Width 128, FFN 512, every model at the
+same ``--dropout`` (MOR's residual and attention dropout, TIGER's dropout), the quick preset's batch sizes (MOR 128
+rows, TIGER 256).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def main() -> None:
         return build_decoder(N_SPECIAL + cb.vocab_size, size, seed=seed)
 
     def tiger_model(fast: bool):
-        size = TigerSection(d_model=128, layers=args.layers, heads=4, d_kv=32, ff=512, dropout=p, user_bins=2000)
+        size = TigerSection(d_model=128, layers=args.layers, heads=4, d_kv=32, ff=512, dropout=p)
         model = build_tiger(cb.sizes, size, seed=seed)
         return model if fast else use_fast_dropout(model, torch.nn.Dropout)  # back to torch's own dropout
 
@@ -73,15 +75,19 @@ def main() -> None:
         ids, mask = encode_inputs(tiger.config, train.user[rows], train.history[rows], train.length[rows], tokens)
         return {"ids": ids, "mask": mask, "labels": make_labels(train.target[rows], tokens)}
 
+    def full_loss(model, batch):  # the forward's loss: logits over the whole vocabulary, masked to the level
+        return model(input_ids=batch["ids"], attention_mask=batch["mask"], labels=batch["labels"]).loss
+
     shuffled = list(batches(len(train), 256, seed, 1))
     bucketed = length_bucketed(train.length, np.ones(len(train), np.int64), 256, seed, 1)
     n, lay = args.steps, args.layers
     rows = [
         (f"MOR packed, {lay} layer(s)", time_steps(mor(lay), make_packed, decoder_loss, plan_packed(1), n)),
         (f"MOR packed, {2 * lay} layers", time_steps(mor(2 * lay), make_packed, decoder_loss, plan_packed(1), n)),
-        ("TIGER, shuffled, torch dropout", time_steps(tiger_model(False), make_tiger, tiger_loss, shuffled, n)),
-        ("TIGER, bucketed, torch dropout", time_steps(tiger_model(False), make_tiger, tiger_loss, bucketed, n)),
-        ("TIGER, bucketed, fast dropout", time_steps(tiger, make_tiger, tiger_loss, bucketed, n)),
+        ("TIGER, shuffled, torch dropout", time_steps(tiger_model(False), make_tiger, full_loss, shuffled, n)),
+        ("TIGER, bucketed, torch dropout", time_steps(tiger_model(False), make_tiger, full_loss, bucketed, n)),
+        ("TIGER, bucketed, fast dropout, whole-vocab logits", time_steps(tiger, make_tiger, full_loss, bucketed, n)),
+        ("TIGER, bucketed, fast dropout, level logits", time_steps(tiger, make_tiger, tiger_loss, bucketed, n)),
     ]
     print(
         f"{len(train):,} training rows, {torch.get_num_threads()} threads, TIGER {lay}+{lay} layers, width 128, "

@@ -50,6 +50,35 @@ def test_level_loss_is_the_cross_entropy_of_each_level_on_its_own_tokens():
         torch.testing.assert_close(row.log_softmax(-1)[:, inside], full[:, level, inside].log_softmax(-1))
 
 
+def test_training_loss_from_the_levels_logits_equals_the_forwards_loss_and_gradients():
+    from crabrec.models.decoder import IGNORE
+    from crabrec.models.tiger import tiger_loss
+
+    model = build_small(dropout=0.2).train()  # dropout on: both paths draw the same masks in the same order
+    ids, mask, labels, _ = batch()
+    mask[0, 4:] = 0
+    labels[1, 2] = IGNORE  # ignored positions count in neither path
+    grads = []
+    for loss_of in (lambda: model(input_ids=ids, attention_mask=mask, labels=labels).loss,
+                    lambda: tiger_loss(model, {"ids": ids, "mask": mask, "labels": labels})):  # fmt: skip
+        torch.manual_seed(7)
+        model.zero_grad()
+        loss = loss_of()
+        loss.backward()
+        grads.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))
+    (want, want_grads), (got, got_grads) = grads
+    assert want.item() > 0
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    for a, b in zip(want_grads, got_grads):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-7)
+
+
+def build_small(**change):
+    from crabrec.models.tiger import build_tiger
+
+    return build_tiger(SIZES, TigerSection(**(SMALL | change), head="level"), seed=1)
+
+
 def test_level_head_is_untied_and_trains_apart_from_the_embeddings():
     model = level_model()
     assert model.lm_head.weight is not model.shared.weight
@@ -83,17 +112,23 @@ def test_saved_tiger_loads_back_as_the_same_model(tmp_path, head, ffn):
     assert torch.equal(want.logits, got.logits) and torch.equal(want.loss, got.loss)
 
 
-def test_reference_harness_rebuilds_each_users_training_sequence():
-    """``benchmarks/tiger_reference/export.py`` hands cornac each user's sequence; its prefixes are our rows."""
+def harness_export():
+    """``benchmarks/tiger_reference/export.py``, imported from its file (the benchmarks are not a package)."""
     import importlib.util
     from pathlib import Path
-
-    from crabrec.data.dataset import Samples
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "tiger_reference" / "export.py"
     spec = importlib.util.spec_from_file_location("tiger_export", path)
     export = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(export)
+    return export
+
+
+def test_reference_harness_rebuilds_each_users_training_sequence():
+    """``benchmarks/tiger_reference/export.py`` hands cornac each user's sequence; its prefixes are our rows."""
+    from crabrec.data.dataset import Samples
+
+    export = harness_export()
     seqs = {7: [4, 1, 3, 9], 2: [5, 6]}
     users, hist, targets = [], [], []
     for u, seq in seqs.items():
@@ -106,6 +141,20 @@ def test_reference_harness_rebuilds_each_users_training_sequence():
     rows.history[2, 0] = 0  # a row that is not a window of its user's sequence is refused
     with pytest.raises(SystemExit):
         export.training_sequences(rows)
+
+
+def test_reference_harness_exports_an_ids_only_run_with_a_zero_embedding_column(ids_run, tmp_path):
+    """Imported SIDs without item text (Beauty's ids): the bundle still holds the run's split and SIDs."""
+    from crabrec.runfiles import RunFiles
+
+    assert not (ids_run / "embeddings.npy").exists()
+    bundle = tmp_path / "bundle.npz"
+    assert harness_export().main([str(ids_run), str(bundle)]) == 0
+    got = np.load(bundle)
+    codebook = RunFiles(ids_run).load_codebook()
+    assert np.array_equal(got["codes"], codebook.codes)
+    assert got["embeddings"].shape == (len(codebook.codes), 1) and not got["embeddings"].any()
+    assert len(got["test_target"]) == len(RunFiles(ids_run).load_splits().test.target)
 
 
 def centroids(seed: int = 0, dim: int = 6) -> list[np.ndarray]:

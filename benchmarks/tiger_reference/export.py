@@ -3,8 +3,8 @@
     python benchmarks/tiger_reference/export.py RUN_DIR BUNDLE.npz
 
 The bundle holds the run's exact split (each user's training sequence, whose every prefix is a training row; the
-validation and test rows with their histories), the item text embeddings and the run's semantic IDs. Nothing else:
-the reference side never imports crabrec.
+validation and test rows with their histories), the item text embeddings (a zero column for an ids-only run, whose
+SIDs were imported) and the run's semantic IDs. Nothing else: the reference side never imports crabrec.
 """
 
 from __future__ import annotations
@@ -50,7 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     splits = files.load_splits()
     codebook = files.load_codebook()
     users, flat, offsets = training_sequences(splits.train)
-    emb = np.load(args.run / "embeddings.npy")
+    emb_path = args.run / "embeddings.npy"
+    # an ids-only run (imported SIDs, no item text) has no embeddings: cornac reads them only in its tokenizer, which
+    # the harness replaces by the bundle's SIDs, so a zero column stands in
+    emb = np.load(emb_path) if emb_path.exists() else np.zeros((len(codebook.codes), 1), np.float32)
     arrays = {
         "train_users": users,
         "train_items": flat,

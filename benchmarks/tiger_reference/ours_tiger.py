@@ -3,10 +3,11 @@
     python benchmarks/tiger_reference/ours_tiger.py RUN_DIR OUT.json [--layers 4 ...] [--set tiger.user_bins=0 ...]
 
 It runs ``crabrec run COPY --until tiger`` as a user would, on a copy of ``RUN_DIR``'s data and semantic IDs (so the
-split, embeddings and SIDs are the ones the bundle holds), then ranks every test row with the method's ranker (what
-``crabrec evaluate`` and the API use), with every setting translated to crabrec's keys:
-the same validation rows (the first ``--valid-samples``), beam, batch, learning rate and schedule, no early stopping
-(cornac runs every epoch and keeps the best). ``--set`` passes further crabrec keys (one recipe element at a time).
+split, embeddings and SIDs are the ones the bundle holds), then ranks every test row (or the first
+``--test-samples``) with the method's ranker (what ``crabrec evaluate`` and the API use), with every setting
+translated to crabrec's keys: the same validation rows (the first ``--valid-samples``), beam, batch, learning rate
+and schedule, no early stopping (cornac runs every epoch and keeps the best). ``--set`` passes further crabrec keys
+(one recipe element at a time).
 """
 
 from __future__ import annotations
@@ -41,17 +42,18 @@ def crabrec_keys(a: argparse.Namespace) -> list[str]:
     return [f"{k}={v}" for k, v in keys.items()] + a.set
 
 
-def test_metrics(work: Path, k: int = 10) -> dict[str, float]:
-    """HR@k / NDCG@k of the trained TIGER on every test row, ranked by its registered ranker (a colliding SID counts
-    as a hit, as in crabrec's evaluation)."""
+def test_metrics(work: Path, samples: int, k: int = 10) -> dict[str, float]:
+    """HR@k / NDCG@k of the trained TIGER on the first ``samples`` test rows (0: every one), ranked by its registered
+    ranker (a colliding SID counts as a hit, as in crabrec's evaluation)."""
     from crabrec.config import load_config
     from crabrec.decode.rank import sid_members
     from crabrec.methods import get
     from crabrec.metrics import ranking_metrics
-    from crabrec.runfiles import RunFiles
+    from crabrec.runfiles import RunFiles, first_rows
 
     files = RunFiles(work)
     test = files.load_splits().test
+    test = first_rows(test, samples) if samples else test
     ranker = get("tiger").ranker(files, load_config(str(work / "config.yaml")))
     items, _ = ranker.rank(test, progress=False)
     rep_of, _ = sid_members(ranker.trie, len(ranker.io.tokens))
@@ -86,7 +88,7 @@ def main() -> int:
     keep = {"epoch": "epoch", "loss": "loss", "valid_ndcg@10": "valid_ndcg@10", "train_seconds": "epoch_seconds"}
     epochs = [{k: e[v] for k, v in keep.items()} for e in log]
     best = max(epochs, key=lambda e: e["valid_ndcg@10"])
-    test = test_metrics(work)
+    test = test_metrics(work, args.test_samples)
     result = {
         "implementation": "crabrec",
         "settings": vars(args) | {"run": str(args.run), "out": str(args.out), "work": str(work)},

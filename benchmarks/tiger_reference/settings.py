@@ -19,6 +19,7 @@ SHARED = {  # flag: (type, default); the GRID recipe at the TIGER paper's size (
     "--schedule": (str, "constant"),  # constant or cosine (after --warmup steps)
     "--warmup": (int, 0),
     "--valid-samples": (int, 2000),
+    "--test-samples": (int, 0),  # the first N test rows (0: every one)
     "--beam": (int, 20),
     "--threads": (int, 2),
 }
