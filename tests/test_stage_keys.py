@@ -113,3 +113,14 @@ def test_a_setting_added_later_keeps_what_was_cached_before_it():
     assert settings["auto"] == {**settings["random"], "tiger.init": "auto"}
     assert settings["codebook"]["tiger.init"] == "codebook"
     assert load_config().tiger.init == "auto"
+
+
+def test_tigers_own_seed_keys_only_tiger():
+    """``tiger.seed`` re-seeds TIGER alone: unset it is not in any key (cached TIGER models stay valid); set, it keys
+    TIGER and nothing upstream, so the semantic IDs stay the ones the run's ``seed`` drew."""
+    plain = RunContext(config=load_config(), stages=registry())
+    own = RunContext(config=load_config(overrides={"tiger": {"seed": 7}}), stages=registry())
+    assert "tiger.seed" not in plain.settings("tiger")
+    assert own.settings("tiger") == {**plain.settings("tiger"), "tiger.seed": 7}
+    for upstream in ("data", "embed", "tokenize"):
+        assert own.settings(upstream) == plain.settings(upstream)

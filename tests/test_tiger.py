@@ -157,6 +157,26 @@ def test_reference_harness_exports_an_ids_only_run_with_a_zero_embedding_column(
     assert len(got["test_target"]) == len(RunFiles(ids_run).load_splits().test.target)
 
 
+def test_tiger_trains_with_its_own_seed_on_the_runs_semantic_ids(tiny_run, tmp_path):
+    """``--set tiger.seed=N`` on a copy of a finished run: only TIGER re-trains (the cached SIDs are kept), and its
+    weights differ from the run's TIGER (another initialisation and batch order)."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    from .conftest import TINY, cli
+
+    run = tmp_path / "copy"
+    shutil.copytree(tiny_run, run, symlinks=True)
+    sids = (run / "sid" / "codebook.json").read_bytes()
+    before = load_file(str(next((tiny_run / "models" / "tiger").rglob("model.safetensors"))))
+    assert cli(["run", str(run), *TINY, "--until", "tiger", "--set", "tiger.seed=11"])[0] == 0
+    assert (run / "sid" / "codebook.json").read_bytes() == sids
+    after = load_file(str(next((run / "models" / "tiger").rglob("model.safetensors"))))
+    assert before.keys() == after.keys()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
 def centroids(seed: int = 0, dim: int = 6) -> list[np.ndarray]:
     """Per-level centroids of a codebook of ``SIZES``; the last level's are all equal (a dedup level's)."""
     rng = np.random.default_rng(seed)

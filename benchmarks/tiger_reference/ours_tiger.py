@@ -5,7 +5,8 @@
 It runs ``crabrec run COPY --until tiger`` as a user would, on a copy of ``RUN_DIR``'s data and semantic IDs (so the
 split, embeddings and SIDs are the ones the bundle holds), then ranks every test row (or the first
 ``--test-samples``) with the method's ranker (what ``crabrec evaluate`` and the API use), with every setting
-translated to crabrec's keys: the same validation rows (the first ``--valid-samples``), beam, batch, learning rate
+translated to crabrec's keys (the seed to ``tiger.seed``, which leaves the run's semantic IDs as they are): the
+same validation rows (the first ``--valid-samples``), beam, batch, learning rate
 and schedule, no early stopping (cornac runs every epoch and keeps the best). ``--set`` passes further crabrec keys
 (one recipe element at a time).
 """
@@ -28,7 +29,7 @@ UPSTREAM = ("config.yaml", "data", "embeddings.npy", "embeddings.items.json", "s
 
 def crabrec_keys(a: argparse.Namespace) -> list[str]:
     keys = {
-        "seed": a.seed, "tiger.layers": a.layers, "tiger.d_model": a.d_model, "tiger.heads": a.heads,
+        "tiger.seed": a.seed, "tiger.layers": a.layers, "tiger.d_model": a.d_model, "tiger.heads": a.heads,
         "tiger.d_kv": a.d_kv, "tiger.ff": a.ff, "tiger.dropout": a.dropout, "tiger.lr": a.lr,
         "tiger.weight_decay": a.weight_decay, "tiger.batch_size": a.batch, "tiger.epochs": a.epochs,
         "tiger.patience": a.epochs, "tiger.warmup_steps": a.warmup, "train.valid_samples": a.valid_samples,
@@ -84,6 +85,8 @@ def main() -> int:
     start = time.perf_counter()
     subprocess.run(cmd, check=True, env=os.environ | {"TQDM_DISABLE": "1"})
     seconds = time.perf_counter() - start
+    if (work / "sid" / "codebook.json").read_bytes() != (args.run / "sid" / "codebook.json").read_bytes():
+        raise SystemExit(f"{work}: the semantic IDs were re-drawn; they would not be the bundle's")
     log = json.loads((work / "models" / "tiger" / "train_log.json").read_text())
     keep = {"epoch": "epoch", "loss": "loss", "valid_ndcg@10": "valid_ndcg@10", "train_seconds": "epoch_seconds"}
     epochs = [{k: e[v] for k, v in keep.items()} for e in log]

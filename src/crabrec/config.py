@@ -280,6 +280,13 @@ class TigerSection(LoopConfig):
     )
     batch_size: int = Field(256, ge=1)
     weight_decay: float = Field(1e-4, ge=0)
+    seed: int | None = keyed_when_set(
+        None,
+        ge=0,
+        lt=2**32,
+        description="seed of TIGER's initialisation, batch order and dropout; None = the run's `seed`. Set it to "
+        "train TIGER with another seed on the same semantic IDs (the run's `seed` also re-draws the IDs)",
+    )
 
 
 class EvalConfig(Strict):

@@ -24,7 +24,8 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
     from crabrec.train.decoder import sid_validator
     from crabrec.train.loop import Rows, length_bucketed, train, training_summary
 
-    t, seed = ctx.cfg.tiger, ctx.cfg.seed
+    t = ctx.cfg.tiger
+    seed = ctx.cfg.seed if t.seed is None else t.seed
     codebook = ctx.files.load_codebook()
     tokens = item_tokens(codebook.token_ids())
     model = build_tiger(codebook.sizes, t, seed=seed, codewords=codebook.codewords)
