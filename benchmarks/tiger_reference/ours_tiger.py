@@ -6,9 +6,9 @@ It runs ``crabrec run COPY --until tiger`` as a user would, on a copy of ``RUN_D
 split, embeddings and SIDs are the ones the bundle holds), then ranks every test row (or the first
 ``--test-samples``) with the method's ranker (what ``crabrec evaluate`` and the API use), with every setting
 translated to crabrec's keys (the seed to ``tiger.seed``, which leaves the run's semantic IDs as they are): the
-same validation rows (the first ``--valid-samples``), beam, batch, learning rate
-and schedule, no early stopping (cornac runs every epoch and keeps the best). ``--set`` passes further crabrec keys
-(one recipe element at a time).
+same validation rows (the first ``--valid-samples``) after every epoch, beam, batch, learning rate and schedule, no
+early stopping (cornac runs every epoch and keeps the best). ``--set`` passes further crabrec keys (one recipe
+element at a time).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def crabrec_keys(a: argparse.Namespace) -> list[str]:
         "tiger.seed": a.seed, "tiger.layers": a.layers, "tiger.d_model": a.d_model, "tiger.heads": a.heads,
         "tiger.d_kv": a.d_kv, "tiger.ff": a.ff, "tiger.dropout": a.dropout, "tiger.lr": a.lr,
         "tiger.weight_decay": a.weight_decay, "tiger.batch_size": a.batch, "tiger.epochs": a.epochs,
-        "tiger.patience": a.epochs, "tiger.warmup_steps": a.warmup, "train.valid_samples": a.valid_samples,
-        "train.valid_beam": a.beam, "evaluate.beam": a.beam, "evaluate.bootstrap": 0, "train.threads": a.threads,
+        "tiger.patience": a.epochs, "tiger.valid_every": 1, "tiger.warmup_steps": a.warmup,
+        "train.valid_samples": a.valid_samples, "train.valid_beam": a.beam, "evaluate.beam": a.beam, "evaluate.bootstrap": 0, "train.threads": a.threads,
         "tiger.init": "random",  # cornac starts its token embeddings from N(0, 1); --set tiger.init=auto for ours
     }  # fmt: skip
     if a.schedule == "constant":  # a plateau that never shrinks
