@@ -33,7 +33,8 @@ def crabrec_keys(a: argparse.Namespace) -> list[str]:
         "tiger.d_kv": a.d_kv, "tiger.ff": a.ff, "tiger.dropout": a.dropout, "tiger.lr": a.lr,
         "tiger.weight_decay": a.weight_decay, "tiger.batch_size": a.batch, "tiger.epochs": a.epochs,
         "tiger.patience": a.epochs, "tiger.valid_every": 1, "tiger.warmup_steps": a.warmup,
-        "train.valid_samples": a.valid_samples, "train.valid_beam": a.beam, "evaluate.beam": a.beam, "evaluate.bootstrap": 0, "train.threads": a.threads,
+        "train.valid_samples": a.valid_samples, "train.valid_beam": a.beam, "evaluate.beam": a.beam,
+        "evaluate.bootstrap": 0, "train.threads": a.threads,
         "tiger.init": "random",  # cornac starts its token embeddings from N(0, 1); --set tiger.init=auto for ours
     }  # fmt: skip
     if a.schedule == "constant":  # a plateau that never shrinks
