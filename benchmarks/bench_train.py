@@ -1,7 +1,7 @@
 """Where each training stage's time goes, and how much of the device's arithmetic it uses (CPU or GPU).
 
     python benchmarks/bench_train.py [runs/office-quick] [--stages train,tiger,sasrec,rw,d2lr,finetune] [--steps 20]
-        [--set train.hidden=384 --set train.layers=4 ...] [--json OUT.json]
+        [--set train.hidden=384 --set train.layers=4 ...] [--json OUT.json] [--and RUN --stages ... --json OUT2.json]
 
 ``RUN`` is a finished run (``crabrec run``): each stage runs in a scratch run that links RUN's data, SIDs and trained
 MOR (nothing upstream is recomputed, RUN is never written), exactly as the pipeline runs it, under
@@ -10,7 +10,8 @@ MOR (nothing upstream is recomputed, RUN is never written), exactly as the pipel
 synchronised at each phase's edges), and one validation. An epoch is projected as the mean step x the epoch's steps
 + the validation. The peak is this device's own measured matrix-product rate (fp32 on the CPU, bf16 on CUDA, where
 training runs in bf16), so "of peak" is the model FLOP utilisation. ``--set`` changes the config as ``crabrec`` does
-(``train.*`` also reaches RW, D²LR and the CRAB fine-tune, which train the MOR decoder).
+(``train.*`` also reaches RW, D²LR and the CRAB fine-tune, which train the MOR decoder). Each ``--and`` starts
+another measurement with its own arguments in the same process (one start-up and one peak measurement for all).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -70,25 +72,39 @@ def profile_stage(base: Path, stage: str, sets: list[str], steps: int, scratch: 
     return {"steps_per_epoch": prof.steps_per_epoch, "rows_per_epoch": prof.rows_per_epoch, **prof.summary()}
 
 
-def main() -> None:
+def parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", type=Path, nargs="?", default=Path("runs/office-quick"))
     ap.add_argument("--stages", default=",".join(STAGES))
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--set", dest="sets", action="append", default=[])
     ap.add_argument("--json", type=Path)
-    args = ap.parse_args()
-    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
-    unknown = [s for s in stages if s not in STAGES]
+    args = ap.parse_args(argv)
+    args.stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    unknown = [s for s in args.stages if s not in STAGES]
     if unknown:
-        raise SystemExit(f"--stages: unknown {', '.join(unknown)}; expected some of {', '.join(STAGES)}")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    peak = matmul_peak(device)
-    name = torch.cuda.get_device_name() if device == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+        ap.error(f"--stages: unknown {', '.join(unknown)}; expected some of {', '.join(STAGES)}")
+    return args
+
+
+def split_measurements(argv: list[str]) -> list[list[str]]:
+    """The command line cut at each ``--and``: one argument list per measurement."""
+    groups: list[list[str]] = [[]]
+    for word in argv:
+        if word == "--and":
+            groups.append([])
+        else:
+            groups[-1].append(word)
+    return groups
+
+
+def measure(args: argparse.Namespace, name: str, peak: float) -> None:
+    """Profile ``args.stages`` on ``args.run``; print the table and write ``args.json`` if given."""
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
-        for stage in stages:
+        for stage in args.stages:
             results[stage] = profile_stage(args.run, stage, args.sets, args.steps, Path(scratch))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     print(
         f"{name}; measured matmul peak {peak / 1e9:.0f} GFLOP/s ({'bf16' if device == 'cuda' else 'fp32'}); "
         f"{args.steps} timed steps per stage; --set {' '.join(args.sets) or '(none)'}"
@@ -109,7 +125,18 @@ def main() -> None:
         )
     if args.json:
         facts = {"device": name, "peak_flop_per_s": peak, "sets": args.sets, "stages": results}
-        args.json.write_text(json.dumps(facts, indent=1))
+        tmp = args.json.with_name(args.json.name + ".tmp")
+        tmp.write_text(json.dumps(facts, indent=1))
+        tmp.replace(args.json)
+
+
+def main(argv: list[str] | None = None) -> None:
+    measurements = [parse(words) for words in split_measurements(sys.argv[1:] if argv is None else argv)]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    peak = matmul_peak(device)
+    name = torch.cuda.get_device_name() if device == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    for args in measurements:
+        measure(args, name, peak)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@
 # (STEP_SECONDS, default 570) resumes where it stopped when run again on the same machine. Each step leaves its log,
 # metrics and report under $OUT.
 #
-#   bash scripts/gpu_playbook.sh --dry-run [--step N]   # every step on the CPU with tiny settings (a test runs it)
+#   bash scripts/gpu_playbook.sh --dry-run [--step N]   # every step on the CPU with tiny settings (a test runs it;
+#                                                       # there 4 runs beside 1-3, and 3 beside 2)
 #
 # Settings (environment): PY (python3), STEP_SECONDS (570), LLM_MINUTES (4: MOR, RW and D²LR training budget each on
 # the LLM), BEAUTY_MINUTES (7), PART_MB (45), RUNS (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA
@@ -160,9 +161,8 @@ step2() {
 step3() {
   local run
   run=$(office_run)
-  $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" --json "$OUT/bench_llm.json"
-  $PY benchmarks/bench_train.py "$run" --stages train,tiger "${SETS[@]}" "${SMALL[@]}" --set train.backbone= \
-    --json "$OUT/bench_small.json"
+  $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" --json "$OUT/bench_llm.json" \
+    --and "$run" --stages train,tiger "${SETS[@]}" "${SMALL[@]}" --set train.backbone= --json "$OUT/bench_small.json"
 }
 
 step4() {  # one run, MOR and TIGER trained at the same time in two processes (TIGER's evaluation needs MOR's)
@@ -176,16 +176,19 @@ collect() {  # what comes back: the step's log plus the run's metrics (every sta
   local run=$1 tag=$2
   [ -d "$run" ] || return 0
   $PY - "$run" "$OUT/$tag-metrics.json" <<'EOF'
-import json, pathlib, sys
+import json, os, pathlib, sys
 run = pathlib.Path(sys.argv[1])
 out = {"stages": {}, "curves": {}}
 for state in sorted((run / "stages").glob("*.json")):
     out["stages"][state.stem] = json.loads(state.read_text()).get("summary", {})
 for log in sorted((run / "models").glob("*/train_log.json")):
     out["curves"][log.parent.name] = json.loads(log.read_text())
-pathlib.Path(sys.argv[2]).write_text(json.dumps(out, indent=1))
+target = pathlib.Path(sys.argv[2])  # written whole, then renamed: the dry run collects two steps at once
+tmp = target.with_name(f".{target.name}.{os.getpid()}")
+tmp.write_text(json.dumps(out, indent=1))
+tmp.replace(target)
 EOF
-  [ -f "$run/report.md" ] && cp "$run/report.md" "$OUT/$tag-report.md"
+  [ -f "$run/report.md" ] && cp "$run/report.md" "$OUT/.$tag-report.$$" && mv "$OUT/.$tag-report.$$" "$OUT/$tag-report.md"
   return 0
 }
 
@@ -240,6 +243,15 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
   fi
 }
 office_run() { [ $MODE = dry ] && echo "$RUNS/smoke" || echo "$RUNS/office-llm"; }
+BESIDE=()
+beside() { run_step "$1" > "$WORK/step$1.out" 2>&1 & BESIDE+=("$!:$1"); }  # dry run: a step in the background
+join_beside() {  # wait for the background steps, show their output; the first failure's exit code goes to rc
+  local entry
+  for entry in "${BESIDE[@]}"; do
+    wait "${entry%%:*}" || { [ "$rc" != 0 ] || rc=$?; }
+    cat "$WORK/step${entry##*:}.out"
+  done
+}
 
 settings
 mkdir -p "$OUT"
@@ -262,10 +274,20 @@ transformers.__version__, '/ peft', peft.__version__)"; } > "$OUT/env.txt" 2>&1
     ;;
   dry)
     [ -d "$WORK/tiny" ] || $PY -m crabrec backbone tiny --out "$WORK/tiny" > /dev/null
-    for n in ${STEP:-1 2 3 4}; do
-      [ "$n" = 0 ] && continue
-      run_step "$n" || exit $?
-    done
+    if [ -n "$STEP" ]; then
+      [ "$STEP" = 0 ] || run_step "$STEP" || exit $?
+    else  # each step as soon as its inputs are there: Beauty (4) needs nothing of Office's, the benchmark (3) only
+      rc=0  # step 1's run; a step beside the main line shows its output once the main line is done
+      beside 4
+      if run_step 1; then
+        beside 3
+        run_step 2 || rc=$?
+      else
+        rc=$?
+      fi
+      join_beside
+      [ $rc = 0 ] || exit $rc
+    fi
     ls "$OUT"
     ;;
 esac

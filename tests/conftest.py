@@ -52,22 +52,28 @@ def toy_lcrec(tmp_path: Path) -> Path:
     return write_lcrec(tmp_path / "toy", inter, items)
 
 
-@pytest.fixture(scope="session")
-def office_slice(tmp_path_factory) -> Path:
-    """The first 400 users of the embedded Office data (and their items) as an LC-Rec folder."""
+def office_head(folder: Path, users: int, name: str) -> Path:
+    """The first ``users`` users of the embedded Office data (and their items) as an LC-Rec folder."""
     from crabrec.data.loaders import embedded_path
 
     src = embedded_path()
     inter = json.loads((src / "Office.inter.json").read_text())
     items = json.loads((src / "Office.item.json").read_text())
-    users = dict(list(inter.items())[:400])
-    used = {str(i) for seq in users.values() for i in seq}
-    return write_lcrec(
-        tmp_path_factory.mktemp("office_slice"),
-        users,
-        {k: v for k, v in items.items() if k in used},
-        name="OfficeSlice",
-    )
+    head = dict(list(inter.items())[:users])
+    used = {str(i) for seq in head.values() for i in seq}
+    return write_lcrec(folder, head, {k: v for k, v in items.items() if k in used}, name=name)
+
+
+@pytest.fixture(scope="session")
+def office_slice(tmp_path_factory) -> Path:
+    """The first 400 users of the embedded Office data (and their items) as an LC-Rec folder."""
+    return office_head(tmp_path_factory.mktemp("office_slice"), 400, "OfficeSlice")
+
+
+@pytest.fixture(scope="session")
+def small_office(tmp_path_factory) -> Path:
+    """The first 150 users: enough for the plumbing of a whole run at a third of the slice's training time."""
+    return office_head(tmp_path_factory.mktemp("small_office"), 150, "OfficeSmall")
 
 
 TINY = [

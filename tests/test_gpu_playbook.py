@@ -39,9 +39,19 @@ def beauty_slice(tmp_path_factory) -> Path:
     return folder
 
 
-def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, office_slice, beauty_slice):
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    """The random Llama the dry run makes first (``crabrec backbone tiny``), made once in this process: the dry runs
+    below find it in their WORK folder and skip the command's start-up."""
+    from crabrec.models.backbone import tiny_backbone
+
+    return tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny")
+
+
+def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, tiny, small_office, beauty_slice):
+    (tmp_path / "tiny").symlink_to(tiny)
     out = tmp_path / "out"
-    res = playbook("--dry-run", WORK=str(tmp_path), OUT=str(out), OFFICE_DATA=str(office_slice),
+    res = playbook("--dry-run", WORK=str(tmp_path), OUT=str(out), OFFICE_DATA=str(small_office),
                    BEAUTY_DATA=str(beauty_slice))  # fmt: skip
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     for n in (1, 2, 3, 4):
@@ -66,7 +76,8 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
     assert sorted(beauty["curves"]) == ["mor", "tiger"]  # each trained once, side by side
 
 
-def test_a_step_past_its_budget_stops_and_says_how_to_go_on(tmp_path, office_slice):
+def test_a_step_past_its_budget_stops_and_says_how_to_go_on(tmp_path, tiny, office_slice):
+    (tmp_path / "tiny").symlink_to(tiny)
     res = playbook("--dry-run", "--step", "1", WORK=str(tmp_path), OFFICE_DATA=str(office_slice), STEP_SECONDS="2")
     assert res.returncode == 124
     assert "step 1 stopped at its budget of 2s: run --step 1 again on the same machine to go on" in res.stdout
