@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -124,13 +125,20 @@ def _result(run: Path, method: str) -> tuple[bytes, dict]:
 def test_each_training_stage_alone_in_a_fresh_process_matches_the_full_run(copy_run):
     trained = [m for m in methods() if m.trains]
     before = {m.name: _result(copy_run, m.name) for m in trained}
-    for m in trained:
-        cmd = ["finetune", str(copy_run)] if m.name == "crab" else ["train", str(copy_run), "--method", m.name]
-        done = subprocess.run([sys.executable, "-m", "crabrec", *cmd, "--force"], capture_output=True, text=True)
+
+    def alone(m) -> tuple[subprocess.CompletedProcess, Path]:  # in its own copy of the run: two at a time
+        run = copy_run.parent / f"alone-{m.name}"
+        shutil.copytree(copy_run, run)
+        cmd = ["finetune", str(run)] if m.name == "crab" else ["train", str(run), "--method", m.name]
+        return subprocess.run([sys.executable, "-m", "crabrec", *cmd, "--force"], capture_output=True, text=True), run
+
+    with ThreadPoolExecutor(2) as pool:
+        done_all = list(pool.map(alone, trained))
+    for m, (done, run) in zip(trained, done_all):
         assert done.returncode == 0, done.stderr[-2000:]
         for stage in (m.trains, m.evaluates):  # each once: a stage is computed at most once per command
             assert done.stderr.count(f"[{stage}] done") == 1, done.stderr[-2000:]
-        weights, metrics = _result(copy_run, m.name)
+        weights, metrics = _result(run, m.name)
         assert weights == before[m.name][0], f"{m.name}: weights differ from the ones `crabrec run` trained"
         assert metrics == before[m.name][1], m.name
 
