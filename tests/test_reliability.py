@@ -183,8 +183,8 @@ def test_kill_during_training_and_evaluation_then_resume(office_slice, tmp_path)
     flags += ["--set", "train.dropout=0.2", "--set", "train.attention_dropout=0.1"]  # the resumed epochs draw masks too
     flags += ["--set", "evaluate.batch_size=4", "--until", "evaluate"]
     base = ["run", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}"]
-    log = tmp_path / "log.txt"
-    assert _spawn([*base, "--name", "clean", *flags], log).wait() == 0, log.read_text()
+    log, clean_log = tmp_path / "log.txt", tmp_path / "clean.txt"
+    clean = _spawn([*base, "--name", "clean", *flags], clean_log)  # the uninterrupted run, beside the killed one
 
     run = tmp_path / "killed"
     proc = _spawn([*base, "--name", "killed", *flags], log)
@@ -197,6 +197,7 @@ def test_kill_during_training_and_evaluation_then_resume(office_slice, tmp_path)
         json.loads(path.read_text())
     assert "resuming from" in log.read_text()
     assert _spawn([*base, "--name", "killed", *flags], log).wait() == 0, log.read_text()
+    assert clean.wait() == 0, clean_log.read_text()
 
     def metrics(name: str) -> dict:
         m = json.loads((tmp_path / name / "models" / "mor" / "metrics.json").read_text())
