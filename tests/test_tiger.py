@@ -70,7 +70,7 @@ def test_training_loss_from_the_levels_logits_equals_the_forwards_loss_and_gradi
     assert want.item() > 0
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
     for a, b in zip(want_grads, got_grads):
-        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
 
 
 def build_small(**change):
@@ -224,3 +224,22 @@ def test_codebook_init_sets_the_sid_rows_and_keeps_the_rest_of_t5s_draw():
     assert torch.equal(build_tiger(SIZES, auto, seed=5).shared.weight, random)
     flat = [np.zeros((s, 6)) for s in SIZES]
     assert torch.equal(build_tiger(SIZES, auto, seed=5, codewords=flat).shared.weight, random)
+
+
+def test_level_layout_starts_its_head_as_a_linear_layer_and_its_decoder_start_small():
+    from crabrec.models.decoder import PAD
+    from crabrec.models.tiger import DECODER_START_STD, build_tiger
+
+    size = TigerSection(**{**SMALL, "d_model": 64}, head="level")
+    sizes = [256, 256, 256, 10]
+    model = build_tiger(sizes, size, seed=3)
+    head, bound = model.lm_head.weight.detach(), 64**-0.5
+    assert head.abs().max() <= bound  # U(-d^-1/2, d^-1/2), as nn.Linear(d, vocab) starts: std d^-1/2 / sqrt(3)
+    assert head.std().item() == pytest.approx(bound / 3**0.5, rel=0.02)
+    rows = model.shared.weight.detach()
+    assert rows[PAD].std().item() == pytest.approx(DECODER_START_STD, rel=0.3)  # the decoder's start token
+    assert rows[PAD + 1 :].std().item() == pytest.approx(1.0, rel=0.02)  # every other row keeps T5's N(0, 1)
+    again = build_tiger(sizes, size, seed=3)
+    assert torch.equal(again.lm_head.weight, model.lm_head.weight)
+    assert torch.equal(again.shared.weight, model.shared.weight)
+    assert not torch.equal(build_tiger(sizes, size, seed=4).lm_head.weight, model.lm_head.weight)

@@ -132,14 +132,29 @@ def build_tiger(
     )
     model = LevelT5(config) if level else T5ForConditionalGeneration(config)
     with torch.no_grad():
-        if level:  # untied: its own weights, at the scale of a linear layer's default
-            model.lm_head.weight.normal_(0.0, size.d_model**-0.5)
+        if level:
+            start_layout(model, seed)
         if start == "codebook":
             table = codebook_embeddings(codewords, level_sizes, size.d_model, seed)
             rows = torch.from_numpy(table)
             known = torch.isfinite(rows[:, 0])  # levels without centroids (the dedup level) keep T5's draw
             model.shared.weight[N_SPECIAL : N_SPECIAL + len(rows)][known] = rows[known].to(model.shared.weight.dtype)
     return use_fast_dropout(model)
+
+
+DECODER_START_STD = 0.02  # the decoder's start embedding: a small learned vector (cornac's and GRID's BOS)
+
+
+def start_layout(model: LevelT5, seed: int) -> None:
+    """The per-level layout's own starting weights, drawn from ``seed + 1`` (apart from T5's draw): the output layer
+    as a linear layer starts, U(-d^-1/2, d^-1/2), and the decoder's start token (``PAD``, which the encoder masks)
+    scaled to a standard deviation of :data:`DECODER_START_STD`, so that the first decoder position reads the
+    history through attention rather than a unit-scale input of its own."""
+    bound = model.config.d_model**-0.5
+    generator = torch.Generator().manual_seed(seed + 1)
+    head = model.lm_head.weight
+    head.copy_(torch.empty(head.shape).uniform_(-bound, bound, generator=generator).to(head.dtype))
+    model.shared.weight[PAD].mul_(DECODER_START_STD)
 
 
 def initial_embeddings(init: str, codewords: Sequence[np.ndarray] | None) -> str:
