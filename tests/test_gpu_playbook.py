@@ -64,8 +64,12 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
     assert office["stages"]["crab-eval"]["HR@10"] >= 0
     assert office["curves"]["mor"][0]["epoch"] == 1  # per-epoch loss and validation come back
     report = (out / "office-llm-report.md").read_text()
-    for label in ("| MOR (base)", "| RR", "| CRAB", "| RW", "| D²LR"):
-        assert label in report, label
+    for label in ("| MOR (base)", "| RR", "| CRAB", "| RW", "| D²LR", "| PPD (ours)", "| TIGER", "| SASRec"):
+        assert label in report, label  # every method of Table 1 on the backbone's plumbing
+    from crabrec.models.backbone import load_tokenizer
+
+    mor = tmp_path / "runs" / "smoke" / "models" / "mor" / "model"
+    assert load_tokenizer(mor).convert_tokens_to_ids("<a_0>") > 0  # the SID tokens were added to the backbone's
     for bench, stages in (("bench_llm.json", ["train"]), ("bench_small.json", ["train", "tiger"])):
         measured = json.loads((out / bench).read_text())
         assert sorted(measured["stages"]) == sorted(stages)
