@@ -98,13 +98,12 @@ def split_measurements(argv: list[str]) -> list[list[str]]:
     return groups
 
 
-def measure(args: argparse.Namespace, name: str, peak: float) -> None:
+def measure(args: argparse.Namespace, device: str, name: str, peak: float) -> None:
     """Profile ``args.stages`` on ``args.run``; print the table and write ``args.json`` if given."""
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
         for stage in args.stages:
             results[stage] = profile_stage(args.run, stage, args.sets, args.steps, Path(scratch))
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     print(
         f"{name}; measured matmul peak {peak / 1e9:.0f} GFLOP/s ({'bf16' if device == 'cuda' else 'fp32'}); "
         f"{args.steps} timed steps per stage; --set {' '.join(args.sets) or '(none)'}"
@@ -136,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     peak = matmul_peak(device)
     name = torch.cuda.get_device_name() if device == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     for args in measurements:
-        measure(args, name, peak)
+        measure(args, device, name, peak)
 
 
 if __name__ == "__main__":
