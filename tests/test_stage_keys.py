@@ -124,3 +124,54 @@ def test_tigers_own_seed_keys_only_tiger():
     assert own.settings("tiger") == {**plain.settings("tiger"), "tiger.seed": 7}
     for upstream in ("data", "embed", "tokenize"):
         assert own.settings(upstream) == plain.settings(upstream)
+
+
+def test_a_stage_revision_keys_that_stage_and_what_reads_it_and_revision_0_is_in_no_key():
+    """A stage whose code changed its results (``Stage.revision`` bumped) gets a new key, and so do the stages that
+    read its output; the others keep theirs, and a stage at revision 0 has the key it had before revisions existed."""
+    import dataclasses
+
+    from crabrec.io import sha256_of
+
+    cfg = load_config()
+    stages = registry()
+    now = RunContext(config=cfg, stages=stages)
+    assert stages["tiger"].revision >= 1  # the per-level layout's starting weights changed its results
+    assert stages["data"].revision == 0
+    plain = {"stage": "data", "config": now.settings("data"), "inputs": {}}
+    assert now.key("data") == sha256_of(plain)
+    bumped = dict(stages)
+    bumped["tiger"] = dataclasses.replace(stages["tiger"], revision=stages["tiger"].revision + 1)
+    later = RunContext(config=cfg, stages=bumped)
+    changed = {name for name in stages if now.key(name) != later.key(name)}
+
+    def reads_tiger(name: str) -> bool:
+        return name == "tiger" or any(reads_tiger(dep) for dep in now.needs(name))
+
+    assert changed == {name for name in stages if reads_tiger(name)}
+    assert {"tiger", "tiger-eval", "report"} <= changed and "evaluate" not in changed
+
+
+def test_a_result_of_an_older_revision_is_recomputed_and_the_log_says_why(tmp_path, caplog):
+    """A finished stage recorded under revision 0 is not done under revision 1 (its key changed), and the log names
+    the revision change as the reason for recomputing it; a state at the current revision says nothing."""
+    import dataclasses
+    import logging
+
+    from crabrec.io import write_json
+
+    cfg = load_config(overrides={"runs_dir": str(tmp_path), "name": "r"})
+    stages = dict(registry())
+    old = RunContext(config=cfg, stages=stages)
+    write_json(old.state_path("data"), {"key": old.key("data"), "summary": {}, "read": []})
+    stages["data"] = dataclasses.replace(stages["data"], revision=1)
+    new = RunContext(config=cfg, stages=stages)
+    assert new.key("data") != old.key("data") and not new.is_done("data")
+    with caplog.at_level(logging.INFO, logger="crabrec"):
+        new._say_if_revised("data")
+    assert "[data] its code changed since this run computed it (revision 0 -> 1): recomputing" in caplog.text
+    caplog.clear()
+    write_json(new.state_path("data"), {"key": new.key("data"), "revision": 1, "summary": {}, "read": []})
+    with caplog.at_level(logging.INFO, logger="crabrec"):
+        new._say_if_revised("data")
+    assert caplog.text == ""

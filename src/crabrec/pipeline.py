@@ -55,6 +55,7 @@ class Stage:
     checked_outputs: bool = True  # False: its artifacts are an end product (a report a user may edit), not checked
     uses_torch: bool = True  # False: torch is not imported for it (seeded all the same when already loaded)
     distributed: bool = False  # under a launcher, every process runs it (training, evaluation); else the main one
+    revision: int = 0  # bumped when the stage's code changes its results: cached outputs of an older revision rerun
 
     def declared_keys(self, config: Any = None) -> set[str]:
         """Every setting this stage may read under ``config``, sections expanded to their keys."""
@@ -145,13 +146,16 @@ class RunContext:
         return out
 
     def key(self, name: str) -> str:
-        """Cache key = hash of (stage name, the settings it reads, its inputs' keys)."""
+        """Cache key = hash of (stage name, the settings it reads, its inputs' keys, and its code revision when
+        nonzero: revision 0 is in no key, so the keys of stages never revised stay what they were)."""
         if name not in self._keys:
-            payload = {
+            payload: dict[str, Any] = {
                 "stage": name,
                 "config": self.settings(name),
                 "inputs": {n: self.key(n) for n in self.needs(name)},
             }
+            if self.stages[name].revision:
+                payload["revision"] = self.stages[name].revision
             self._keys[name] = sha256_of(payload)
         return self._keys[name]
 
@@ -197,6 +201,17 @@ class RunContext:
         summary = (self.files.load_state(name) or {}).get("summary", {})
         return summary if isinstance(summary, dict) else {}
 
+    def _say_if_revised(self, name: str) -> None:
+        """Log why a finished result is recomputed when the reason is a newer revision of the stage's code."""
+        saved = self.files.load_state(name)
+        if saved is None or name in self.force:
+            return
+        before, now = saved.get("revision", 0), self.stages[name].revision
+        if before != now:
+            log.info(
+                "[%s] its code changed since this run computed it (revision %s -> %s): recomputing", name, before, now
+            )
+
     def check_ahead(self, name: str) -> None:
         """Before anything of ``name`` is computed: the checks of ``name`` and every input it will compute, so that a
         setting or input file that cannot work fails the command before its first write."""
@@ -231,6 +246,7 @@ class RunContext:
         seen: set[str] = set()
         start = time.perf_counter()
         if main := distributed.is_main():
+            self._say_if_revised(name)
             own_outputs(self.run_dir, stage.artifacts)
         self.running = name
         self._view = ConfigView(self.config, stage.readable_keys(self.config), seen, name)
@@ -243,6 +259,8 @@ class RunContext:
         if main:
             write_config(self.config)  # after success: a failing stage leaves the run directory as it was
             state = {"key": self.key(name), "seconds": round(seconds, 3), "summary": summary, "read": sorted(seen)}
+            if stage.revision:
+                state["revision"] = stage.revision
             if "torch" in sys.modules:  # results depend on it in their last digits (worker processes use fewer)
                 state["threads"] = sys.modules["torch"].get_num_threads()
             state["artifacts"] = self.artifact_hashes(name)

@@ -70,7 +70,19 @@ def train_from_scratch(ctx: RunContext, method: str, loss_fn=None) -> dict[str, 
     return train_decoder(model, io, codebook, splits, cfg, out, seed, loss_fn, export=export, **policy)
 
 
-def train_stage(name: str, method: str, fn, reads: tuple[str, ...], describe: str, needs=("data", "tokenize")) -> Stage:
-    """Stage ``name``: ``fn`` trains ``method`` into ``models/<method>/`` (weights + ``train_summary.json``)."""
+def train_stage(
+    name: str, method: str, fn, reads: tuple[str, ...], describe: str, needs=("data", "tokenize"), revision: int = 0
+) -> Stage:
+    """Stage ``name``: ``fn`` trains ``method`` into ``models/<method>/`` (weights + ``train_summary.json``);
+    ``revision``: :attr:`Stage.revision`."""
     artifacts = (f"models/{method}/model/model.safetensors", f"models/{method}/train_summary.json")
-    return Stage(name=name, fn=fn, reads=reads, needs=needs, artifacts=artifacts, describe=describe, distributed=True)
+    return Stage(
+        name=name,
+        fn=fn,
+        reads=reads,
+        needs=needs,
+        artifacts=artifacts,
+        describe=describe,
+        distributed=True,
+        revision=revision,
+    )

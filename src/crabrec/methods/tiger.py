@@ -51,7 +51,10 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
 
 
 READS = ("tiger", "train.valid_samples", "train.valid_beam", "seed")
-TRAIN = train_stage("tiger", "tiger", run_tiger, READS, "TIGER: T5 encoder-decoder from scratch on the base codebook")
+# Revision 1: the per-level output layer's and the decoder start's starting weights (models/tiger.py, start_layout).
+TRAIN = train_stage(
+    "tiger", "tiger", run_tiger, READS, "TIGER: T5 encoder-decoder from scratch on the base codebook", revision=1
+)
 METHOD = Method(
     name="tiger",
     label="TIGER",
