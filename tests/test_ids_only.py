@@ -34,6 +34,14 @@ def test_ids_only_data_clusters_sasrec_vectors_by_default(beauty_slice, tmp_path
     assert json.loads((run / "stages/tokenize.json").read_text())["summary"]["item_vectors"] == "sasrec"
 
 
+def test_ids_only_data_needs_no_text_encoder(beauty_slice, tmp_path, capsys):
+    """Nothing is encoded, so a missing encoder package is no error (a GPU image without it runs Beauty)."""
+    args = ["--data", str(beauty_slice), "--set", f"runs_dir={tmp_path}", *TINY, "--set", "embed.encoder=absent-enc"]
+    assert cli(["embed", *args])[0] == 0
+    run = next(p for p in tmp_path.iterdir() if p.is_dir())
+    assert "skipped" in json.loads((run / "stages" / "embed.json").read_text())["summary"]
+
+
 def test_token_residuals_follow_the_residual_recursion():
     table = np.arange(12, dtype=np.float32).reshape(6, 2)
     tokens = np.array([[0, 2, 4], [1, 3, 5]])

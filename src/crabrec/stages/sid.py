@@ -36,12 +36,14 @@ def check_embed(ctx: RunContext) -> None:
     from crabrec.embed import HASH_ENCODER, item_texts, resolve_encoder
 
     cfg = ctx.config.embed
+    if not ctx.files.items.is_file():  # the data stage has not run: whether there is text to encode is not known
+        return  # (the stage resolves the encoder itself, before it writes anything, when there is text)
+    items = ctx.files.load_items()
+    if not items.get("has_text", True):
+        return  # ids-only data: the stage encodes nothing, so it needs no encoder
     if cfg.encoder != HASH_ENCODER:
         resolve_encoder(cfg.encoder)
-    if ctx.files.items.is_file():
-        items = ctx.files.load_items()
-        if items.get("has_text", True):
-            item_texts(items["text"], cfg, warn=False)
+    item_texts(items["text"], cfg, warn=False)
 
 
 def check_tokenize(ctx: RunContext) -> None:
