@@ -1,7 +1,7 @@
 """Where each training stage's time goes, and how much of the device's arithmetic it uses (CPU or GPU).
 
     python benchmarks/bench_train.py [runs/office-quick] [--stages train,tiger,sasrec,rw,d2lr,finetune] [--steps 20]
-        [--set train.hidden=384 --set train.layers=4 ...] [--json OUT.json] [--and RUN --stages ... --json OUT2.json]
+        [--set train.hidden=384 --set train.layers=4 ...] [--trace N] [--json OUT.json] [--and RUN --stages ...]
 
 ``RUN`` is a finished run (``crabrec run``): each stage runs in a scratch run that links RUN's data, SIDs and trained
 MOR (nothing upstream is recomputed, RUN is never written), exactly as the pipeline runs it, under
@@ -12,6 +12,9 @@ synchronised at each phase's edges), and one validation. An epoch is projected a
 training runs in bf16), so "of peak" is the model FLOP utilisation. ``--set`` changes the config as ``crabrec`` does
 (``train.*`` also reaches RW, D²LR and the CRAB fine-tune, which train the MOR decoder). Each ``--and`` starts
 another measurement with its own arguments in the same process (one start-up and one peak measurement for all).
+``--trace N`` then runs N more steps (not timed) under ``torch.profiler`` and prints, per step, the operator calls,
+kernel launches, how long the device was busy and the heaviest operators: a GPU step far longer than its device
+time is bound by the host issuing work, not by the arithmetic.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -50,7 +54,7 @@ def matmul_peak(device: str, n: int = 0, repeats: int = 10) -> float:
     return 2 * n**3 / best
 
 
-def profile_stage(base: Path, stage: str, sets: list[str], steps: int, scratch: Path) -> dict[str, float]:
+def profile_stage(base: Path, stage: str, sets: list[str], steps: int, scratch: Path, trace: int = 0) -> dict[str, Any]:
     from crabrec.analyses import link_base
     from crabrec.config import deep_merge, load_config, parse_overrides
     from crabrec.pipeline import RunContext
@@ -65,11 +69,12 @@ def profile_stage(base: Path, stage: str, sets: list[str], steps: int, scratch: 
     preflight(ctx)
     for dep in ctx.needs(stage):  # upstream stages (CRAB's rebalance, say) are not part of the profile
         ctx.ensure(dep)
-    with profile_training(steps) as prof, contextlib.suppress(ProfileDone):
+    with profile_training(steps, trace_steps=trace) as prof, contextlib.suppress(ProfileDone):
         ctx.ensure(stage)
     if not prof.timed:
         raise SystemExit(f"{stage}: no step was profiled (an epoch of fewer than 2 steps?)")
-    return {"steps_per_epoch": prof.steps_per_epoch, "rows_per_epoch": prof.rows_per_epoch, **prof.summary()}
+    out = {"steps_per_epoch": prof.steps_per_epoch, "rows_per_epoch": prof.rows_per_epoch, **prof.summary()}
+    return {**out, "trace": prof.ops} if trace else out
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -79,6 +84,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--set", dest="sets", action="append", default=[])
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--trace", type=int, default=0, metavar="N",
+                    help="then trace N more steps with torch.profiler: operator calls, kernel launches, device busy "
+                         "time and the top operators per step")  # fmt: skip
     args = ap.parse_args(argv)
     args.stages = [s.strip() for s in args.stages.split(",") if s.strip()]
     unknown = [s for s in args.stages if s not in STAGES]
@@ -103,7 +111,7 @@ def measure(args: argparse.Namespace, device: str, name: str, peak: float) -> No
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
         for stage in args.stages:
-            results[stage] = profile_stage(args.run, stage, args.sets, args.steps, Path(scratch))
+            results[stage] = profile_stage(args.run, stage, args.sets, args.steps, Path(scratch), args.trace)
     print(
         f"{name}; measured matmul peak {peak / 1e9:.0f} GFLOP/s ({'bf16' if device == 'cuda' else 'fp32'}); "
         f"{args.steps} timed steps per stage; --set {' '.join(args.sets) or '(none)'}"
@@ -122,11 +130,30 @@ def measure(args: argparse.Namespace, device: str, name: str, peak: float) -> No
             f"| {100 * r['flop_per_s'] / peak:.1f}% | {100 * r['fwd_bwd_flop_per_s'] / peak:.1f}% "
             f"| {r['validation_s']:.1f} | {r['epoch_s']:.1f} |"
         )
+    for stage, r in results.items():
+        if r.get("trace"):
+            print_trace(LABEL[stage], r["trace"], 1000 * r["step_s"])
+        elif args.trace:
+            print(f"\n{LABEL[stage]}: nothing traced (the epoch ended with the timed steps: lower --steps)")
     if args.json:
         facts = {"device": name, "peak_flop_per_s": peak, "sets": args.sets, "stages": results}
         tmp = args.json.with_name(args.json.name + ".tmp")
         tmp.write_text(json.dumps(facts, indent=1))
         tmp.replace(args.json)
+
+
+def print_trace(label: str, t: dict[str, Any], step_ms: float) -> None:
+    """One stage's trace: what a step is made of, and its heaviest operators."""
+    busy = t["device_busy_ms"]
+    print(
+        f"\n{label}, {t['traced_steps']} traced steps, per step: {t['aten_calls']:,.0f} operator calls, "
+        f"{t['kernel_launches']:,.0f} kernel launches, device busy {busy:.1f} ms of a {step_ms:.1f} ms step "
+        f"({100 * busy / max(step_ms, 1e-9):.0f}%), host time in operators {t['host_ms']:.1f} ms"
+    )
+    print("| operator | calls / step | host ms / step | device ms / step |")
+    print("|---|---|---|---|")
+    for op in t["top"]:
+        print(f"| {op['name']} | {op['calls']:.0f} | {op['host_ms']:.2f} | {op['device_ms']:.2f} |")
 
 
 def main(argv: list[str] | None = None) -> None:

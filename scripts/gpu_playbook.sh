@@ -4,8 +4,9 @@
 #   step 1  Office, the paper's setting: MOR as a LoRA fine-tune of SmolLM2-135M, its test metrics, RR on its beams,
 #           CRAB (rebalance + the L_T fine-tune) on it                                   (configs/office_llm.yaml)
 #   step 2  the rest of Office Table 1 on the same backbone: RW, D²LR, PPD, TIGER, SASRec, the floors, the report
-#   step 3  where a training step's time goes on this GPU, with the model FLOP utilisation: the SmolLM2 MOR, MOR
-#           h384 x 4 and TIGER at the paper's size (benchmarks/bench_train.py)
+#   step 3  where a training step's time goes on this GPU, with the model FLOP utilisation and a torch.profiler trace
+#           (kernel launches, device busy time): the SmolLM2 MOR, MOR h384 x 4 and TIGER at the paper's size
+#           (benchmarks/bench_train.py)
 #   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget
 #
 # The device machine reaches no package registry and a call carries at most 64 MiB, so the inputs travel as a bundle
@@ -170,8 +171,9 @@ step2() {
 step3() {
   local run
   run=$(office_run)
-  "${HIDE[@]}" $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" --json "$OUT/bench_llm.json" \
-    --and "$run" --stages train,tiger "${SETS[@]}" "${SMALL[@]}" --set train.backbone= --json "$OUT/bench_small.json"
+  "${HIDE[@]}" $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" --trace 3 --json "$OUT/bench_llm.json" \
+    --and "$run" --stages train,tiger "${SETS[@]}" "${SMALL[@]}" --set train.backbone= --trace 3 \
+    --json "$OUT/bench_small.json"
 }
 
 step4() {  # one run, MOR and TIGER trained at the same time in two processes (TIGER's evaluation needs MOR's)
@@ -242,7 +244,7 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
   BEAUTY=("${BEAUTY[@]}" "${tiny[@]}" --set train.backbone= --set train.hidden=32 --set train.layers=1
           --set train.heads=2 --set train.ff=64 --set train.epochs=1 --set evaluate.beam=20 --set train.valid_beam=20)
   LLM_BUDGET=(--set train.max_minutes=0.2)
-  SETS=(--steps 2 --set train.batch_size=16)
+  SETS=(--steps 2 --set train.batch_size=16 --set tiger.batch_size=16)
   SMALL=(--set train.hidden=32 --set train.layers=2 --set train.heads=2 --set train.ff=64 --set tiger.layers=2)
   BEAUTY_MINUTES=0.1
   HIDE=(env PYTHONPATH="$PWD/scripts/gpu_image:$PYTHONPATH" CRABREC_ABSENT_MODULES="$(IFS=,; echo "${ABSENT[*]}")")

@@ -75,6 +75,7 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
         assert sorted(measured["stages"]) == sorted(stages)
         for row in measured["stages"].values():
             assert row["flop_per_s"] > 0 and row["rows_per_s"] > 0 and row["epoch_s"] > row["step_s"] > 0
+            assert row["trace"]["aten_calls"] > 0 and row["trace"]["top"]  # what the host issues per step
     beauty = json.loads((out / "beauty-metrics.json").read_text())
     assert "HR@10" in beauty["stages"]["evaluate"] and "HR@10" in beauty["stages"]["tiger-eval"]
     assert sorted(beauty["curves"]) == ["mor", "tiger"]  # each trained once, side by side

@@ -132,3 +132,55 @@ def test_time_budget_validates_the_epoch_it_stops_after(tmp_path):
     """A run stopped by max_minutes keeps a validated model even when the epoch it stops after is not a k-th one."""
     result, validated, kept = _scripted(tmp_path, [0.2], epochs=10, valid_every=5, max_minutes=1e-9)
     assert validated == [1] and result.epochs_run == 1 and kept == [0]
+
+
+def test_a_profile_times_its_steps_then_traces_more_without_timing_them(tmp_path):
+    """profile_training(2, trace_steps=3): a warm-up step, 2 timed steps, 3 traced steps, then the loop stops; the
+    timed figures hold the timed steps' rows alone, and the trace counts operators per traced step."""
+    import contextlib
+
+    from crabrec.train.profile import ProfileDone, profile_training
+
+    model, rows = _tiny_problem()
+    calls = []
+
+    def loss(m, batch):
+        calls.append(len(batch["ids"]))
+        return target_loss(m, batch["ids"], batch["mask"], batch["labels"])
+
+    cfg = TrainConfig(epochs=1, batch_size=4, warmup_steps=0)  # 8 steps an epoch
+    with profile_training(2, trace_steps=3) as prof, contextlib.suppress(ProfileDone):
+        train(model, rows, loss, lambda m: 0.0, cfg, tmp_path, 0)
+    assert len(calls) == 1 + 2 + 3 and (prof.timed, prof.traced, prof.rows) == (2, 3, 8)
+    ops = prof.ops
+    assert ops["traced_steps"] == 3 and ops["device_busy_ms"] == 0.0 and ops["kernel_launches"] == 0  # the CPU
+    names = [op["name"] for op in ops["top"]]
+    assert {"aten::mm", "aten::addmm"} & set(names) and all(n.startswith("aten::") for n in names)
+    assert ops["aten_calls"] >= sum(op["calls"] for op in ops["top"]) > 0
+
+
+def test_a_trace_summary_is_per_step_and_ranks_operators_by_device_then_host_time():
+    from types import SimpleNamespace
+
+    from crabrec.train.profile import trace_summary
+
+    def event(key, count, cpu_us, device_us=0.0, device="DeviceType.CPU"):
+        return SimpleNamespace(key=key, count=count, self_cpu_time_total=cpu_us, self_device_time_total=device_us,
+                               device_type=device)  # fmt: skip
+
+    events = [
+        event("aten::mm", 20, 4000.0, 6000.0),
+        event("aten::mul", 40, 8000.0, 2000.0),
+        event("aten::view", 100, 1000.0),
+        event("cudaLaunchKernel", 60, 3000.0),
+        event("sm90_gemm_kernel", 20, 0.0, 6000.0, "DeviceType.CUDA"),
+        event("elementwise_kernel", 40, 0.0, 2000.0, "DeviceType.CUDA"),
+    ]
+    t = trace_summary(events, steps=2, top=2)
+    assert t["aten_calls"] == 80 and t["kernel_launches"] == 30
+    assert t["device_busy_ms"] == 4.0  # (6000 + 2000) us of kernels over 2 steps; the operators' share not again
+    assert t["host_ms"] == 8.0
+    assert t["top"] == [
+        {"name": "aten::mm", "calls": 10, "host_ms": 2.0, "device_ms": 3.0},
+        {"name": "aten::mul", "calls": 20, "host_ms": 4.0, "device_ms": 1.0},
+    ]

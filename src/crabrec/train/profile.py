@@ -6,6 +6,10 @@ synchronised at each phase's edges so that GPU time lands in its phase, counts t
 step with :class:`torch.utils.flop_counter.FlopCounterMode` (that step is the warm-up and is not timed), then
 validates once (timed) and stops by raising :class:`ProfileDone` before anything is saved. Outside such a block the
 loop's phases are no-ops.
+
+With ``trace_steps`` it then runs that many more steps (not timed) under :mod:`torch.profiler` and keeps, per step,
+the operator calls, the kernel launches, how busy the device was and the operators that took the most time
+(:func:`trace_summary`): what a step is bound by on a GPU, where the phases alone cannot tell.
 """
 
 from __future__ import annotations
@@ -39,12 +43,17 @@ class Profile:
     flop_rows: int = 0  # training rows of that step
     flop_tokens: int = 0  # and its tokens
     validation: float = 0.0
+    trace_steps: int = 0  # steps traced with torch.profiler after the timed ones (0: none)
+    top_ops: int = 15  # operators kept in the trace summary
+    traced: int = 0
+    ops: dict[str, Any] = field(default_factory=dict)  # the trace summary (trace_summary)
     steps_per_epoch: int = 0
     rows_per_epoch: int = 0
     device: str = ""
     warm: bool = False  # the warm-up step (FLOPs counted, not timed) is done
     _step_start: float = 0.0
     _counter: Any = None
+    _tracer: Any = None
 
     def summary(self) -> dict[str, float]:
         """Per-step means, throughput and the projected epoch (mean step x the epoch's steps + one validation)."""
@@ -71,14 +80,16 @@ _ACTIVE: list[Profile] = []
 
 
 @contextlib.contextmanager
-def profile_training(steps: int) -> Iterator[Profile]:
-    """Profile the next training run's first ``steps`` timed steps (plus one warm-up step and one validation)."""
-    prof = Profile(steps=steps)
+def profile_training(steps: int, trace_steps: int = 0, top_ops: int = 15) -> Iterator[Profile]:
+    """Profile the next training run's first ``steps`` timed steps (plus one warm-up step and one validation), then
+    trace ``trace_steps`` more with :mod:`torch.profiler`."""
+    prof = Profile(steps=steps, trace_steps=trace_steps, top_ops=top_ops)
     _ACTIVE.append(prof)
     try:
         yield prof
     finally:
         _ACTIVE.remove(prof)
+        _stop_trace(prof)  # the epoch ended before every traced step ran: keep what was traced
 
 
 def active() -> Profile | None:
@@ -113,7 +124,7 @@ def phase(prof: Profile | None, name: str) -> Iterator[None]:
         if warmup and name == "backward" and prof._counter is not None:
             prof._counter.__exit__(None, None, None)
             prof.flops = float(prof._counter.get_total_flops())
-        elif not warmup:
+        elif not warmup and prof._tracer is None:
             prof.seconds[name] += time.perf_counter() - start
 
 
@@ -143,8 +154,75 @@ def end_step(prof: Profile | None, rows: int, batch: dict[str, Any]) -> bool:
         prof.warm, prof.flop_rows, prof.flop_tokens = True, rows, tokens
         return False
     _sync(prof.device)
+    if prof._tracer is not None:  # a traced step, after the timed ones
+        prof._tracer.step()
+        prof.traced += 1
+        if prof.traced < prof.trace_steps:
+            return False
+        _stop_trace(prof)
+        return True
     prof.step_wall += time.perf_counter() - prof._step_start
     prof.timed += 1
     prof.rows += rows
     prof.tokens += tokens
-    return prof.timed >= prof.steps
+    if prof.timed < prof.steps:
+        return False
+    if prof.trace_steps:
+        _start_trace(prof)
+        return False
+    return True
+
+
+def _start_trace(prof: Profile) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if prof.device.startswith("cuda"):
+        activities.append(ProfilerActivity.CUDA)
+    prof._tracer = profile(activities=activities)
+    prof._tracer.__enter__()
+
+
+def _stop_trace(prof: Profile) -> None:
+    if prof._tracer is None:
+        return
+    tracer, prof._tracer = prof._tracer, None
+    tracer.__exit__(None, None, None)
+    if prof.traced:
+        prof.ops = trace_summary(tracer.key_averages(), prof.traced, prof.top_ops)
+
+
+LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx")
+
+
+def trace_summary(events: Any, steps: int, top: int = 15) -> dict[str, Any]:
+    """Per step, from a profiler's ``key_averages()``: operator calls (``aten::*``, nested ones included), kernel
+    launches, the device's busy time (the sum of every kernel's own time) and the ``top`` operators by device time,
+    then by host time (milliseconds per step)."""
+
+    def device_us(e: Any) -> float:  # the attribute was renamed in torch 2.4
+        return float(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0.0)) or 0.0)
+
+    def on_device(e: Any) -> bool:  # a kernel or copy on the GPU (its time is nobody's but its own)
+        return str(getattr(e, "device_type", "")).upper().endswith("CUDA")
+
+    rows = [
+        {
+            "name": e.key,
+            "calls": e.count / steps,
+            "host_ms": e.self_cpu_time_total / 1000 / steps,
+            "device_ms": device_us(e) / 1000 / steps,
+            "kernel": on_device(e),
+        }
+        for e in events
+    ]
+    ops = [r for r in rows if r["name"].startswith("aten::")]
+    ranked = sorted(ops, key=lambda r: (r["device_ms"], r["host_ms"]), reverse=True)
+    return {
+        "traced_steps": steps,
+        "aten_calls": sum(r["calls"] for r in ops),
+        "kernel_launches": sum(r["calls"] for r in rows if r["name"] in LAUNCHES),
+        "device_busy_ms": sum(r["device_ms"] for r in rows if r["kernel"]),
+        "host_ms": sum(r["host_ms"] for r in rows),
+        "top": [{k: v for k, v in r.items() if k != "kernel"} for r in ranked[:top]],
+    }
