@@ -3,7 +3,8 @@
 #
 #   step 1  Office, the paper's setting: MOR as a LoRA fine-tune of SmolLM2-135M, its test metrics, RR on its beams,
 #           CRAB (rebalance + the L_T fine-tune) on it                                   (configs/office_llm.yaml)
-#   step 2  the rest of Office Table 1 on the same backbone: RW, D²LR, PPD, TIGER, SASRec, the floors, the report
+#   step 2  the whole of Office Table 1 on the same backbone (step 1's stages, then RW, D²LR, PPD, TIGER, SASRec, the
+#           floors, the report), the models trained side by side (JOBS processes)
 #   step 3  where a training step's time goes on this GPU, with the model FLOP utilisation and a torch.profiler trace
 #           (kernel launches, device busy time): the SmolLM2 MOR, MOR h384 x 4 and TIGER at the paper's size
 #           (benchmarks/bench_train.py)
@@ -23,7 +24,7 @@
 #                                                       # there 4 runs beside 1-3, and 3 beside 2)
 #
 # Settings (environment): PY (python3), STEP_SECONDS (570), LLM_MINUTES (2: MOR, RW, D²LR and the CRAB fine-tune
-# training budget each on the LLM), BEAUTY_MINUTES (2), PART_MB (what a call carries beside the working tree), RUNS
+# training budget each on the LLM), BEAUTY_MINUTES (2), JOBS (4: Office models trained at once), PART_MB (what a call carries beside the working tree), RUNS
 # (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA (data folders) and WORK (its scratch folder).
 set -euo pipefail
 SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
@@ -32,6 +33,7 @@ PY=${PY:-python3}
 STEP_SECONDS=${STEP_SECONDS:-570}
 LLM_MINUTES=${LLM_MINUTES:-2}
 BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
+JOBS=${JOBS:-4}  # Office models trained at the same time on the one GPU (crabrec run --jobs)
 PART_MB=${PART_MB:-}  # default: as large as one call carries beside the working tree (64 MiB in all)
 STASH=${STASH:-/tmp/crabrec-gpu}  # on the device: the parts received so far, the unpacked bundle, the wheels installed
 PARTS=${PARTS:-.}  # where the carried .gpu-N folders are
@@ -103,10 +105,11 @@ EOF
   rm -rf $work
   echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU, back to back:"
   for i in $(seq 1 "$n"); do
-    step=0; [ "$i" = "$n" ] && step=1
+    step=0; [ "$i" = "$n" ] && step=2
     echo "  run(carry=[\".gpu-$i\"], command=\"bash scripts/gpu_playbook.sh --step $step\")"
   done
-  echo "then, back to back while device time is left: --step 3 (a minute), --step 4 (about 3 minutes), --step 2"
+  echo "then, back to back while device time is left: --step 4 (about 3 minutes), --step 3 (a minute)"
+  echo "(--step 2 is Office's whole Table 1, step 1's stages included; --step 1 alone is MOR, RR and CRAB)"
   echo "(a step stopped at its budget goes on when run again on the same machine)"
 }
 
@@ -161,11 +164,11 @@ HIDE=()  # the dry run: the command prefix that hides ABSENT, as on the device
 crab() { "${HIDE[@]}" $PY -m crabrec "$@"; }
 
 step1() {
-  crab run "${OFFICE[@]}" "${LLM_BUDGET[@]}" --until evaluate --until rr --until crab-eval
+  crab run "${OFFICE[@]}" "${LLM_BUDGET[@]}" --until evaluate --until rr --until crab-eval --jobs "$JOBS"
 }
 
-step2() {
-  crab run "${OFFICE[@]}" "${LLM_BUDGET[@]}"
+step2() {  # MOR, RW, D²LR, TIGER and SASRec train side by side, one process each (a step leaves the GPU mostly idle)
+  crab run "${OFFICE[@]}" "${LLM_BUDGET[@]}" --jobs "$JOBS"
 }
 
 step3() {
@@ -247,6 +250,7 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
   SETS=(--steps 2 --set train.batch_size=16 --set tiger.batch_size=16)
   SMALL=(--set train.hidden=32 --set train.layers=2 --set train.heads=2 --set train.ff=64 --set tiger.layers=2)
   BEAUTY_MINUTES=0.1
+  JOBS=1  # on 2 cores, one at a time is faster (step 4 runs --jobs 2 here, as on the device)
   HIDE=(env PYTHONPATH="$PWD/scripts/gpu_image:$PYTHONPATH" CRABREC_ABSENT_MODULES="$(IFS=,; echo "${ABSENT[*]}")")
   # Beauty has no item text: its encoder setting stays the device's (the default, which the image lacks)
   BEAUTY+=(--set embed.encoder="$($PY -c 'from crabrec.config import EmbedConfig; print(EmbedConfig().encoder)')")
@@ -278,7 +282,7 @@ case $MODE in
   device)
     receive || { [ "$STEP" = 0 ] && exit 0; need_bundle; }
     [ "$STEP" = 0 ] && { echo "bundle complete and installed"; exit 0; }
-    if [ "$STEP" = 1 ]; then
+    if [ "$STEP" = 1 ] || [ "$STEP" = 2 ]; then
       { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
         $PY -c "import torch, transformers, peft; print('torch', torch.__version__, '/ transformers', \
 transformers.__version__, '/ peft', peft.__version__)"; } > "$OUT/env.txt" 2>&1
