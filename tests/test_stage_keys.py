@@ -175,3 +175,13 @@ def test_a_result_of_an_older_revision_is_recomputed_and_the_log_says_why(tmp_pa
     with caplog.at_level(logging.INFO, logger="crabrec"):
         new._say_if_revised("data")
     assert caplog.text == ""
+
+
+def test_grouping_rows_by_length_keys_the_decoder_trainings_only_when_set():
+    """``train.group_by_length`` came after decoder models were cached: off, it is in no key (those caches stay
+    valid); on, it keys MOR, RW, D²LR and CRAB's fine-tune, which batch their rows with it, and nothing else."""
+    off = RunContext(config=load_config(), stages=registry())
+    on = RunContext(config=load_config(overrides={"train": {"group_by_length": True}}), stages=registry())
+    changed = {name for name in registry() if off.settings(name) != on.settings(name)}
+    assert changed == {"train", "rw", "d2lr", "finetune"}
+    assert all("train.group_by_length" not in off.settings(name) for name in changed)

@@ -207,6 +207,11 @@ class TrainConfig(LoopConfig):
     packing: Literal["rows", "packed"] = Field(
         "packed", description="packed: one sequence per user with a window mask (~8x faster); rows: one per sample"
     )
+    group_by_length: bool = keyed_when_set(
+        False,
+        description="row form (a backbone's prompts, or packing=rows): batch rows of similar history length together "
+        "(shuffled pools, as TIGER's batches), so batches carry less padding; packed chains are always grouped",
+    )
     valid_samples: int = Field(
         5000, ge=1, description="validation rows scored (NDCG@10) each epoch for early stopping (every method)"
     )

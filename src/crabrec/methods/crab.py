@@ -27,7 +27,7 @@ MOR_LOOP = (
     "valid_every",
     "max_minutes",
 )
-VALIDATION = ("valid_samples", "valid_beam", "packing", "backbone")
+VALIDATION = ("valid_samples", "valid_beam", "packing", "group_by_length", "backbone")
 
 
 def run_rebalance(ctx: RunContext) -> dict[str, Any]:

@@ -64,6 +64,14 @@ def packed_batcher(samples: Samples, tokens: np.ndarray, batch_size: int, seed: 
     return len(chains.items), make, plan, size
 
 
+def length_plan(samples: Samples, cfg: TrainConfig, seed: int):
+    """``plan(epoch)`` of row batches grouped by history length (``cfg.group_by_length``), else None (shuffled)."""
+    if not cfg.group_by_length:
+        return None
+    length, ones = samples.length, np.ones(len(samples), np.int64)
+    return lambda epoch: length_bucketed(length, ones, cfg.batch_size, seed, epoch)
+
+
 def sid_validator(trie, tokens: np.ndarray, samples: Samples, cfg: TrainConfig, io=None):
     """``validate(model)`` = NDCG@10 of the first ``cfg.valid_samples`` rows under a ``cfg.valid_beam`` beam."""
     from crabrec.decode.rank import rank_samples, sid_members
@@ -110,7 +118,9 @@ def train_decoder(
     from crabrec.decode.trie import SidTrie
 
     tokens = io.tokens
-    rows = Rows(len(splits.train), row_batcher(splits.train, tokens, io.train_prompt))
+    rows = Rows(
+        len(splits.train), row_batcher(splits.train, tokens, io.train_prompt), length_plan(splits.train, cfg, seed)
+    )
     if cfg.packing == "packed" and io.train_prompt is None:  # a backbone's prompt rows are trained row by row
         rows = Rows(*packed_batcher(splits.train, tokens, cfg.batch_size, seed))
     validate = sid_validator(SidTrie.build(codebook), tokens, splits.valid, cfg, io)
