@@ -24,8 +24,9 @@
 #                                                       # there 4 runs beside 1-3, and 3 beside 2)
 #
 # Settings (environment): PY (python3), STEP_SECONDS (570), LLM_MINUTES (2: MOR, RW, D²LR and the CRAB fine-tune
-# training budget each on the LLM), BEAUTY_MINUTES (2), JOBS (4: Office models trained at once), PART_MB (what a call carries beside the working tree), RUNS
-# (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA (data folders) and WORK (its scratch folder).
+# training budget each on the LLM), BEAUTY_MINUTES (2), JOBS (3: Office models trained at once), PART_MB (what a
+# call carries beside the working tree), RUNS (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA
+# (data folders) and WORK (its scratch folder).
 set -euo pipefail
 SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/.."
@@ -33,7 +34,9 @@ PY=${PY:-python3}
 STEP_SECONDS=${STEP_SECONDS:-570}
 LLM_MINUTES=${LLM_MINUTES:-2}
 BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
-JOBS=${JOBS:-4}  # Office models trained at the same time on the one GPU (crabrec run --jobs)
+# Office models trained at the same time on the one GPU (crabrec run --jobs): 3 holds MOR, RW and D²LR on the LLM at
+# once, an estimated 20 GB of activations each at batch 128 (not measured yet), inside an H100's 80 GB
+JOBS=${JOBS:-3}
 PART_MB=${PART_MB:-}  # default: as large as one call carries beside the working tree (64 MiB in all)
 STASH=${STASH:-/tmp/crabrec-gpu}  # on the device: the parts received so far, the unpacked bundle, the wheels installed
 PARTS=${PARTS:-.}  # where the carried .gpu-N folders are
