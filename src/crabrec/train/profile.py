@@ -155,7 +155,6 @@ def end_step(prof: Profile | None, rows: int, batch: dict[str, Any]) -> bool:
         return False
     _sync(prof.device)
     if prof._tracer is not None:  # a traced step, after the timed ones
-        prof._tracer.step()
         prof.traced += 1
         if prof.traced < prof.trace_steps:
             return False
