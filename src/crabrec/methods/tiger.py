@@ -22,7 +22,7 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
     from crabrec.models.decoder import item_tokens
     from crabrec.models.tiger import build_tiger, encode_inputs, make_labels, tiger_loss
     from crabrec.train.decoder import sid_validator
-    from crabrec.train.loop import Rows, length_bucketed, train, training_summary
+    from crabrec.train.loop import Rows, by_length, train, training_summary
 
     t = ctx.cfg.tiger
     seed = ctx.cfg.seed if t.seed is None else t.seed
@@ -41,11 +41,9 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
         ids, mask = encode_inputs(model.config, rows.user[index], rows.history[index], rows.length[index], tokens)
         return {"ids": ids, "mask": mask, "labels": make_labels(rows.target[index], tokens)}
 
-    def plan(epoch: int) -> list[np.ndarray]:  # rows of similar history length together: little padding
-        return length_bucketed(rows.length, np.ones(len(rows), np.int64), batch_size, seed, epoch)
-
     out = ctx.files.model_dir("tiger")
     validate = sid_validator(SidTrie.build(codebook), tokens, splits.valid, ctx.cfg.train)
+    plan = by_length(rows.length, batch_size, seed)  # rows of similar history length together: little padding
     result = train(model, Rows(len(rows), make, plan), tiger_loss, validate, t, out, seed, **ctx.checkpoint_policy())
     return training_summary(result, out)
 

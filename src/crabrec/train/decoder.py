@@ -16,7 +16,7 @@ from crabrec.config import TrainConfig
 from crabrec.data.dataset import Samples, Splits
 from crabrec.errors import CrabError
 from crabrec.runfiles import first_rows
-from crabrec.train.loop import LossFn, Rows, length_bucketed, train, training_summary
+from crabrec.train.loop import LossFn, Rows, by_length, length_bucketed, train, training_summary
 
 
 def decoder_loss(model, batch: dict[str, Any]):
@@ -66,10 +66,7 @@ def packed_batcher(samples: Samples, tokens: np.ndarray, batch_size: int, seed: 
 
 def length_plan(samples: Samples, cfg: TrainConfig, seed: int):
     """``plan(epoch)`` of row batches grouped by history length (``cfg.group_by_length``), else None (shuffled)."""
-    if not cfg.group_by_length:
-        return None
-    length, ones = samples.length, np.ones(len(samples), np.int64)
-    return lambda epoch: length_bucketed(length, ones, cfg.batch_size, seed, epoch)
+    return by_length(samples.length, cfg.batch_size, seed) if cfg.group_by_length else None
 
 
 def sid_validator(trie, tokens: np.ndarray, samples: Samples, cfg: TrainConfig, io=None):

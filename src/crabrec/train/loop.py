@@ -73,6 +73,13 @@ def length_bucketed(
     return [out[i] for i in rng.permutation(len(out))]
 
 
+def by_length(length: np.ndarray, batch_size: int, seed: int) -> Callable[[int], list[np.ndarray]]:
+    """``plan(epoch)``: batches of ``batch_size`` rows of similar ``length`` (one row each), as
+    :func:`length_bucketed` cuts them: little padding, seeded by ``(seed, epoch)``."""
+    ones = np.ones(len(length), np.int64)
+    return lambda epoch: length_bucketed(length, ones, batch_size, seed, epoch)
+
+
 def save_checkpoint(folder: Path, model, optimizer, scheduler, state: dict[str, Any]) -> None:
     from safetensors.torch import save_model
 
