@@ -118,9 +118,9 @@ def measure(args: argparse.Namespace, device: str, name: str, peak: float) -> No
     )
     print(
         "| stage | step (ms) | batch | forward | backward | optimizer | other | rows/s | tokens/s | GFLOP/s | "
-        "of peak | validation (s) | epoch (s, projected) |"
+        "of peak (step) | of peak (forward + backward) | validation (s) | epoch (s, projected) | page faults / step |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---" * 15 + "|")
     for stage, r in results.items():
         step = r["step_s"]
         share = " | ".join(f"{100 * r[f'{k}_s'] / step:.0f}%" for k in ("batch", "forward", "backward", "optimizer"))
@@ -128,7 +128,7 @@ def measure(args: argparse.Namespace, device: str, name: str, peak: float) -> No
             f"| {LABEL[stage]} | {1000 * step:.1f} | {share} | {100 * r['other_s'] / step:.0f}% "
             f"| {r['rows_per_s']:,.0f} | {r['tokens_per_s']:,.0f} | {r['flop_per_s'] / 1e9:,.1f} "
             f"| {100 * r['flop_per_s'] / peak:.1f}% | {100 * r['fwd_bwd_flop_per_s'] / peak:.1f}% "
-            f"| {r['validation_s']:.1f} | {r['epoch_s']:.1f} |"
+            f"| {r['validation_s']:.1f} | {r['epoch_s']:.1f} | {r['page_faults_per_step']:,.0f} |"
         )
     for stage, r in results.items():
         if r.get("trace"):

@@ -152,6 +152,7 @@ def test_a_profile_times_its_steps_then_traces_more_without_timing_them(tmp_path
     with profile_training(2, trace_steps=3) as prof, contextlib.suppress(ProfileDone):
         train(model, rows, loss, lambda m: 0.0, cfg, tmp_path, 0)
     assert len(calls) == 1 + 2 + 3 and (prof.timed, prof.traced, prof.rows) == (2, 3, 8)
+    assert prof.summary()["page_faults_per_step"] == prof.page_faults / 2 >= 0  # the timed steps' own
     ops = prof.ops
     assert ops["traced_steps"] == 3 and ops["device_busy_ms"] == 0.0 and ops["kernel_launches"] == 0  # the CPU
     names = [op["name"] for op in ops["top"]]

@@ -43,6 +43,7 @@ class Profile:
     flop_rows: int = 0  # training rows of that step
     flop_tokens: int = 0  # and its tokens
     validation: float = 0.0
+    page_faults: int = 0  # minor page faults of this process in the timed steps (0 where the OS does not say)
     trace_steps: int = 0  # steps traced with torch.profiler after the timed ones (0: none)
     top_ops: int = 15  # operators kept in the trace summary
     traced: int = 0
@@ -52,6 +53,7 @@ class Profile:
     device: str = ""
     warm: bool = False  # the warm-up step (FLOPs counted, not timed) is done
     _step_start: float = 0.0
+    _step_faults: int = 0
     _counter: Any = None
     _tracer: Any = None
 
@@ -72,6 +74,7 @@ class Profile:
             "flop_per_s": flops / max(self.step_wall, 1e-12),
             "fwd_bwd_flop_per_s": flops / max(self.seconds["forward"] + self.seconds["backward"], 1e-12),
             "validation_s": self.validation,
+            "page_faults_per_step": self.page_faults / n,
             "epoch_s": step * self.steps_per_epoch + self.validation,
         }
 
@@ -132,6 +135,16 @@ def start_step(prof: Profile | None) -> None:
     if prof is not None and prof.warm:
         _sync(prof.device)
         prof._step_start = time.perf_counter()
+        prof._step_faults = _minor_faults()
+
+
+def _minor_faults() -> int:
+    """This process's minor page faults so far (a fresh page touched for the first time); 0 off Unix."""
+    try:
+        import resource
+    except ImportError:
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def input_tokens(batch: dict[str, Any]) -> int:
@@ -161,6 +174,7 @@ def end_step(prof: Profile | None, rows: int, batch: dict[str, Any]) -> bool:
         _stop_trace(prof)
         return True
     prof.step_wall += time.perf_counter() - prof._step_start
+    prof.page_faults += _minor_faults() - prof._step_faults
     prof.timed += 1
     prof.rows += rows
     prof.tokens += tokens
