@@ -143,13 +143,23 @@ BAD = {  # name -> (files to write {name: (header, rows)}, extra CLI args, what 
                          "c.csv": ("item,name", [(2, "y")])}, ["--data", "{.}"], "name one with --items FILE"),
     "unknown file type": ({"d.xlsx": ("user,item", [(1, 2)])}, ["--data", "{d.xlsx}"], "set --format"),
     "empty folder": ({}, ["--data", "{.}"], "no known layout found"),
-    "header only": ({"d.csv": ("user,item", [])}, [], "lower data.kcore"),
+    "header only": ({"d.csv": ("user,item", [])}, [], "d.csv: no rows after the header (user, item)"),
+    "item table header only": ({"d.csv": ("user,item", [(1, 2)]), "i.csv": ("item,title", [])},
+                               ["--items", "{i.csv}"], "i.csv: no rows after the header (item, title)"),
     "not a table": ({"d.csv": ("user,item", [('"unclosed', 2)])}, [], "cannot parse table"),
     "unknown key without section": ({"d.csv": ("user,item", [(1, 2)])}, ["--set", "user_col=u"],
                                     "did you mean data.user_col?"),
     "misspelt key": ({"d.csv": ("user,item", [(1, 2)])}, ["--set", "data.itme_col=u"], "data.item_col"),
     "quiet and verbose": ({"d.csv": ("user,item", [(1, 2)])}, ["-q", "-v"], "give one of them"),
 }  # fmt: skip
+
+
+def test_an_empty_file_is_named_as_such(tmp_path, capsys):
+    (tmp_path / "d.csv").write_bytes(b"")
+    code, _ = cli(["run", "--data", str(tmp_path / "d.csv"), "--until", "data", "--set", f"runs_dir={tmp_path}"])
+    assert code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.endswith("d.csv: the file is empty; expected a header line, then the rows"), last
 
 
 @pytest.mark.parametrize("case", list(BAD))

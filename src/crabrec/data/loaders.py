@@ -112,9 +112,20 @@ def _stem(path: Path, suffix: str, name: str | None) -> tuple[Path, str]:
 
 def _read_csv(path: Path, sep: str | None = None, header_only: bool = False) -> pd.DataFrame:
     """A CSV/TSV (all cells as strings; ``sep`` None: comma, tab, semicolon or bar, whichever the header line has
-    most, tab for ``.tsv``) or Parquet file; ``header_only``: the columns alone."""
+    most, tab for ``.tsv``) or Parquet file; ``header_only``: the columns alone. An empty file, or one without a row
+    after its header, is an error."""
     if not path.is_file():
         raise CrabError(f"{path}: file not found")
+    if path.stat().st_size == 0:
+        raise CrabError(f"{path}: the file is empty; expected a header line, then the rows")
+    frame = _parse_table(path, sep, header_only)
+    if not header_only and len(frame) == 0:
+        cols = ", ".join(map(str, frame.columns))
+        raise CrabError(f"{path}: no rows after the header ({cols}); expected at least one row")
+    return frame
+
+
+def _parse_table(path: Path, sep: str | None, header_only: bool) -> pd.DataFrame:
     try:
         if path.suffix == ".parquet":
             if header_only:
