@@ -2,9 +2,11 @@
 
     bash benchmarks/tiger_reference/setup.sh                       # once: the throw-away cornac environment
     python benchmarks/tiger_reference/compare.py RUN_DIR --seeds 2024 2025 --epochs 6 [--layers 4 ...]
+    python benchmarks/tiger_reference/compare.py RUN_DIR --seeds 2026 --epochs 6 --side-by-side --threads 1
     python benchmarks/tiger_reference/compare.py --show LOG.json ...  # the table and plot of finished runs
 
-``RUN_DIR`` is a crabrec run that has its data, embeddings and semantic IDs (``crabrec run --until tokenize``).
+``--side-by-side`` trains the two sides of each seed at once, so both see the same host load (one thread each on 2
+cores). ``RUN_DIR`` is a crabrec run that has its data, embeddings and semantic IDs (``crabrec run --until tokenize``).
 Every setting after the run goes to both sides; ``--ours-set key=value`` only to crabrec (one recipe element at a
 time). Prints training loss (cross-entropy per SID token) and validation NDCG@10 per epoch, test HR@10 / NDCG@10 of
 the best epoch, and writes ``curves.png`` next to the logs.
@@ -31,11 +33,18 @@ def run_pair(args: argparse.Namespace, shared: list[str]) -> list[Path]:
     logs = []
     for seed in args.seeds:
         theirs, ours = out / f"cornac_s{seed}.json", out / f"crabrec_s{seed}.json"
-        subprocess.run([args.cornac_python, HERE / "cornac_tiger.py", bundle, theirs, "--seed", str(seed), *shared],
-                       check=True)  # fmt: skip
         extra = [x for kv in args.ours_set for x in ("--set", kv)]
-        subprocess.run([sys.executable, HERE / "ours_tiger.py", args.run, ours, "--seed", str(seed), *shared, *extra],
-                       check=True)  # fmt: skip
+        commands = [
+            [args.cornac_python, HERE / "cornac_tiger.py", bundle, theirs, "--seed", str(seed), *shared],
+            [sys.executable, HERE / "ours_tiger.py", args.run, ours, "--seed", str(seed), *shared, *extra],
+        ]
+        if args.side_by_side:  # both at once (give --threads 1 on 2 cores): the same host load for both
+            running = [subprocess.Popen(c) for c in commands]
+            if any(p.wait() for p in running):
+                raise SystemExit(f"seed {seed}: a side failed (its output is above)")
+        else:
+            for c in commands:
+                subprocess.run(c, check=True)
         logs += [theirs, ours]
     return logs
 
@@ -92,6 +101,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("runs/tiger_reference"))
     ap.add_argument("--cornac-python", default=".venv-cornac/bin/python")
     ap.add_argument("--ours-set", action="append", default=[], help="a crabrec-only key=value (repeatable)")
+    ap.add_argument("--side-by-side", action="store_true", help="train both sides of a seed at once")
     add_settings(ap, defaults=False)
     args = ap.parse_args()
     if args.show:
