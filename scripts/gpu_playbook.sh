@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The GPU playbook: what a session with a lent GPU runs first, in steps of under 10 minutes each.
 #
-#   step 1  Office, the paper's setting: MOR as a LoRA fine-tune of SmolLM2-135M, its test metrics, RR on its beams,
-#           CRAB (rebalance + the L_T fine-tune) on it                                   (configs/office_llm.yaml)
-#   step 2  the whole of Office Table 1 on the same backbone (step 1's stages, then RW, D²LR, PPD, TIGER, SASRec, the
-#           floors, the report), the models trained side by side (JOBS processes)
+#   step 1  Office, the paper's setting: MOR as a LoRA fine-tune of SmolLM2-135M and the baselines that retrain it
+#           (RW, D²LR), trained side by side (JOBS processes), their test metrics, RR on MOR's beams, CRAB (rebalance
+#           + the L_T fine-tune) on MOR                                                  (configs/office_llm.yaml)
+#   step 2  the whole of Office Table 1 on the same backbone (step 1's stages, then PPD, TIGER, SASRec, the floors,
+#           the report)
 #   step 3  where a training step's time goes on this GPU, with the model FLOP utilisation and a torch.profiler trace
 #           (kernel launches, device busy time): the SmolLM2 MOR, MOR h384 x 4 and TIGER at the paper's size
 #           (benchmarks/bench_train.py)
@@ -23,16 +24,22 @@
 #   bash scripts/gpu_playbook.sh --dry-run [--step N]   # every step on the CPU with tiny settings (a test runs it;
 #                                                       # there 4 runs beside 1-3, and 3 beside 2)
 #
-# Settings (environment): PY (python3), STEP_SECONDS (570), LLM_MINUTES (2: MOR, RW, D²LR and the CRAB fine-tune
-# training budget each on the LLM), BEAUTY_MINUTES (2), JOBS (3: Office models trained at once), PART_MB (what a
-# call carries beside the working tree), RUNS (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA
-# (data folders) and WORK (its scratch folder).
+# Settings (environment): PY (python3), STEP_SECONDS (570), LLM_MINUTES (3.5: MOR, RW, D²LR and the CRAB fine-tune
+# training budget each on the LLM), OFFICE_SETS (more KEY=VALUE settings for the Office LLM run on the device;
+# "train.lr=0.002 train.epochs=3 crab.lr=0.001": the paper's 1e-4 over 10 epochs does not train in one lease, and
+# CRAB fine-tunes at half MOR's rate as in the quick preset; see docs/results/gpu.md), STEP1_UNTIL (the stages step 1
+# runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BEAUTY_MINUTES (2), JOBS (3: Office models trained at once),
+# PART_MB (what a call carries beside the working tree), RUNS (runs), STASH, PARTS, and for the dry run OFFICE_DATA /
+# BEAUTY_DATA (data folders) and WORK (its scratch folder).
 set -euo pipefail
 SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
 STEP_SECONDS=${STEP_SECONDS:-570}
-LLM_MINUTES=${LLM_MINUTES:-2}
+LLM_MINUTES=${LLM_MINUTES:-3.5}
+OFFICE_SETS=${OFFICE_SETS-train.lr=0.002 train.epochs=3 crab.lr=0.001}
+STEP1_UNTIL=${STEP1_UNTIL:-evaluate rr crab-eval rw-eval d2lr-eval}
+LLM_BACKBONE=backbones/smollm2-135m  # made on the device from the bundle's GGUF
 BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
 # Office models trained at the same time on the one GPU (crabrec run --jobs): 3 holds MOR, RW and D²LR on the LLM at
 # once, an estimated 20 GB of activations each at batch 128 (not measured yet), inside an H100's 80 GB
@@ -109,11 +116,11 @@ EOF
   rm -rf $work
   echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU, back to back:"
   for i in $(seq 1 "$n"); do
-    step=0; [ "$i" = "$n" ] && step=2
+    step=0; [ "$i" = "$n" ] && step=1
     echo "  run(carry=[\".gpu-$i\"], command=\"bash scripts/gpu_playbook.sh --step $step\")"
   done
-  echo "then, back to back while device time is left: --step 4 (about 3 minutes), --step 3 (a minute)"
-  echo "(--step 2 is Office's whole Table 1, step 1's stages included; --step 1 alone is MOR, RR and CRAB)"
+  echo "(step 1 takes about 7 minutes); then, back to back while device time is left: --step 3 (a minute and a half),"
+  echo "--step 4 (about 3 minutes); --step 2 is Office's whole Table 1, step 1's stages included"
   echo "(a step stopped at its budget goes on when run again on the same machine)"
 }
 
@@ -168,7 +175,9 @@ HIDE=()  # the dry run: the command prefix that hides ABSENT, as on the device
 crab() { "${HIDE[@]}" $PY -m crabrec "$@"; }
 
 step1() {
-  crab run "${OFFICE[@]}" "${LLM_BUDGET[@]}" --until evaluate --until rr --until crab-eval --jobs "$JOBS"
+  local until=() stage
+  for stage in $STEP1_UNTIL; do until+=(--until "$stage"); done
+  crab run "${OFFICE[@]}" "${LLM_BUDGET[@]}" "${until[@]}" --jobs "$JOBS"
 }
 
 step2() {  # MOR, RW, D²LR, TIGER and SASRec train side by side, one process each (a step leaves the GPU mostly idle)
@@ -178,7 +187,9 @@ step2() {  # MOR, RW, D²LR, TIGER and SASRec train side by side, one process ea
 step3() {
   local run
   run=$(office_run)
-  "${HIDE[@]}" $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" --trace 3 --json "$OUT/bench_llm.json" \
+  # the backbone named: the run's own settings may not (the bundle's run is made without one)
+  "${HIDE[@]}" $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" --set train.backbone="$LLM_BACKBONE" \
+    --trace 3 --json "$OUT/bench_llm.json" \
     --and "$run" --stages train,tiger "${SETS[@]}" "${SMALL[@]}" --set train.backbone= --trace 3 \
     --json "$OUT/bench_small.json"
 }
@@ -246,11 +257,13 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
   RUNS=$WORK/runs
   # the same steps, shrunk: a tiny random Llama, tiny models, seconds of training, a few hundred test rows
   local tiny=(--config configs/smoke.yaml --set runs_dir="$RUNS" --quiet)
-  OFFICE=(--config configs/office_llm.yaml "${tiny[@]}" --set train.backbone="$WORK/tiny")
+  LLM_BACKBONE=$WORK/tiny
+  OFFICE=(--config configs/office_llm.yaml "${tiny[@]}" --set train.backbone="$LLM_BACKBONE")
   [ -n "${OFFICE_DATA:-}" ] && OFFICE+=(--set data.path="$OFFICE_DATA" --set data.kcore=2)
   BEAUTY=("${BEAUTY[@]}" "${tiny[@]}" --set train.backbone= --set train.hidden=32 --set train.layers=1
           --set train.heads=2 --set train.ff=64 --set train.epochs=1 --set evaluate.beam=20 --set train.valid_beam=20)
   LLM_BUDGET=(--set train.max_minutes=0.2)
+  OFFICE_SETS=""  # the device's learning rate and epochs: the tiny settings stand
   SETS=(--steps 2 --set train.batch_size=16 --set tiger.batch_size=16)
   SMALL=(--set train.hidden=32 --set train.layers=2 --set train.heads=2 --set train.ff=64 --set tiger.layers=2)
   BEAUTY_MINUTES=0.1
@@ -276,6 +289,7 @@ join_beside() {  # wait for the background steps, show their output; the first f
 }
 
 settings
+for kv in $OFFICE_SETS; do OFFICE+=(--set "$kv"); done
 mkdir -p "$OUT"
 if [ -n "$INNER" ]; then
   "step$INNER"

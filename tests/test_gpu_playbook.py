@@ -73,6 +73,8 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
     for bench, stages in (("bench_llm.json", ["train"]), ("bench_small.json", ["train", "tiger"])):
         measured = json.loads((out / bench).read_text())
         assert sorted(measured["stages"]) == sorted(stages)
+        if bench == "bench_llm.json":  # the backbone named, whatever the run's own settings say
+            assert f"train.backbone={tmp_path / 'tiny'}" in measured["sets"]
         for row in measured["stages"].values():
             assert row["flop_per_s"] > 0 and row["rows_per_s"] > 0 and row["epoch_s"] > row["step_s"] > 0
             assert row["trace"]["aten_calls"] > 0 and row["trace"]["top"]  # what the host issues per step

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from crabrec.config import TrainConfig
 from crabrec.models.decoder import N_SPECIAL, build_decoder, encode_rows, item_tokens, target_loss
@@ -208,3 +209,36 @@ def test_rows_grouped_by_length_cover_each_row_once_with_less_padding():
         return sum(len(b) * length[b].max() for b in bs)
 
     assert padded(batches) < 0.7 * padded(list(shuffled(n, 64, 0, 1)))
+
+
+def test_flop_count_of_grouped_query_attention_counts_key_value_heads_as_repeated():
+    """SmolLM2 attends with 9 query heads over 3 key/value heads; torch's own formula asserts equal heads. Forward:
+    QK^T and AV, 2·b·h·s·s·d FLOPs each; backward: five such products (QK^T again, then the gradients of V, of the
+    scores, of Q and of K)."""
+    from crabrec.train.profile import _gqa_attention_flops
+
+    b, h, s, d = 2, 9, 16, 64
+    q, kv = (b, h, s, d), (b, 3, s, d)
+    mapping = _gqa_attention_flops()
+    forward = mapping[torch.ops.aten._scaled_dot_product_efficient_attention]
+    backward = mapping[torch.ops.aten._scaled_dot_product_efficient_attention_backward]
+    assert forward(q, kv, kv) == 2 * (2 * b * h * s * s * d)
+    assert backward(q, q, kv, kv) == 5 * (2 * b * h * s * s * d)
+    assert forward(q, q, q) == forward(q, kv, kv)  # equal heads: unchanged
+
+
+def test_cuda_runs_keep_attention_off_cudnn(monkeypatch):
+    """cuDNN plans each new shape anew and crabrec's batches change shape every step: a CUDA run turns it off."""
+    from crabrec.models.attention import skip_cudnn_attention
+
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        skip_cudnn_attention()
+        assert torch.backends.cuda.cudnn_sdp_enabled()  # the CPU: nothing changes
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        skip_cudnn_attention()
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)

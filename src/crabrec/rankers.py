@@ -30,6 +30,9 @@ def inference_device():
     """Where saved models are evaluated: the GPU when there is one (fp32 weights, as trained), else the CPU."""
     import torch
 
+    from crabrec.models.attention import skip_cudnn_attention
+
+    skip_cudnn_attention()  # batches change shape from call to call: cuDNN would plan each anew
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 

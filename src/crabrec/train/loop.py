@@ -29,6 +29,7 @@ from crabrec import distributed
 from crabrec.config import LoopConfig
 from crabrec.errors import CrabError, reason
 from crabrec.io import write_folder, write_json
+from crabrec.models.attention import skip_cudnn_attention
 from crabrec.progress import progress
 from crabrec.train import profile as profiling
 
@@ -188,6 +189,7 @@ def train(
 
     torch.manual_seed(seed)
     cuda = torch.cuda.is_available()
+    skip_cudnn_attention()  # batches change shape from step to step: cuDNN would plan each anew
     AcceleratorState._reset_state()  # precision/accumulation are per run (a process may train several models)
     accelerator = Accelerator(
         gradient_accumulation_steps=cfg.grad_accum,

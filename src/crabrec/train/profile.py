@@ -116,7 +116,7 @@ def phase(prof: Profile | None, name: str) -> Iterator[None]:
     if warmup and name == "forward":
         from torch.utils.flop_counter import FlopCounterMode
 
-        prof._counter = FlopCounterMode(display=False)
+        prof._counter = FlopCounterMode(display=False, custom_mapping=_gqa_attention_flops())
         prof._counter.__enter__()
     _sync(prof.device)
     start = time.perf_counter()
@@ -129,6 +129,35 @@ def phase(prof: Profile | None, name: str) -> Iterator[None]:
             prof.flops = float(prof._counter.get_total_flops())
         elif not warmup and prof._tracer is None:
             prof.seconds[name] += time.perf_counter() - start
+
+
+def _gqa_attention_flops() -> dict[Any, Any]:
+    """FLOP formulas for fused attention that accept grouped-query attention (fewer key/value heads than query heads,
+    as in SmolLM2 under ``enable_gqa``): torch's own formulas assert equal heads. Key and value count as if repeated
+    to the query's heads, which is the work the kernel does."""
+    from torch.utils import flop_counter as fc
+
+    aten = torch.ops.aten
+
+    def widen(q: Any, kv: Any) -> tuple[int, ...]:
+        return (kv[0], q[1], *kv[2:]) if len(q) == 4 and len(kv) == 4 and kv[1] != q[1] else tuple(kv)
+
+    def forward(q: Any, k: Any, v: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+        return fc.sdpa_flop_count(q, widen(q, k), widen(q, v))
+
+    def backward(g: Any, q: Any, k: Any, v: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+        return fc.sdpa_backward_flop_count(g, q, widen(q, k), widen(q, v))
+
+    ops = ("efficient", "flash", "cudnn")
+    mapping: dict[Any, Any] = {}
+    for name in ops:
+        fwd = getattr(aten, f"_scaled_dot_product_{name}_attention", None)
+        bwd = getattr(aten, f"_scaled_dot_product_{name}_attention_backward", None)
+        if fwd is not None:
+            mapping[fwd] = forward
+        if bwd is not None:
+            mapping[bwd] = backward
+    return mapping
 
 
 def start_step(prof: Profile | None) -> None:
