@@ -8,7 +8,7 @@
 #           the report)
 #   step 3  where a training step's time goes on this GPU, with the model FLOP utilisation and a torch.profiler trace
 #           (kernel launches, device busy time): the SmolLM2 MOR, MOR h384 x 4 and TIGER at the paper's size
-#           (benchmarks/bench_train.py)
+#           (benchmarks/bench_train.py); then the SmolLM2 MOR's step with cuDNN's attention allowed
 #   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget
 #
 # The device machine reaches no package registry and a call carries at most 64 MiB, so the inputs travel as a bundle
@@ -192,6 +192,9 @@ step3() {
     --trace 3 --json "$OUT/bench_llm.json" \
     --and "$run" --stages train,tiger "${SETS[@]}" "${SMALL[@]}" --set train.backbone= --trace 3 \
     --json "$OUT/bench_small.json"
+  # the LLM's step again with cuDNN's attention allowed, as PyTorch would choose (crabrec turns it off on CUDA)
+  CRABREC_CUDNN_ATTENTION=1 "${HIDE[@]}" $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" \
+    --set train.backbone="$LLM_BACKBONE" --json "$OUT/bench_llm_cudnn.json"
 }
 
 step4() {  # one run, MOR and TIGER trained at the same time in two processes (TIGER's evaluation needs MOR's)
