@@ -238,10 +238,11 @@ def test_cuda_runs_keep_attention_off_cudnn(monkeypatch):
         skip_cudnn_attention()
         assert torch.backends.cuda.cudnn_sdp_enabled()  # the CPU: nothing changes
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-        monkeypatch.setenv("CRABREC_CUDNN_ATTENTION", "1")  # asked for: left allowed
-        skip_cudnn_attention()
-        assert torch.backends.cuda.cudnn_sdp_enabled()
-        monkeypatch.delenv("CRABREC_CUDNN_ATTENTION")
+        for value in ("1", "true", " Yes "):  # asked for: left allowed
+            monkeypatch.setenv("CRABREC_CUDNN_ATTENTION", value)
+            skip_cudnn_attention()
+            assert torch.backends.cuda.cudnn_sdp_enabled(), value
+        monkeypatch.setenv("CRABREC_CUDNN_ATTENTION", "0")
         skip_cudnn_attention()
         assert not torch.backends.cuda.cudnn_sdp_enabled()
     finally:

@@ -5,8 +5,8 @@ each new input shape, and crabrec's batches change shape from step to step (pack
 grouped by length, beams of varying width). On an H200 that planning took most of a training step: the packed MOR
 (h384 × 4, batch 256) stepped in 180.7 ms with cuDNN allowed and in 43.9 ms without it
 (``benchmarks/bench_train.py``, the same machine and call; see docs/results/gpu.md). Flash, memory-efficient and
-math attention stay available, and PyTorch picks among them as usual. ``CRABREC_CUDNN_ATTENTION=1`` in the environment
-leaves cuDNN's kernel allowed (to compare, or where a later cuDNN plans faster).
+math attention stay available, and PyTorch picks among them as usual. ``CRABREC_CUDNN_ATTENTION=1`` (or ``true``,
+``yes``) in the environment leaves cuDNN's kernel allowed (to compare, or where a later cuDNN plans faster).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def skip_cudnn_attention() -> None:
 
     import torch
 
-    if os.environ.get("CRABREC_CUDNN_ATTENTION", "").strip() == "1":
-        return
+    if os.environ.get("CRABREC_CUDNN_ATTENTION", "").strip().lower() not in ("", "0", "false", "no"):
+        return  # asked for
     if torch.cuda.is_available():
         torch.backends.cuda.enable_cudnn_sdp(False)
