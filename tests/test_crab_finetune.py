@@ -131,3 +131,30 @@ def _zero_rec(model, cb):
 
     b = _dummy_batch(cb)
     return target_loss(model, b["ids"], b["mask"], b["labels"])
+
+
+def test_crab_loss_reports_each_term_per_epoch_and_the_loop_logs_them(setup, tmp_path):
+    """The fine-tune's log shows L_Rec and L_T apart (which one dominates), as means over the epoch's batches."""
+    from crabrec.models.decoder import target_loss
+    from crabrec.train.loop import Rows, train
+
+    cb, out, model = setup
+    expand_embeddings(model, cb, out.codebook, out.parent, seed=0)
+    h = hierarchy(out.codebook)
+    loss_fn = crab_loss(h, 0.2, False)
+    batch = _dummy_batch(out.codebook)
+    total = loss_fn(model, batch)
+    rec = target_loss(model, batch["ids"], batch["mask"], batch["labels"])
+    align = alignment_loss(model.get_input_embeddings().weight, h)
+    torch.testing.assert_close(total, rec + 0.2 * align)
+    terms = loss_fn.epoch_terms()
+    assert terms == pytest.approx({"rec": rec.item(), "alignment": align.item()})
+    assert loss_fn.epoch_terms() == {}  # reset: the next epoch starts from nothing
+    assert crab_loss(h, 0.0, False).epoch_terms() == {}  # γ = 0: one term, nothing to split
+
+    rows = Rows(n=4, make=lambda idx: _dummy_batch(out.codebook))
+    cfg = TrainConfig(epochs=2, batch_size=2, lr=1e-3, warmup_steps=0)
+    result = train(model, rows, loss_fn, lambda m: 0.0, cfg, tmp_path / "ft", seed=0)
+    for entry in result.history:
+        assert set(entry["terms"]) == {"rec", "alignment"}
+        assert entry["loss"] == pytest.approx(entry["terms"]["rec"] + 0.2 * entry["terms"]["alignment"], rel=1e-6)

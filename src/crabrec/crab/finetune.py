@@ -17,18 +17,38 @@ from crabrec.crab.alignment import Hierarchy, alignment_loss
 from crabrec.models.decoder import N_SPECIAL, target_loss
 
 
-def crab_loss(h: Hierarchy, gamma: float, normalize: bool):
+class CrabLoss:
     """Loss plug-in: ``L_Rec + γ·L_T``; the loop divides by the accumulation steps, so each optimizer step gets
-    exactly ``γ·L_T`` in total."""
+    exactly ``γ·L_T`` in total. It also sums both terms on the device, and :meth:`epoch_terms` hands the training
+    loop their means over the epoch's batches (this process's), so the training log shows which term dominates."""
 
-    def loss(model, batch: dict[str, Any]) -> torch.Tensor:
+    def __init__(self, h: Hierarchy, gamma: float, normalize: bool) -> None:
+        self.h, self.gamma, self.normalize = h, gamma, normalize
+        self._sums: dict[str, torch.Tensor] = {}
+        self._calls = 0
+
+    def __call__(self, model, batch: dict[str, Any]) -> torch.Tensor:
         rec = target_loss(model, batch["ids"], batch["mask"], batch["labels"], position_ids=batch.get("positions"))
-        if gamma == 0:
+        if self.gamma == 0:
             return rec
         inner = getattr(model, "module", model)  # under several processes the loop hands over the DDP wrapper
-        return rec + gamma * alignment_loss(inner.get_input_embeddings().weight, h, normalize)
+        align = alignment_loss(inner.get_input_embeddings().weight, self.h, self.normalize)
+        for name, value in (("rec", rec), ("alignment", align)):  # summed on the device: no host sync per step
+            value = value.detach().double()
+            self._sums[name] = self._sums[name] + value if name in self._sums else value
+        self._calls += 1
+        return rec + self.gamma * align
 
-    return loss
+    def epoch_terms(self) -> dict[str, float]:
+        """The mean L_Rec and L_T (unweighted by γ) per batch since the last call; empty at γ = 0. Resets."""
+        out = {name: float(total) / self._calls for name, total in self._sums.items()}
+        self._sums, self._calls = {}, 0
+        return out
+
+
+def crab_loss(h: Hierarchy, gamma: float, normalize: bool) -> CrabLoss:
+    """CRAB's fine-tuning loss (:class:`CrabLoss`) over the rebalanced codebook's hierarchy ``h``."""
+    return CrabLoss(h, gamma, normalize)
 
 
 def prepare_trainable(model, cfg: CrabConfig, first_sid: int = N_SPECIAL) -> tuple[Any, list[dict[str, Any]]]:

@@ -323,6 +323,9 @@ def train(
             "valid_ndcg@10": score,
             "epoch_seconds": time.perf_counter() - epoch_start,
         }
+        terms = getattr(loss_fn, "epoch_terms", None)  # a loss of several terms reports each (CRAB: L_Rec, L_T)
+        if terms is not None and (means := terms()):
+            entry["terms"] = means
         state["history"].append(entry)
         shown = (
             "not validated (keep=last)"
@@ -331,7 +334,8 @@ def train(
             if skipped
             else f"valid NDCG@10 {score:.4f}"
         )
-        log.info("epoch %d: loss %.4f, %s (%.0fs)", epoch, entry["loss"], shown, entry["epoch_seconds"])
+        parts = "".join(f", {name} {value:.4f}" for name, value in entry.get("terms", {}).items())
+        log.info("epoch %d: loss %.4f%s, %s (%.0fs)", epoch, entry["loss"], parts, shown, entry["epoch_seconds"])
         main = accelerator.is_main_process  # every process validates identically; one writes
         if skipped:  # neither a candidate nor a bad epoch: patience and the plateau count validations
             pass
