@@ -28,9 +28,10 @@
 # training budget each on the LLM), OFFICE_SETS (more KEY=VALUE settings for the Office LLM run on the device;
 # "train.lr=0.002 train.epochs=3 crab.lr=0.001": the paper's 1e-4 over 10 epochs does not train in one lease, and
 # CRAB fine-tunes at half MOR's rate as in the quick preset; see docs/results/gpu.md), STEP1_UNTIL (the stages step 1
-# runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BEAUTY_MINUTES (2), JOBS (3: Office models trained at once),
-# PART_MB (what a call carries beside the working tree), RUNS (runs), STASH, PARTS, and for the dry run OFFICE_DATA /
-# BEAUTY_DATA (data folders) and WORK (its scratch folder).
+# runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BENCH_SETS (KEY=VALUE settings for every model step 3 times
+# on the device, e.g. "train.compile=true tiger.compile=true"), BEAUTY_MINUTES (2), JOBS (3: Office models trained at
+# once), PART_MB (what a call carries beside the working tree), RUNS (runs), STASH, PARTS, and for the dry run
+# OFFICE_DATA / BEAUTY_DATA (data folders) and WORK (its scratch folder).
 set -euo pipefail
 SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/.."
@@ -252,6 +253,7 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
     OUT=${OUT:-$PWD/playbook-out}
     export PYTHONPATH="$STASH/site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
     RUNS=${RUNS:-runs} SETS=()
+    for kv in ${BENCH_SETS:-}; do SETS+=(--set "$kv"); done
     OFFICE+=(--set runs_dir="$RUNS")
     BEAUTY+=(--set runs_dir="$RUNS")
     return

@@ -247,3 +247,35 @@ def test_cuda_runs_keep_attention_off_cudnn(monkeypatch):
         assert not torch.backends.cuda.cudnn_sdp_enabled()
     finally:
         torch.backends.cuda.enable_cudnn_sdp(before)
+
+
+def test_compiled_training_matches_eager_and_saves_the_plain_model(tmp_path):
+    """``compile=true`` trains the same model as eager (to float rounding: inductor fuses the elementwise work), and
+    what it saves is the plain model (no compiled wrapper's key prefixes)."""
+    from safetensors.torch import load_file
+
+    runs = {}
+    for compiled in (False, True):
+        model, rows = _tiny_problem()
+        loss = lambda m, b: target_loss(m, b["ids"], b["mask"], b["labels"])  # noqa: E731
+        cfg = TrainConfig(epochs=2, batch_size=16, patience=5, warmup_steps=0, compile=compiled)
+        out = tmp_path / str(compiled)
+        result = train(model, rows, loss, lambda m: 0.0, cfg, out, 0)
+        runs[compiled] = ([h["loss"] for h in result.history], load_file(out / "model" / "model.safetensors"))
+    (eager_loss, eager_w), (compiled_loss, compiled_w) = runs[False], runs[True]
+    np.testing.assert_allclose(compiled_loss, eager_loss, rtol=1e-4)
+    assert sorted(compiled_w) == sorted(eager_w)
+    for name in eager_w:
+        torch.testing.assert_close(compiled_w[name], eager_w[name], rtol=1e-3, atol=1e-5)
+
+
+def test_fast_dropout_compiles():
+    """Under torch.compile the CPU's numpy-drawn mask (host code) gives way to torch's own dropout."""
+    from crabrec.models.dropout import FastDropout
+
+    torch.manual_seed(0)
+    x = torch.ones(64, 64)
+    y = torch.compile(FastDropout(0.5))(x)
+    kept = y != 0
+    assert 0.4 < kept.float().mean() < 0.6
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 2.0))

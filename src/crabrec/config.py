@@ -192,6 +192,12 @@ class LoopConfig(Strict):
     max_minutes: float | None = Field(
         None, gt=0, description="wall-clock budget: stop after the epoch that reaches it (the best epoch is kept)"
     )
+    compile: bool = keyed_when_set(
+        False,
+        description="compile the model for training with torch.compile (inductor; validation stays eager): fewer, "
+        "fused kernels per step, after a compilation at the start. Meant for GPUs, where a step is bound by kernel "
+        "launches; on the CPU it is slower (docs/results/training-profile.md)",
+    )
 
 
 class TrainConfig(LoopConfig):

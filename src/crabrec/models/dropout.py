@@ -5,7 +5,8 @@ training step and 8% of a decoder step with dropout on 2 cores. Here the mask co
 faster): 16 random bits per element, dropped when below ``round(p · 65536)``, kept values scaled by ``1 / (1 − p')``
 with ``p'`` that rounded rate, so the expectation of the output equals the input exactly. The generator is seeded by
 one draw from torch's default generator, so a stage seeded at its start gives the same masks in every process. On
-other devices, and for ``p`` = 0 or 1, it is ``torch.nn.functional.dropout``. Attention-probability dropout inside the
+other devices, for ``p`` = 0 or 1, and inside ``torch.compile`` (which generates its own fused mask), it is
+``torch.nn.functional.dropout``. Attention-probability dropout inside the
 attention functions is left to torch.
 """
 
@@ -22,8 +23,8 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """``x`` with each element zeroed with probability ``p`` (rounded to 1/65,536) and the rest scaled up."""
     if not training or p <= 0:
         return x
-    if x.device.type != "cpu" or p >= 1 or not x.dtype.is_floating_point:
-        return nn.functional.dropout(x, p, training)
+    if x.device.type != "cpu" or p >= 1 or not x.dtype.is_floating_point or torch.compiler.is_compiling():
+        return nn.functional.dropout(x, p, training)  # compiled (`compile=true`): fused into the generated code
     threshold = round(p * BITS)
     seed = int(torch.randint(0, 2**62, (1,)))
     bits = np.frombuffer(np.random.default_rng(seed).bytes(2 * x.numel()), dtype=np.uint16)

@@ -195,6 +195,7 @@ def train(
         gradient_accumulation_steps=cfg.grad_accum,
         cpu=not cuda,
         mixed_precision="bf16" if cuda and torch.cuda.is_bf16_supported() else "no",
+        dynamo_backend="inductor" if getattr(cfg, "compile", False) else "no",
     )
     log.info(
         "training on %s (mixed precision: %s%s)",
