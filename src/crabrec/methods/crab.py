@@ -26,6 +26,7 @@ MOR_LOOP = (
     "patience",
     "valid_every",
     "max_minutes",
+    "compile",
 )
 VALIDATION = ("valid_samples", "valid_beam", "packing", "group_by_length", "backbone")
 
