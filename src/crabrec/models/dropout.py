@@ -6,8 +6,7 @@ faster): 16 random bits per element, dropped when below ``round(p · 65536)``, k
 with ``p'`` that rounded rate, so the expectation of the output equals the input exactly. The generator is seeded by
 one draw from torch's default generator, so a stage seeded at its start gives the same masks in every process. On
 other devices, for ``p`` = 0 or 1, and inside ``torch.compile`` (which generates its own fused mask), it is
-``torch.nn.functional.dropout``. Attention-probability dropout inside the
-attention functions is left to torch.
+``torch.nn.functional.dropout``. Attention-probability dropout inside the attention functions is left to torch.
 """
 
 from __future__ import annotations

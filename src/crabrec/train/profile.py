@@ -148,9 +148,8 @@ def _gqa_attention_flops() -> dict[Any, Any]:
     def backward(g: Any, q: Any, k: Any, v: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
         return fc.sdpa_backward_flop_count(g, q, widen(q, k), widen(q, v))
 
-    ops = ("efficient", "flash", "cudnn")
     mapping: dict[Any, Any] = {}
-    for name in ops:
+    for name in ("efficient", "flash", "cudnn"):
         fwd = getattr(aten, f"_scaled_dot_product_{name}_attention", None)
         bwd = getattr(aten, f"_scaled_dot_product_{name}_attention_backward", None)
         if fwd is not None:
