@@ -10,6 +10,8 @@
 #           (kernel launches, device busy time): the SmolLM2 MOR, MOR h384 x 4 and TIGER at the paper's size
 #           (benchmarks/bench_train.py); then the SmolLM2 MOR's step with cuDNN's attention allowed
 #   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget
+#   step 5  the accuracy-fairness frontier on step 1's run (on the same machine, after step 1): RR over its alphas and
+#           CRAB over gamma 0, 0.2 and 1 (FRONTIER_ARGS), JOBS points at once; its frontier.md and frontier.json
 #
 # The device machine reaches no package registry and a call carries at most 64 MiB, so the inputs travel as a bundle
 # cut into parts (the wheels it lacks, the Office run up to its SIDs, Beauty, the SmolLM2 GGUF), made once here:
@@ -30,7 +32,7 @@
 # CRAB fine-tunes at half MOR's rate as in the quick preset; see docs/results/gpu.md), STEP1_UNTIL (the stages step 1
 # runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BENCH_SETS (KEY=VALUE settings for every model step 3 times
 # on the device, e.g. "train.compile=true tiger.compile=true"), BEAUTY_MINUTES (2), JOBS (3: Office models trained at
-# once), PART_MB (what a call carries beside the working tree), RUNS (runs), STASH, PARTS, and for the dry run
+# once, and frontier points computed at once), FRONTIER_ARGS (step 5's methods and grids), PART_MB (what a call carries beside the working tree), RUNS (runs), STASH, PARTS, and for the dry run
 # OFFICE_DATA / BEAUTY_DATA (data folders) and WORK (its scratch folder).
 set -euo pipefail
 SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
@@ -42,6 +44,9 @@ OFFICE_SETS=${OFFICE_SETS-train.lr=0.002 train.epochs=3 crab.lr=0.001}
 STEP1_UNTIL=${STEP1_UNTIL:-evaluate rr crab-eval rw-eval d2lr-eval}
 LLM_BACKBONE=backbones/smollm2-135m  # made on the device from the bundle's GGUF
 BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
+# step 5: RR's default alphas and CRAB's gamma at the config's levels and ratio (RW's and D²LR's points each retrain
+# the LLM: `--only rw,d2lr` is a step of its own, about 3 x LLM_MINUTES with JOBS=3)
+FRONTIER_ARGS=${FRONTIER_ARGS:---only rr,crab --grid crab=0,0.2,1 --grid crab:levels=all --grid crab:ratio=0.1}
 # Office models trained at the same time on the one GPU (crabrec run --jobs): 3 holds MOR, RW and D²LR on the LLM at
 # once, an estimated 20 GB of activations each at batch 128 (not measured yet), inside an H100's 80 GB
 JOBS=${JOBS:-3}
@@ -69,8 +74,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ -z "$STEP" ] || [[ $STEP =~ ^[0-4]$ ]] || die "--step $STEP: expected 0, 1, 2, 3 or 4"
-[ $MODE = device ] && [ -z "$STEP$INNER" ] && die "on the device, name a step: --step 0..4 (or --pack / --dry-run here)"
+[ -z "$STEP" ] || [[ $STEP =~ ^[0-5]$ ]] || die "--step $STEP: expected 0, 1, 2, 3, 4 or 5"
+[ $MODE = device ] && [ -z "$STEP$INNER" ] && die "on the device, name a step: --step 0..5 (or --pack / --dry-run here)"
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Here (the development machine): the bundle and its parts
@@ -122,7 +127,8 @@ EOF
     [ "$i" = "$n" ] && cmd="STEP_SECONDS=450 bash scripts/gpu_playbook.sh --step 1; STEP_SECONDS=120 bash scripts/gpu_playbook.sh --step 3"
     echo "  run(carry=[\".gpu-$i\"], command=\"$cmd\")"
   done
-  echo "(steps 1 and 3 take about 9 minutes together); then, while device time is left: --step 4 (about 3 minutes);"
+  echo "(steps 1 and 3 take about 9 minutes together); then, while device time is left: --step 5 (step 1's frontier,"
+  echo "about 5 minutes, on the same machine) or --step 4 (about 3 minutes);"
   echo "--step 2 is Office's whole Table 1, step 1's stages included"
   echo "(a step stopped at its budget goes on when run again on the same machine)"
 }
@@ -200,6 +206,11 @@ step3() {
     --set train.backbone="$LLM_BACKBONE" --json "$OUT/bench_llm_cudnn.json"
 }
 
+step5() {  # the frontier of step 1's run: the same settings, so that MOR and its evaluation are found, not retrained
+  # shellcheck disable=SC2086  # FRONTIER_ARGS is a list of arguments
+  crab frontier "${OFFICE[@]}" "${LLM_BUDGET[@]}" $FRONTIER_ARGS --jobs "$JOBS"
+}
+
 step4() {  # one run, MOR and TIGER trained at the same time in two processes (TIGER's evaluation needs MOR's)
   local data=${BEAUTY_DATA:-$STASH/bundle/datasets/beauty}
   crab run "${BEAUTY[@]}" --set data.path="$data" --set tokenize.import_path="$data/Beauty.rqvae_native.index.json" \
@@ -207,23 +218,34 @@ step4() {  # one run, MOR and TIGER trained at the same time in two processes (T
     --until tiger-eval --jobs 2
 }
 
-collect() {  # what comes back: the step's log plus the run's metrics (every stage's summary) and report
+collect() {  # what comes back: the step's log plus the run's metrics (every stage's summary, every evaluated
+  # method's test metrics with its change against MOR and the bootstrap intervals, the training curves) and report
   local run=$1 tag=$2
   [ -d "$run" ] || return 0
   $PY - "$run" "$OUT/$tag-metrics.json" <<'EOF'
 import json, os, pathlib, sys
 run = pathlib.Path(sys.argv[1])
-out = {"stages": {}, "curves": {}}
+out = {"stages": {}, "seconds": {}, "curves": {}, "methods": {}}
 for state in sorted((run / "stages").glob("*.json")):
-    out["stages"][state.stem] = json.loads(state.read_text()).get("summary", {})
+    values = json.loads(state.read_text())
+    out["stages"][state.stem] = values.get("summary", {})
+    out["seconds"][state.stem] = values.get("seconds")
 for log in sorted((run / "models").glob("*/train_log.json")):
     out["curves"][log.parent.name] = json.loads(log.read_text())
+for metrics in sorted((run / "models").glob("*/metrics.json")):
+    values = json.loads(metrics.read_text())
+    values.pop("definitions", None)  # the docs' words, the same in every run
+    out["methods"][metrics.parent.name] = values
 target = pathlib.Path(sys.argv[2])  # written whole, then renamed: the dry run collects two steps at once
 tmp = target.with_name(f".{target.name}.{os.getpid()}")
 tmp.write_text(json.dumps(out, indent=1))
 tmp.replace(target)
 EOF
-  [ -f "$run/report.md" ] && cp "$run/report.md" "$OUT/.$tag-report.$$" && mv "$OUT/.$tag-report.$$" "$OUT/$tag-report.md"
+  local name
+  for name in report.md frontier/frontier.md frontier/frontier.json; do
+    [ -f "$run/$name" ] || continue
+    cp "$run/$name" "$OUT/.$tag.$BASHPID" && mv "$OUT/.$tag.$BASHPID" "$OUT/$tag-$(basename "$name")"
+  done
   return 0
 }
 
@@ -234,7 +256,7 @@ run_step() {  # one step under its time budget; 124 = stopped at the budget (run
   timeout -s INT "$STEP_SECONDS" bash "$SELF" --run-step "$n" $([ $MODE = dry ] && echo --dry-run) \
     > >(tee "$OUT/step$n.log") 2>&1 || rc=$?
   case $n in
-    1|2|3) collect "$(office_run)" office-llm ;;
+    1|2|3|5) collect "$(office_run)" office-llm ;;
     4) collect "$RUNS/beauty" beauty ;;
   esac
   if [ $rc = 124 ]; then
@@ -271,6 +293,7 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
           --set train.heads=2 --set train.ff=64 --set train.epochs=1 --set evaluate.beam=20 --set train.valid_beam=20)
   LLM_BUDGET=(--set train.max_minutes=0.2)
   OFFICE_SETS=""  # the device's learning rate and epochs: the tiny settings stand
+  FRONTIER_ARGS="--only rr,crab --grid rr=0,0.5 --grid crab=0.2 --grid crab:levels=all --grid crab:ratio=0.1"
   SETS=(--steps 2 --set train.batch_size=16 --set tiger.batch_size=16)
   SMALL=(--set train.hidden=32 --set train.layers=2 --set train.heads=2 --set train.ff=64 --set tiger.layers=2)
   BEAUTY_MINUTES=0.1
@@ -312,7 +335,7 @@ case $MODE in
         $PY -c "import torch, transformers, peft; print('torch', torch.__version__, '/ transformers', \
 transformers.__version__, '/ peft', peft.__version__)"; } > "$OUT/env.txt" 2>&1
     fi
-    case $STEP in 1|2|3) backbone ;; esac
+    case $STEP in 1|2|3|5) backbone ;; esac
     run_step "$STEP"
     ;;
   dry)
@@ -326,7 +349,7 @@ transformers.__version__, '/ peft', peft.__version__)"; } > "$OUT/env.txt" 2>&1
       beside 4
       if run_step 1; then
         beside 3
-        run_step 2 || rc=$?
+        run_step 2 && run_step 5 || rc=$?
       else
         rc=$?
       fi

@@ -156,14 +156,17 @@ def test_sweeping_one_method_again_keeps_the_others(tiny_run, tmp_path, capsys):
     assert set(result["selected"]) == {"rr", "crab"}
 
 
-def test_run_with_frontier_sweeps_every_default_grid_and_reports_the_picked_points(tiny_run, tmp_path, capsys):
-    """`crabrec run --frontier`: the stages (cached here), then every method's default sweep, then the report."""
+def test_run_with_frontier_sweeps_every_default_grid_and_reports_the_picked_points(tiny_run, tmp_path, capfd):
+    """`crabrec run --frontier --jobs 2`: the stages (cached here), then every method's default sweep, its points in
+    two processes, then the report."""
     from crabrec.frontier import plan
 
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
-    code, _ = cli(["run", str(run), "--frontier"])
-    assert code == 0, capsys.readouterr().err
+    code, _ = cli(["run", str(run), "--frontier", "--jobs", "2"])
+    err = capfd.readouterr().err
+    assert code == 0, err
+    assert "points in 2 processes" in err
     result = json.loads((run / "frontier" / "frontier.json").read_text())
     expected = sum(len(settings) for _, settings in plan()) + 1  # and MOR
     assert len(result["points"]) == expected
@@ -186,3 +189,38 @@ def test_a_frontier_does_not_train_the_methods_the_report_lacks(tiny_run, tmp_pa
     assert not (run / "models" / "tiger").exists() and not list((run / "stages").glob("tiger*.json"))
     assert json.loads((run / "frontier" / "frontier.json").read_text())["selected"].keys() == {"rr"}
     assert (run / "report.md").read_bytes() == report  # left as it was
+
+
+def _points(run) -> dict[tuple[str, str], dict]:
+    result = json.loads((run / "frontier" / "frontier.json").read_text())
+    return {(p["method"], p["setting"]): {k: v for k, v in p.items() if k not in ("cost_s", "run")} for p in
+            result["points"]}  # fmt: skip
+
+
+def test_points_in_worker_processes_give_the_points_one_by_one(tiny_run, tmp_path, capfd):
+    """`frontier --jobs 2`: the points computed in two processes of one thread each equal those computed one after the
+    other in one process of one thread, bit for bit; each worker's log lines name its point."""
+    grid = ["--grid", "rr=0,0.5", "--grid", "crab=0", "--grid", "crab:epochs=1", "--grid", "crab:levels=all",
+            "--grid", "crab:ratio=0.1", "--only", "rr,crab", "--set", "train.threads=1"]  # fmt: skip
+    runs = {}
+    for jobs in ("2", "1"):
+        runs[jobs] = tmp_path / f"jobs{jobs}"
+        shutil.copytree(tiny_run, runs[jobs])
+        assert cli(["frontier", str(runs[jobs]), *grid, "--jobs", jobs])[0] == 0
+        err = capfd.readouterr().err
+        assert ("frontier: 3 points in 2 processes, 1 thread(s) each" in err) == (jobs == "2")
+        assert ("[crab gamma=0,levels=all,ratio=0.1,epochs=1] " in err) == (jobs == "2"), err[-2000:]
+    par, seq = _points(runs["2"]), _points(runs["1"])
+    assert len(par) == 4 and par == seq
+
+
+def test_a_point_failing_in_a_worker_is_one_line_and_leaves_no_half_made_point(tiny_run, tmp_path, capfd):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    args = ["frontier", str(run), "--grid", "crab=0,1", "--grid", "crab:levels=all", "--grid", "crab:ratio=0.1",
+            "--grid", "crab:lr=1e30", "--only", "crab"]  # fmt: skip
+    code, _ = cli([*args, "--jobs", "2"])
+    err = capfd.readouterr().err
+    assert code == 2, err
+    assert "crabrec: error: training diverged" in err and "Traceback" not in err
+    assert not list((run / "frontier" / "crab").glob("*")) and not (run / "frontier" / "frontier.json").exists()

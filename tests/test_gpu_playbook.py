@@ -54,15 +54,25 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
     res = playbook("--dry-run", WORK=str(tmp_path), OUT=str(out), OFFICE_DATA=str(small_office),
                    BEAUTY_DATA=str(beauty_slice))  # fmt: skip
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    for n in (1, 2, 3, 4):
+    for n in (1, 2, 3, 4, 5):
         assert f"step {n} done" in res.stdout
     names = sorted(p.name for p in out.iterdir())
-    assert len(names) <= 8 * 4  # the device returns at most 8 files a call, one step a call
+    assert len(names) <= 8 * 5  # the device returns at most 8 files a call, one step a call
     office = json.loads((out / "office-llm-metrics.json").read_text())
     for stage in ("evaluate", "rr", "crab-eval", "rw-eval", "d2lr-eval", "tiger-eval", "sasrec-eval", "report"):
         assert stage in office["stages"], stage
     assert office["stages"]["crab-eval"]["HR@10"] >= 0
     assert office["curves"]["mor"][0]["epoch"] == 1  # per-epoch loss and validation come back
+    rr = office["methods"]["rr"]  # each method's test metrics with its change against MOR and the intervals
+    assert rr["HR@10"] == pytest.approx(office["stages"]["rr"]["HR@10"], abs=5e-5)  # the summary rounds to 4
+    assert len(rr["vs_mor"]["DGU@10"]["ci"]) == 2
+    tables = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "playbook_tables.py"), str(out)], capture_output=True, text=True
+    )
+    assert tables.returncode == 0, tables.stderr
+    assert "paired-bootstrap 95% interval" in tables.stdout  # Table 1 with CIs, made here from what came back
+    for label in ("| MOR (base) |", "| RR |", "| CRAB |", "| RW |", "| D²LR", "- mor (epoch: loss / valid"):
+        assert label in tables.stdout, label
     report = (out / "office-llm-report.md").read_text()
     for label in ("| MOR (base)", "| RR", "| CRAB", "| RW", "| D²LR", "| PPD (ours)", "| TIGER", "| SASRec"):
         assert label in report, label  # every method of Table 1 on the backbone's plumbing
@@ -80,6 +90,9 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
             assert row["flop_per_s"] > 0 and row["rows_per_s"] > 0 and row["epoch_s"] > row["step_s"] > 0
             if bench != "bench_llm_cudnn.json":  # the comparison run is timed, not traced
                 assert row["trace"]["aten_calls"] > 0 and row["trace"]["top"]  # what the host issues per step
+    frontier = json.loads((out / "office-llm-frontier.json").read_text())  # step 5: RR's and CRAB's points
+    assert {p["method"] for p in frontier["points"]} == {"mor", "rr", "crab"} and "crab" in frontier["selected"]
+    assert "Accuracy–fairness frontier" in (out / "office-llm-frontier.md").read_text()
     beauty = json.loads((out / "beauty-metrics.json").read_text())
     assert "HR@10" in beauty["stages"]["evaluate"] and "HR@10" in beauty["stages"]["tiger-eval"]
     assert sorted(beauty["curves"]) == ["mor", "tiger"]  # each trained once, side by side

@@ -262,7 +262,8 @@ def run(
             max=64,
             envvar="CRABREC_JOBS",
             help="Train MOR, TIGER, SASRec, RW and D²LR in this many processes at once, the CPU cores shared among "
-            "them (0 = one per stage up to the cores; 1 on a GPU or when train.threads is set).",
+            "them, and so the frontier's points (0 = one per stage up to the cores; 1 on a GPU or when train.threads "
+            "is set).",
         ),
     ] = 0,
 ) -> None:
@@ -298,7 +299,7 @@ def run(
             from crabrec import frontier as fr
             from crabrec.runfiles import RunFiles
 
-            fr.write_frontier(fr.run_frontier(cfg), RunFiles(cfg.run_dir).frontier)
+            fr.write_frontier(fr.run_frontier(cfg, jobs=jobs), RunFiles(cfg.run_dir).frontier)
             ctx.force.add("report")  # the report shows the frontier and the picked points
         if not until:
             ctx.ensure("report")
@@ -663,6 +664,18 @@ def frontier(
     max_drop: Annotated[
         float, typer.Option("--max-drop", help="Selection: validation NDCG@10 within this share of MOR's.")
     ] = 0.05,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=0,
+            max=64,
+            envvar="CRABREC_JOBS",
+            help="Compute this many points at once, one process each, the CPU cores shared among them (0 = one per "
+            "point up to the cores; 1 on a GPU or when train.threads is set).",
+        ),
+    ] = 0,
 ) -> None:
     """Accuracy-fairness frontier: each method (RW, RR, D²LR, CRAB) swept over its knob, every point measured on
     validation and test, one point per method picked on validation; writes <run>/frontier/frontier.{md,csv,json,svg}
@@ -689,7 +702,7 @@ def frontier(
     cfg = opts.resolve()
     fr.plan(values, methods_)  # unknown methods fail before any work
     with run_lock(cfg.run_dir):
-        result = fr.run_frontier(cfg, values, methods_, max_drop)
+        result = fr.run_frontier(cfg, values, methods_, max_drop, jobs)
         paths = fr.write_frontier(result, RunFiles(cfg.run_dir).frontier)
     refresh_report(cfg)  # the report shows the frontier
     typer.echo(fr.markdown(result))

@@ -142,9 +142,15 @@ def _point(method, setting: str, files: RunFiles, cfg: RunConfig, rows: int | No
 
 
 def run_frontier(
-    cfg: RunConfig, grid: dict[str, Axes] | None = None, only: list[str] | None = None, max_drop: float = 0.05
+    cfg: RunConfig,
+    grid: dict[str, Axes] | None = None,
+    only: list[str] | None = None,
+    max_drop: float = 0.05,
+    jobs: int = 1,
 ) -> dict[str, Any]:
-    """Sweep every method's knob on the run of ``cfg`` (cached per point) and pick each method's point."""
+    """Sweep every method's knob on the run of ``cfg`` (cached per point) and pick each method's point; the points
+    are computed in ``jobs`` processes at once (0: one per point up to the CPU cores, 1 on a GPU; see
+    :func:`compute_points`)."""
     from crabrec.methods import get
     from crabrec.pipeline import RunContext
     from crabrec.stages import checked_config, preflight, registry
@@ -163,17 +169,74 @@ def run_frontier(
         checked_config(sub, ctx.files.n_items())
     ctx.ensure(get("mor").evaluates)
     points = [_point(get("mor"), "base", RunFiles(cfg.run_dir), ctx.config, rows)]
-    for method, name, sub in todo:
-        with new_folder(sub.run_dir):
-            link_base(cfg.run_dir, sub.run_dir)
-            sub_ctx = RunContext(config=sub, stages=registry())
-            preflight(sub_ctx)
-            sub_ctx.ensure(method.evaluates)
-            points.append(_point(method, name, RunFiles(sub.run_dir), sub_ctx.config, rows))
+    points += compute_points(cfg, todo, rows, jobs)
     points += kept_points(base.frontier / "frontier.json", {m.name for m, _ in plan(grid, only)})
     selected = select(points, max_drop)
     result = {"points": points, "selected": selected, "pareto": pareto(points), "rule": rule(max_drop)}
     return {**result, "versus": head_to_head(selected, REFERENCE, cfg)}
+
+
+def compute_point(method_name: str, name: str, sub: RunConfig, base: Path, rows: int | None) -> dict[str, Any]:
+    """One point: the sibling run of ``sub`` linked to the base run, its method's stages run (cached), its metrics."""
+    from crabrec.methods import get
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import preflight, registry
+
+    method = get(method_name)
+    with new_folder(sub.run_dir):
+        link_base(base, sub.run_dir)
+        ctx = RunContext(config=sub, stages=registry())
+        preflight(ctx)
+        ctx.ensure(method.evaluates)
+        return _point(method, name, RunFiles(sub.run_dir), ctx.config, rows)
+
+
+def compute_points(cfg: RunConfig, todo: list[tuple[Any, str, RunConfig]], rows: int | None, jobs: int):
+    """Every point of ``todo``, in its order. With ``jobs`` ≥ 2 (0: :func:`crabrec.parallel.auto_count`) the points
+    run in that many worker processes, the CPU cores shared among them (``train.threads`` when set), the points that
+    train a model handed out first; a point's results depend only on its settings and its processes' thread count.
+    The first failing point stops the points not yet started, and its error is raised once the others finish."""
+    from crabrec.parallel import auto_count, cores
+
+    jobs = min(jobs or auto_count(cfg, len(todo)), len(todo))
+    if jobs < 2:
+        return [compute_point(method.name, name, sub, cfg.run_dir, rows) for method, name, sub in todo]
+    import logging
+    import multiprocessing
+    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+
+    threads = cfg.train.threads or max(1, cores() // jobs)
+    log = logging.getLogger("crabrec")
+    log.info("frontier: %d points in %d processes, %d thread(s) each", len(todo), jobs, threads)
+    order = sorted(range(len(todo)), key=lambda i: todo[i][0].trains is None)  # training points first: the longest
+    worker = (threads, log.level)
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {}
+        for i in order:
+            method, name, sub = todo[i]
+            point = (method.name, name, sub.model_dump(mode="json"), cfg.run_dir, rows)
+            futures[i] = pool.submit(_point_worker, point, worker)
+        done, _ = wait(futures.values(), return_when=FIRST_EXCEPTION)
+        failed = next((f.exception() for f in futures.values() if f in done and f.exception() is not None), None)
+        if failed is not None:
+            for future in futures.values():
+                future.cancel()  # the points already running finish (and keep their cached stages)
+            raise failed
+    return [futures[i].result() for i in range(len(todo))]
+
+
+def _point_worker(point: tuple[str, str, dict[str, Any], Path, int | None], worker: tuple[int, int]) -> dict[str, Any]:
+    """In a worker process: :func:`compute_point` of ``point`` (its config as plain values) with ``worker`` =
+    ``(torch threads, log level)``, its log lines tagged with the point."""
+    from crabrec.config import validate_config
+    from crabrec.parallel import worker_setup
+
+    method_name, name, values, base, rows = point
+    worker_setup(f"{method_name} {name}", *worker)
+    try:
+        return compute_point(method_name, name, validate_config(values), base, rows)
+    except CrabError as exc:  # a user error crosses the process boundary as itself, without the worker's traceback
+        raise CrabError(str(exc)) from None
 
 
 REFERENCE = "rr"  # the strongest published debiasing method here: every picked point is compared with its pick

@@ -55,17 +55,22 @@ def pending(ctx: RunContext, names: list[str]) -> list[str]:
 
 
 def auto_jobs(ctx: RunContext, todo: list[str]) -> int:
-    """``--jobs 0``: one process per training stage up to the CPU cores; 1 on a GPU, under a launcher, or when
-    ``train.threads`` pins the threads."""
+    """``--jobs 0``: one process per training stage up to the CPU cores (:func:`auto_count`)."""
+    return auto_count(ctx.config, len(todo))
+
+
+def auto_count(cfg: Any, n: int) -> int:
+    """``--jobs 0`` for ``n`` independent pieces of work: one process each up to the CPU cores; 1 on a GPU, under a
+    launcher, or when ``train.threads`` pins the threads."""
     from crabrec import distributed
 
-    if distributed.launched() or ctx.config.train.threads:
+    if distributed.launched() or cfg.train.threads:
         return 1
     import torch
 
     if torch.cuda.is_available():
         return 1
-    return max(1, min(len(todo), cores()))
+    return max(1, min(n, cores()))
 
 
 def followers(ctx: RunContext, names: list[str], todo: list[str]) -> list[str]:
@@ -146,19 +151,9 @@ def _compute(values: dict[str, Any], name: str, fresh: bool, threads: int, level
     """In a worker process: compute stage ``name`` (from scratch when ``fresh``) with ``threads`` torch threads;
     -> ``(name, whether it was computed rather than found finished)``."""
     from crabrec.config import validate_config
-    from crabrec.progress import set_verbosity
     from crabrec.stages import registry
 
-    os.environ["TQDM_DISABLE"] = "1"  # one process draws bars, and the workers share its terminal
-    handler = logging.StreamHandler()
-    handler.setFormatter(_Tagged(name))
-    logger = logging.getLogger("crabrec")
-    logger.handlers[:] = [handler]
-    logger.propagate = False
-    set_verbosity(level)
-    import torch
-
-    torch.set_num_threads(threads)  # stages keep it (train.threads, when set, is already ``threads``)
+    worker_setup(name, threads, level)
     config = validate_config(values)
     ctx = RunContext(config=config, stages=registry(), force={name} if fresh else set())
     ctx._checked.update(n for n in ctx.stages if n != name)  # the main process has reported its inputs
@@ -167,6 +162,24 @@ def _compute(values: dict[str, Any], name: str, fresh: bool, threads: int, level
     except CrabError as exc:  # a user error crosses the process boundary as itself, without the worker's traceback
         raise CrabError(str(exc)) from None
     return name, name in ctx._ran
+
+
+def worker_setup(tag: str, threads: int, level: int) -> None:
+    """In a worker process: no progress bars (one process draws them, and the workers share its terminal), log lines
+    tagged ``[tag]`` at the main process's verbosity, ``threads`` torch threads (stages keep them; ``train.threads``,
+    when set, is already ``threads``)."""
+    from crabrec.progress import set_verbosity
+
+    os.environ["TQDM_DISABLE"] = "1"
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Tagged(tag))
+    logger = logging.getLogger("crabrec")
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    set_verbosity(level)
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 class _Tagged(logging.Formatter):

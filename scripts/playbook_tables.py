@@ -1,0 +1,118 @@
+"""Table 1 from what a GPU playbook step sent back: the rows, each method's change against MOR with its paired-bootstrap
+95% interval, and the training curves, as Markdown, the report's own tables (``crabrec.report``).
+
+    python scripts/playbook_tables.py FILES_AT [FILES_AT ...]   # folders holding *-metrics.json, or the files
+
+A method shows when its evaluation finished on the device; its time is the stages the report would count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+class Collected:
+    """A collected run's stage records, as :func:`crabrec.report.method_seconds` reads a run's."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def load_state(self, stage: str) -> dict[str, Any] | None:
+        if stage not in self.data.get("stages", {}):
+            return None
+        return {"summary": self.data["stages"][stage], "seconds": (self.data.get("seconds") or {}).get(stage) or 0.0}
+
+
+def rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Table 1's rows, in the registry's order, for the methods evaluated on the device."""
+    from crabrec.methods import methods
+    from crabrec.report import BEYOND_COLUMNS, COLUMNS, method_seconds
+
+    out, evaluated, stages = [], data.get("methods") or {}, data.get("stages") or {}
+    for method in methods():
+        # a step collected before the methods' metrics came back: the evaluation's summary, without intervals
+        metrics = evaluated.get(method.name) or stages.get(method.evaluates)
+        if not isinstance(metrics, dict) or any(c not in metrics for c, _ in COLUMNS):
+            continue
+        out.append(
+            {
+                "method": method.label,
+                "model": method.name,
+                "setting": "",
+                **{c: metrics[c] for c, _ in COLUMNS},
+                "train_s": method_seconds(Collected(data), method),
+                "infer_s": metrics.get("inference_seconds"),
+                "vs_mor": metrics.get("vs_mor") if isinstance(metrics.get("vs_mor"), dict) else None,
+                "beyond": {k: metrics.get(k) for k in BEYOND_COLUMNS},
+            }
+        )
+    return out
+
+
+def curves(data: dict[str, Any]) -> list[str]:
+    """One line per trained model: each epoch's loss and validation NDCG@10 (– where not validated)."""
+    lines = []
+    for name, log in sorted((data.get("curves") or {}).items()):
+        valid = ["–" if e.get("valid_ndcg@10") is None else f"{e['valid_ndcg@10']:.4f}" for e in log]
+        epochs = [f"{e['epoch']}: {e['loss']:.3f} / {v}" for e, v in zip(log, valid)]
+        lines.append(f"- {name} (epoch: loss / valid NDCG@10): " + ", ".join(epochs))
+    return lines
+
+
+def tables(data: dict[str, Any]) -> str:
+    from crabrec.report import COLUMNS, change_cells, markdown_table
+
+    found = rows(data)
+    if not found:
+        return "no method was evaluated in this step"
+    parts = [markdown_table(found)]
+    caption, changes = change_cells(found)
+    if changes:
+        parts += ["", caption, "", "| method | " + " | ".join(c for c, _ in COLUMNS) + " |", "|---" * 5 + "|"]
+        parts += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in changes]
+    if data.get("curves"):
+        parts += ["", *curves(data)]
+    return "\n".join(parts)
+
+
+def metric_files(paths: list[Path]) -> list[Path]:
+    out = []
+    for path in paths:
+        found = sorted(path.glob("*-metrics.json")) if path.is_dir() else [path]
+        if not found or not all(f.is_file() for f in found):
+            raise ValueError(f"{path}: no *-metrics.json there (a playbook step's returned folder expected)")
+        out += found
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", type=Path, help="a step's returned folder or its *-metrics.json")
+    args = parser.parse_args(argv)
+    try:
+        files = metric_files(args.paths)
+        found = []
+        for path in files:
+            try:
+                found.append((path, json.loads(path.read_text(encoding="utf-8"))))
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"{path}: not a playbook metrics file ({exc})") from None
+            if not isinstance(found[-1][1], dict):
+                raise ValueError(f"{path}: not a playbook metrics file (a JSON object expected)")
+    except ValueError as exc:
+        print(f"playbook_tables: {exc}", file=sys.stderr)
+        return 2
+    for path, data in found:
+        env = path.parent / "env.txt"
+        device = "; ".join(line for line in env.read_text().splitlines() if line.strip()) if env.is_file() else ""
+        print(f"## {path}" + (f" ({device})" if device else "") + "\n")
+        print(tables(data) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
