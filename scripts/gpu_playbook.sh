@@ -127,9 +127,11 @@ EOF
     [ "$i" = "$n" ] && cmd="STEP_SECONDS=450 bash scripts/gpu_playbook.sh --step 1; STEP_SECONDS=120 bash scripts/gpu_playbook.sh --step 3"
     echo "  run(carry=[\".gpu-$i\"], command=\"$cmd\")"
   done
-  echo "(steps 1 and 3 take about 9 minutes together); then, while device time is left: --step 5 (step 1's frontier,"
-  echo "about 5 minutes, on the same machine) or --step 4 (about 3 minutes);"
-  echo "--step 2 is Office's whole Table 1, step 1's stages included"
+  echo "(steps 1 and 3 take about 9 minutes together); then, while device time is left: --step 4 (about 3 minutes);"
+  echo "--step 2 is Office's whole Table 1, step 1's stages included."
+  echo "For the frontier instead of step 3 (step 5 replaces step 1's own CRAB: its points include the config's gamma):"
+  echo "  run(carry=[\".gpu-$n\"], command=\"STEP1_UNTIL='evaluate rr rw-eval d2lr-eval' STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 1\")"
+  echo "  run(command=\"STEP_SECONDS=300 bash scripts/gpu_playbook.sh --step 5\")"
   echo "(a step stopped at its budget goes on when run again on the same machine)"
 }
 
@@ -232,10 +234,18 @@ for state in sorted((run / "stages").glob("*.json")):
     out["seconds"][state.stem] = values.get("seconds")
 for log in sorted((run / "models").glob("*/train_log.json")):
     out["curves"][log.parent.name] = json.loads(log.read_text())
-for metrics in sorted((run / "models").glob("*/metrics.json")):
-    values = json.loads(metrics.read_text())
+def metrics(path):
+    values = json.loads(path.read_text())
     values.pop("definitions", None)  # the docs' words, the same in every run
-    out["methods"][metrics.parent.name] = values
+    return values
+for path in sorted((run / "models").glob("*/metrics.json")):
+    out["methods"][path.parent.name] = metrics(path)
+# the frontier's points finished so far (step 5), each sibling run's own method: there even when the step's budget
+# stopped the sweep before frontier.json
+for path in sorted((run / "frontier").glob("*/*/models/*/metrics.json")):
+    method, setting = path.parents[3].name, path.parents[2].name
+    if path.parent.name == method:
+        out.setdefault("points", {})[f"{method} {setting}"] = metrics(path)
 target = pathlib.Path(sys.argv[2])  # written whole, then renamed: the dry run collects two steps at once
 tmp = target.with_name(f".{target.name}.{os.getpid()}")
 tmp.write_text(json.dumps(out, indent=1))
@@ -293,7 +303,7 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
           --set train.heads=2 --set train.ff=64 --set train.epochs=1 --set evaluate.beam=20 --set train.valid_beam=20)
   LLM_BUDGET=(--set train.max_minutes=0.2)
   OFFICE_SETS=""  # the device's learning rate and epochs: the tiny settings stand
-  FRONTIER_ARGS="--only rr,crab --grid rr=0,0.5 --grid crab=0.2 --grid crab:levels=all --grid crab:ratio=0.1"
+  FRONTIER_ARGS="--only crab --grid crab=0.2 --grid crab:levels=all --grid crab:ratio=0.1"
   SETS=(--steps 2 --set train.batch_size=16 --set tiger.batch_size=16)
   SMALL=(--set train.hidden=32 --set train.layers=2 --set train.heads=2 --set train.ff=64 --set tiger.layers=2)
   BEAUTY_MINUTES=0.1
@@ -345,16 +355,17 @@ transformers.__version__, '/ peft', peft.__version__)"; } > "$OUT/env.txt" 2>&1
     if [ -n "$STEP" ]; then
       [ "$STEP" = 0 ] || run_step "$STEP" || exit $?
     else  # each step as soon as its inputs are there: Beauty (4) needs nothing of Office's, the benchmark (3) only
-      rc=0  # step 1's run; a step beside the main line shows its output once the main line is done
-      beside 4
+      rc=0  # step 1's run; a step beside the main line shows its output once the main line is done; the frontier
+      beside 4  # (5) comes last, once the steps beside have collected the run: its collection holds every point
       if run_step 1; then
         beside 3
-        run_step 2 && run_step 5 || rc=$?
+        run_step 2 || rc=$?
       else
         rc=$?
       fi
       join_beside
       [ $rc = 0 ] || exit $rc
+      run_step 5 || exit $?
     fi
     ls "$OUT"
     ;;

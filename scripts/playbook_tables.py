@@ -27,29 +27,52 @@ class Collected:
         return {"summary": self.data["stages"][stage], "seconds": (self.data.get("seconds") or {}).get(stage) or 0.0}
 
 
+def row(method, metrics: dict[str, Any], setting: str, seconds: float | None) -> dict[str, Any]:
+    """A row as the report's tables take it."""
+    from crabrec.report import BEYOND_COLUMNS, COLUMNS
+
+    return {
+        "method": method.label,
+        "model": method.name,
+        "setting": setting,
+        **{c: metrics[c] for c, _ in COLUMNS},
+        "train_s": seconds,
+        "infer_s": metrics.get("inference_seconds"),
+        "vs_mor": metrics.get("vs_mor") if isinstance(metrics.get("vs_mor"), dict) else None,
+        "beyond": {k: metrics.get(k) for k in BEYOND_COLUMNS},
+    }
+
+
+def complete(metrics: Any) -> bool:
+    from crabrec.report import COLUMNS
+
+    return isinstance(metrics, dict) and all(isinstance(metrics.get(c), int | float) for c, _ in COLUMNS)
+
+
 def rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     """Table 1's rows, in the registry's order, for the methods evaluated on the device."""
     from crabrec.methods import methods
-    from crabrec.report import BEYOND_COLUMNS, COLUMNS, method_seconds
+    from crabrec.report import method_seconds
 
     out, evaluated, stages = [], data.get("methods") or {}, data.get("stages") or {}
     for method in methods():
         # a step collected before the methods' metrics came back: the evaluation's summary, without intervals
         metrics = evaluated.get(method.name) or stages.get(method.evaluates)
-        if not isinstance(metrics, dict) or any(c not in metrics for c, _ in COLUMNS):
-            continue
-        out.append(
-            {
-                "method": method.label,
-                "model": method.name,
-                "setting": "",
-                **{c: metrics[c] for c, _ in COLUMNS},
-                "train_s": method_seconds(Collected(data), method),
-                "infer_s": metrics.get("inference_seconds"),
-                "vs_mor": metrics.get("vs_mor") if isinstance(metrics.get("vs_mor"), dict) else None,
-                "beyond": {k: metrics.get(k) for k in BEYOND_COLUMNS},
-            }
-        )
+        if complete(metrics):
+            out.append(row(method, metrics, "", method_seconds(Collected(data), method)))
+    return out
+
+
+def point_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The frontier's points that finished on the device (step 5), by method and setting."""
+    from crabrec.methods import methods
+
+    by_name = {m.name: m for m in methods()}
+    out = []
+    for key, metrics in sorted((data.get("points") or {}).items()):
+        name, _, setting = key.partition(" ")
+        if name in by_name and complete(metrics):
+            out.append(row(by_name[name], metrics, setting, None))
     return out
 
 
@@ -63,17 +86,26 @@ def curves(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def tables(data: dict[str, Any]) -> str:
-    from crabrec.report import COLUMNS, change_cells, markdown_table
+def changes(found: list[dict[str, Any]]) -> list[str]:
+    """The change-against-MOR table with its intervals (none when no row has them)."""
+    from crabrec.report import COLUMNS, change_cells
 
-    found = rows(data)
-    if not found:
+    caption, cells = change_cells(found)
+    if not cells:
+        return []
+    lines = ["", caption, "", "| method | " + " | ".join(c for c, _ in COLUMNS) + " |", "|---" * 5 + "|"]
+    return lines + [f"| {label} | " + " | ".join(values) + " |" for label, values in cells]
+
+
+def tables(data: dict[str, Any]) -> str:
+    from crabrec.report import markdown_table
+
+    found, points = rows(data), point_rows(data)
+    if not found and not points:
         return "no method was evaluated in this step"
-    parts = [markdown_table(found)]
-    caption, changes = change_cells(found)
-    if changes:
-        parts += ["", caption, "", "| method | " + " | ".join(c for c, _ in COLUMNS) + " |", "|---" * 5 + "|"]
-        parts += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in changes]
+    parts = [markdown_table(found), *changes(found)] if found else []
+    if points:  # the frontier's points, finished so far
+        parts += ["", "Frontier points (test):", "", markdown_table(points), *changes(points)]
     if data.get("curves"):
         parts += ["", *curves(data)]
     return "\n".join(parts)

@@ -55,10 +55,17 @@ def finish(proc: subprocess.Popen, timeout: float = 300) -> str:
     return out
 
 
-def test_two_processes_train_like_one(base, tmp_path):
-    """2 processes sharing each batch of 32 rows follow the loss trajectory of 1 process on the whole batch."""
-    one, two = copy(base, tmp_path, "one"), copy(base, tmp_path, "two")
+@pytest.fixture(scope="module")
+def one_process_mor(base, tmp_path_factory) -> Path:
+    """The base run with MOR trained by one process of one thread (read by the tests, never written)."""
+    one = copy(base, tmp_path_factory.mktemp("one"), "one")
     single(["train", str(one), "--method", "mor"])
+    return one
+
+
+def test_two_processes_train_like_one(base, one_process_mor, tmp_path):
+    """2 processes sharing each batch of 32 rows follow the loss trajectory of 1 process on the whole batch."""
+    one, two = one_process_mor, copy(base, tmp_path, "two")
     log = finish(launch(["train", str(two), "--method", "mor"]))
     assert "2 processes, MULTI_CPU" in log
     a = json.loads((one / "models/mor/train_log.json").read_text())
@@ -74,9 +81,10 @@ def test_two_processes_train_like_one(base, tmp_path):
 
 
 @pytest.mark.parametrize("method", ["mor", "sasrec"])
-def test_sharded_evaluation_equals_one_process(base, tmp_path, method):
-    run = copy(base, tmp_path, f"eval-{method}")
-    single(["evaluate", str(run), "--method", method])  # trains it, then evaluates in one process
+def test_sharded_evaluation_equals_one_process(base, tmp_path, method, request):
+    trained = request.getfixturevalue("one_process_mor") if method == "mor" else base  # MOR's training is shared
+    run = copy(trained, tmp_path, f"eval-{method}")
+    single(["evaluate", str(run), "--method", method])  # trains it where it is not trained, evaluates in one process
     folder = run / "models" / method
     ranked, metrics = (folder / "rankings.parquet").read_bytes(), json.loads((folder / "metrics.json").read_text())
     finish(launch(["evaluate", str(run), "--method", method, "--force"]))

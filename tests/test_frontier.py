@@ -142,20 +142,6 @@ def test_a_frontier_sweep_end_to_end(tiny_run, tmp_path, capsys):
     assert "Selection rule" in out.out
 
 
-def test_sweeping_one_method_again_keeps_the_others(tiny_run, tmp_path, capsys):
-    run = tmp_path / "run"
-    shutil.copytree(tiny_run, run)
-    one = ["--grid", "crab:epochs=1", "--grid", "crab:levels=all", "--grid", "crab:ratio=0.1"]
-    assert cli(["frontier", str(run), "--grid", "rr=0,0.5", "--grid", "crab=0", *one, "--only", "rr,crab"])[0] == 0
-    assert cli(["frontier", str(run), "--grid", "crab=1", *one, "--only", "crab"])[0] == 0
-    capsys.readouterr()
-    result = json.loads((run / "frontier" / "frontier.json").read_text())
-    settings = sorted((p["method"], p["setting"]) for p in result["points"])
-    assert settings == [("crab", "gamma=1,levels=all,ratio=0.1,epochs=1"), ("mor", "base"), ("rr", "alpha=0"),
-                        ("rr", "alpha=0.5")]  # fmt: skip
-    assert set(result["selected"]) == {"rr", "crab"}
-
-
 def test_run_with_frontier_sweeps_every_default_grid_and_reports_the_picked_points(tiny_run, tmp_path, capfd):
     """`crabrec run --frontier --jobs 2`: the stages (cached here), then every method's default sweep, its points in
     two processes, then the report."""
@@ -197,11 +183,13 @@ def _points(run) -> dict[tuple[str, str], dict]:
             result["points"]}  # fmt: skip
 
 
-def test_points_in_worker_processes_give_the_points_one_by_one(tiny_run, tmp_path, capfd):
+def test_points_in_workers_equal_points_one_by_one_and_a_second_sweep_keeps_them(tiny_run, tmp_path, capfd):
     """`frontier --jobs 2`: the points computed in two processes of one thread each equal those computed one after the
-    other in one process of one thread, bit for bit; each worker's log lines name its point."""
-    grid = ["--grid", "rr=0,0.5", "--grid", "crab=0", "--grid", "crab:epochs=1", "--grid", "crab:levels=all",
-            "--grid", "crab:ratio=0.1", "--only", "rr,crab", "--set", "train.threads=1"]  # fmt: skip
+    other in one process of one thread, bit for bit; each worker's log lines name its point. Sweeping one method
+    again keeps the other methods' points."""
+    one = ["--grid", "crab:epochs=1", "--grid", "crab:levels=all", "--grid", "crab:ratio=0.1",
+           "--set", "train.threads=1"]  # fmt: skip
+    grid = ["--grid", "rr=0,0.5", "--grid", "crab=0", *one, "--only", "rr,crab"]
     runs = {}
     for jobs in ("2", "1"):
         runs[jobs] = tmp_path / f"jobs{jobs}"
@@ -212,6 +200,14 @@ def test_points_in_worker_processes_give_the_points_one_by_one(tiny_run, tmp_pat
         assert ("[crab gamma=0,levels=all,ratio=0.1,epochs=1] " in err) == (jobs == "2"), err[-2000:]
     par, seq = _points(runs["2"]), _points(runs["1"])
     assert len(par) == 4 and par == seq
+    run = runs["1"]
+    assert cli(["frontier", str(run), "--grid", "crab=1", *one, "--only", "crab"])[0] == 0
+    capfd.readouterr()
+    result = json.loads((run / "frontier" / "frontier.json").read_text())
+    settings = sorted((p["method"], p["setting"]) for p in result["points"])
+    assert settings == [("crab", "gamma=1,levels=all,ratio=0.1,epochs=1"), ("mor", "base"), ("rr", "alpha=0"),
+                        ("rr", "alpha=0.5")]  # fmt: skip
+    assert set(result["selected"]) == {"rr", "crab"}
 
 
 def test_a_point_failing_in_a_worker_is_one_line_and_leaves_no_half_made_point(tiny_run, tmp_path, capfd):
