@@ -31,7 +31,9 @@
 # "train.lr=0.002 train.epochs=3 crab.lr=0.001": the paper's 1e-4 over 10 epochs does not train in one lease, and
 # CRAB fine-tunes at half MOR's rate as in the quick preset; see docs/results/gpu.md), STEP1_UNTIL (the stages step 1
 # runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BENCH_SETS (KEY=VALUE settings for every model step 3 times
-# on the device, e.g. "train.compile=true tiger.compile=true"), BEAUTY_MINUTES (2), JOBS (3: Office models trained at
+# on the device, e.g. "train.compile=true tiger.compile=true"), BEAUTY_MINUTES (2), BEAUTY_SETS (more KEY=VALUE
+# settings for step 4's run, e.g. "tiger.batch_size=1024 tiger.lr=0.002": a launch-bound step costs about the same at
+# 4 times the rows; see docs/results/tiger.md), JOBS (3: Office models trained at
 # once, and frontier points computed at once), FRONTIER_ARGS (step 5's methods and grids), PART_MB (what a call carries beside the working tree), RUNS (runs), STASH, PARTS, and for the dry run
 # OFFICE_DATA / BEAUTY_DATA (data folders) and WORK (its scratch folder).
 set -euo pipefail
@@ -215,8 +217,10 @@ step5() {  # the frontier of step 1's run: the same settings, so that MOR and it
 
 step4() {  # one run, MOR and TIGER trained at the same time in two processes (TIGER's evaluation needs MOR's)
   local data=${BEAUTY_DATA:-$STASH/bundle/datasets/beauty}
+  local sets=() kv
+  for kv in ${BEAUTY_SETS:-}; do sets+=(--set "$kv"); done
   crab run "${BEAUTY[@]}" --set data.path="$data" --set tokenize.import_path="$data/Beauty.rqvae_native.index.json" \
-    --set train.max_minutes="$BEAUTY_MINUTES" --set tiger.max_minutes="$BEAUTY_MINUTES" --name beauty \
+    --set train.max_minutes="$BEAUTY_MINUTES" --set tiger.max_minutes="$BEAUTY_MINUTES" "${sets[@]}" --name beauty \
     --until tiger-eval --jobs 2
 }
 
