@@ -162,6 +162,11 @@ def run_command(fn: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
+def jobs_option(text: str) -> Any:
+    """``--jobs/-j N`` (``CRABREC_JOBS``): worker processes, 0 = automatic."""
+    return typer.Option("--jobs", "-j", min=0, max=64, envvar="CRABREC_JOBS", help=text)
+
+
 # Help texts that list registered methods or stages are filled in from the registries when the CLI starts.
 ANY_METHOD = typer.Option("--method", "--model", help="")
 TRAINED_METHOD = typer.Option("--method", "--model", help="")
@@ -255,15 +260,9 @@ def run(
     ] = False,
     jobs: Annotated[
         int,
-        typer.Option(
-            "--jobs",
-            "-j",
-            min=0,
-            max=64,
-            envvar="CRABREC_JOBS",
-            help="Train MOR, TIGER, SASRec, RW and D²LR in this many processes at once, the CPU cores shared among "
-            "them, and so the frontier's points (0 = one per stage up to the cores; 1 on a GPU or when train.threads "
-            "is set).",
+        jobs_option(
+            "Train MOR, TIGER, SASRec, RW and D²LR in this many processes at once, the CPU cores shared among them, "
+            "and so the frontier's points (0 = one per stage up to the cores; 1 on a GPU or when train.threads is set)."
         ),
     ] = 0,
 ) -> None:
@@ -666,14 +665,9 @@ def frontier(
     ] = 0.05,
     jobs: Annotated[
         int,
-        typer.Option(
-            "--jobs",
-            "-j",
-            min=0,
-            max=64,
-            envvar="CRABREC_JOBS",
-            help="Compute this many points at once, one process each, the CPU cores shared among them (0 = one per "
-            "point up to the cores; 1 on a GPU or when train.threads is set).",
+        jobs_option(
+            "Compute this many points at once, one process each, the CPU cores shared among them (0 = one per point "
+            "up to the cores; 1 on a GPU or when train.threads is set)."
         ),
     ] = 0,
 ) -> None:
