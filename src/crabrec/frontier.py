@@ -212,16 +212,19 @@ def compute_points(cfg: RunConfig, todo: list[tuple[Any, str, RunConfig]], rows:
     worker = (threads, log.level)
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {}
-        for i in order:
-            method, name, sub = todo[i]
-            point = (method.name, name, sub.model_dump(mode="json"), cfg.run_dir, rows)
-            futures[i] = pool.submit(_point_worker, point, worker)
-        done, _ = wait(futures.values(), return_when=FIRST_EXCEPTION)
-        failed = next((f.exception() for f in futures.values() if f in done and f.exception() is not None), None)
-        if failed is not None:
+        try:
+            for i in order:
+                method, name, sub = todo[i]
+                point = (method.name, name, sub.model_dump(mode="json"), cfg.run_dir, rows)
+                futures[i] = pool.submit(_point_worker, point, worker)
+            done, _ = wait(futures.values(), return_when=FIRST_EXCEPTION)
+            failed = next((f.exception() for f in futures.values() if f in done and f.exception() is not None), None)
+            if failed is not None:
+                raise failed
+        except BaseException:  # a failed point, or Ctrl-C: the points not started are not started
             for future in futures.values():
-                future.cancel()  # the points already running finish (and keep their cached stages)
-            raise failed
+                future.cancel()  # the points already running finish or stop (and keep their cached stages)
+            raise
     return [futures[i].result() for i in range(len(todo))]
 
 
