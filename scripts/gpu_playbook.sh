@@ -24,7 +24,7 @@
 # metrics and report under $OUT.
 #
 #   bash scripts/gpu_playbook.sh --dry-run [--step N]   # every step on the CPU with tiny settings (a test runs it;
-#                                                       # there 4 runs beside 1-3, and 3 beside 2)
+#                                                       # there 4 runs beside 1-3, 3 beside 2, and 5 comes last)
 #
 # Settings (environment): PY (python3), STEP_SECONDS (570), LLM_MINUTES (3.5: MOR, RW, D²LR and the CRAB fine-tune
 # training budget each on the LLM), OFFICE_SETS (more KEY=VALUE settings for the Office LLM run on the device;
@@ -33,9 +33,9 @@
 # runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BENCH_SETS (KEY=VALUE settings for every model step 3 times
 # on the device, e.g. "train.compile=true tiger.compile=true"), BEAUTY_MINUTES (2), BEAUTY_SETS (more KEY=VALUE
 # settings for step 4's run, e.g. "tiger.batch_size=1024 tiger.lr=0.002": a launch-bound step costs about the same at
-# 4 times the rows; see docs/results/tiger.md), JOBS (3: Office models trained at
-# once, and frontier points computed at once), FRONTIER_ARGS (step 5's methods and grids), PART_MB (what a call carries beside the working tree), RUNS (runs), STASH, PARTS, and for the dry run
-# OFFICE_DATA / BEAUTY_DATA (data folders) and WORK (its scratch folder).
+# 4 times the rows; see docs/results/tiger.md), JOBS (3: Office models trained at once, and frontier points computed
+# at once), FRONTIER_ARGS (step 5's methods and grids), PART_MB (what a call carries beside the working tree), RUNS
+# (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA (data folders) and WORK (its scratch folder).
 set -euo pipefail
 SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/.."
@@ -217,10 +217,8 @@ step5() {  # the frontier of step 1's run: the same settings, so that MOR and it
 
 step4() {  # one run, MOR and TIGER trained at the same time in two processes (TIGER's evaluation needs MOR's)
   local data=${BEAUTY_DATA:-$STASH/bundle/datasets/beauty}
-  local sets=() kv
-  for kv in ${BEAUTY_SETS:-}; do sets+=(--set "$kv"); done
   crab run "${BEAUTY[@]}" --set data.path="$data" --set tokenize.import_path="$data/Beauty.rqvae_native.index.json" \
-    --set train.max_minutes="$BEAUTY_MINUTES" --set tiger.max_minutes="$BEAUTY_MINUTES" "${sets[@]}" --name beauty \
+    --set train.max_minutes="$BEAUTY_MINUTES" --set tiger.max_minutes="$BEAUTY_MINUTES" --name beauty \
     --until tiger-eval --jobs 2
 }
 
@@ -284,12 +282,18 @@ run_step() {  # one step under its time budget; 124 = stopped at the budget (run
 }
 
 # ---------------------------------------------------------------------------------------------------------------------
+add_sets() {  # add_sets ARRAY "K=V K=V": append --set K=V for each to the array named ARRAY
+  local -n into=$1
+  local kv
+  for kv in $2; do into+=(--set "$kv"); done
+}
+
 settings() {  # the steps' arguments: the real ones on the device, tiny ones in the dry run
   if [ $MODE = device ]; then
     OUT=${OUT:-$PWD/playbook-out}
     export PYTHONPATH="$STASH/site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
     RUNS=${RUNS:-runs} SETS=()
-    for kv in ${BENCH_SETS:-}; do SETS+=(--set "$kv"); done
+    add_sets SETS "${BENCH_SETS:-}"
     OFFICE+=(--set runs_dir="$RUNS")
     BEAUTY+=(--set runs_dir="$RUNS")
     return
@@ -333,7 +337,8 @@ join_beside() {  # wait for the background steps, show their output; the first f
 }
 
 settings
-for kv in $OFFICE_SETS; do OFFICE+=(--set "$kv"); done
+add_sets OFFICE "$OFFICE_SETS"
+add_sets BEAUTY "${BEAUTY_SETS:-}"
 mkdir -p "$OUT"
 if [ -n "$INNER" ]; then
   "step$INNER"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -160,6 +161,12 @@ class TokenizeConfig(Strict):
                 f"quantizer={self.quantizer} imports its SIDs"
             )
         return self
+
+
+def env_flag(name: str) -> bool:
+    """Whether the environment variable ``name`` is set to something other than empty, ``0``, ``false`` or ``no``
+    (case and surrounding spaces ignored): how every on/off switch crabrec reads from the environment is read."""
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
 
 
 class LoopConfig(Strict):

@@ -34,7 +34,9 @@ def set_verbosity(level: int) -> None:
 
 def bars_enabled() -> bool:
     """Whether a progress bar may be drawn at all: a terminal on stderr, no ``TQDM_DISABLE``, no ``--quiet``."""
-    if os.environ.get("TQDM_DISABLE", "").strip().lower() not in ("", "0", "false", "no"):
+    from crabrec.config import env_flag
+
+    if env_flag("TQDM_DISABLE"):
         return False
     if _level > NORMAL:
         return False

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 def skip_cudnn_attention() -> None:
     """Keep ``scaled_dot_product_attention`` off cuDNN's kernel in this process (CUDA only; a no-op on the CPU)."""
-    import os
-
     import torch
 
-    if os.environ.get("CRABREC_CUDNN_ATTENTION", "").strip().lower() not in ("", "0", "false", "no"):
+    from crabrec.config import env_flag
+
+    if env_flag("CRABREC_CUDNN_ATTENTION"):
         return  # asked for
     if torch.cuda.is_available():
         torch.backends.cuda.enable_cudnn_sdp(False)
