@@ -11,7 +11,8 @@
 #           (benchmarks/bench_train.py); then the SmolLM2 MOR's step with cuDNN's attention allowed
 #   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget
 #   step 5  the accuracy-fairness frontier on step 1's run (on the same machine, after step 1): RR over its alphas and
-#           CRAB over gamma 0, 0.2 and 1 (FRONTIER_ARGS), JOBS points at once; its frontier.md and frontier.json
+#           CRAB at gamma 0 splitting 0, 10% and 30% of each level's tokens (FRONTIER_ARGS; ratio 0 is the control:
+#           the same fine-tune on the unchanged codebook), JOBS points at once; its frontier.md and frontier.json
 #
 # The device machine reaches no package registry and a call carries at most 64 MiB, so the inputs travel as a bundle
 # cut into parts (the wheels it lacks, the Office run up to its SIDs, Beauty, the SmolLM2 GGUF), made once here:
@@ -46,9 +47,10 @@ OFFICE_SETS=${OFFICE_SETS-train.lr=0.002 train.epochs=3 crab.lr=0.001}
 STEP1_UNTIL=${STEP1_UNTIL:-evaluate rr crab-eval rw-eval d2lr-eval}
 LLM_BACKBONE=backbones/smollm2-135m  # made on the device from the bundle's GGUF
 BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
-# step 5: RR's default alphas and CRAB's gamma at the config's levels and ratio (RW's and D²LR's points each retrain
-# the LLM: `--only rw,d2lr` is a step of its own, about 3 x LLM_MINUTES with JOBS=3)
-FRONTIER_ARGS=${FRONTIER_ARGS:---only rr,crab --grid crab=0,0.2,1 --grid crab:levels=all --grid crab:ratio=0.1}
+# step 5: RR's default alphas, and CRAB at gamma 0 (the H100's best point; 0.2 cost accuracy on both leases) with
+# ratio 0 as the control: does CRAB's gain come from rebalancing or from two more epochs of training? (RW's and D²LR's
+# points each retrain the LLM: `--only rw,d2lr` is a step of its own, about 3 x LLM_MINUTES with JOBS=3)
+FRONTIER_ARGS=${FRONTIER_ARGS:---only rr,crab --grid crab=0 --grid crab:levels=all --grid crab:ratio=0,0.1,0.3}
 # Office models trained at the same time on the one GPU (crabrec run --jobs): 3 holds MOR, RW and D²LR on the LLM at
 # once, an estimated 20 GB of activations each at batch 128 (not measured yet), inside an H100's 80 GB
 JOBS=${JOBS:-3}
@@ -127,14 +129,15 @@ EOF
   for i in $(seq 1 "$n"); do
     cmd="bash scripts/gpu_playbook.sh --step 0"
     [ "$i" = "$n" ] && cmd="STEP_SECONDS=450 bash scripts/gpu_playbook.sh --step 1; STEP_SECONDS=120 bash scripts/gpu_playbook.sh --step 3"
-    echo "  run(carry=[\".gpu-$i\"], command=\"$cmd\")"
+    echo "  run(carry=[\".gpu-$i\"], command=\"$cmd\", timeout_s=600)"
   done
   echo "(steps 1 and 3 take about 9 minutes together); then, while device time is left: --step 4 (about 3 minutes);"
   echo "--step 2 is Office's whole Table 1, step 1's stages included."
-  echo "For the frontier instead of step 3 (step 5 replaces step 1's own CRAB: its points include the config's gamma):"
-  echo "  run(carry=[\".gpu-$n\"], command=\"STEP1_UNTIL='evaluate rr rw-eval d2lr-eval' STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 1\")"
-  echo "  run(command=\"STEP_SECONDS=300 bash scripts/gpu_playbook.sh --step 5\")"
-  echo "(a step stopped at its budget goes on when run again on the same machine)"
+  echo "For the frontier instead (MOR alone in step 1, then step 5's points; CRAB's include the config's ratio):"
+  echo "  run(carry=[\".gpu-$n\"], command=\"STEP1_UNTIL='evaluate rr' STEP_SECONDS=300 bash scripts/gpu_playbook.sh --step 1\", timeout_s=360)"
+  echo "  run(command=\"STEP_SECONDS=400 bash scripts/gpu_playbook.sh --step 5\", timeout_s=430)"
+  echo "(a call's timeout_s must leave room for unpacking, about 25 s, beyond STEP_SECONDS; a step stopped at its"
+  echo "budget goes on when run again on the same machine)"
 }
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -311,7 +314,7 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
           --set train.heads=2 --set train.ff=64 --set train.epochs=1 --set evaluate.beam=20 --set train.valid_beam=20)
   LLM_BUDGET=(--set train.max_minutes=0.2)
   OFFICE_SETS=""  # the device's learning rate and epochs: the tiny settings stand
-  FRONTIER_ARGS="--only crab --grid crab=0.2 --grid crab:levels=all --grid crab:ratio=0.1"
+  FRONTIER_ARGS="--only crab --grid crab=0.2 --grid crab:levels=all --grid crab:ratio=0,0.1"  # 0: no new tokens
   SETS=(--steps 2 --set train.batch_size=16 --set tiger.batch_size=16)
   SMALL=(--set train.hidden=32 --set train.layers=2 --set train.heads=2 --set train.ff=64 --set tiger.layers=2)
   BEAUTY_MINUTES=0.1

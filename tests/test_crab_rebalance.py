@@ -106,3 +106,16 @@ def test_rebalance_is_deterministic_and_respects_levels(office_codebook):
     assert np.array_equal(a.codebook.codes[:, [0, 2]], cb.codes[:, [0, 2]])
     assert all(k.startswith("<b_") for k in a.token_map)
     assert len(a.token_map) == max(1, round(0.1 * len(cb.used(1))))
+
+
+def test_ratio_zero_splits_nothing(office_codebook):
+    """crab.ratio = 0 is the control: the codebook comes back unchanged (codes, sizes, codewords), nothing is split."""
+    cb, freq = office_codebook
+    out = rebalance(cb, freq, CrabConfig(ratio=0.0), 0, progress=False)
+    assert out.token_map == {} and out.parent == {}
+    assert np.array_equal(out.codebook.codes, cb.codes) and out.codebook.sizes == cb.sizes
+    for old, new in zip(cb.codewords, out.codebook.codewords, strict=True):
+        np.testing.assert_array_equal(old, new)
+    assert [row["split"] for row in out.report] == [0] * cb.semantic_levels
+    with pytest.raises(ValueError):
+        CrabConfig(ratio=-0.1)

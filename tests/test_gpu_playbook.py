@@ -90,11 +90,11 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
             assert row["flop_per_s"] > 0 and row["rows_per_s"] > 0 and row["epoch_s"] > row["step_s"] > 0
             if bench != "bench_llm_cudnn.json":  # the comparison run is timed, not traced
                 assert row["trace"]["aten_calls"] > 0 and row["trace"]["top"]  # what the host issues per step
-    frontier = json.loads((out / "office-llm-frontier.json").read_text())  # step 5 (here CRAB's point alone)
+    frontier = json.loads((out / "office-llm-frontier.json").read_text())  # step 5 (here CRAB's points alone)
     assert {p["method"] for p in frontier["points"]} == {"mor", "crab"} and "crab" in frontier["selected"]
     assert "Accuracy–fairness frontier" in (out / "office-llm-frontier.md").read_text()
     # each finished point's metrics come back too (a step stopped by its budget writes no frontier.json)
-    assert sorted(office["points"]) == ["crab gamma=0.2,levels=all,ratio=0.1"]
+    assert sorted(office["points"]) == ["crab gamma=0.2,levels=all,ratio=0", "crab gamma=0.2,levels=all,ratio=0.1"]
     assert "Frontier points (test):" in tables.stdout and "| CRAB (gamma=0.2,levels=all,ratio=0.1) |" in tables.stdout
     beauty = json.loads((out / "beauty-metrics.json").read_text())
     assert "HR@10" in beauty["stages"]["evaluate"] and "HR@10" in beauty["stages"]["tiger-eval"]

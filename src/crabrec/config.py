@@ -25,7 +25,7 @@ from crabrec.errors import CrabError, clip
 
 PRESETS = ("quick", "paper")
 Schedule = Literal["linear", "cosine", "plateau", "inverse_sqrt"]
-Share = Annotated[float, Field(gt=0, le=1)]
+Share = Annotated[float, Field(ge=0, le=1)]
 QUANTIZED, KMEANS, RQVAE = ("rqkmeans", "balanced", "rqvae"), ("rqkmeans", "balanced"), ("rqvae",)
 
 
@@ -331,7 +331,11 @@ class EvalConfig(Strict):
 class CrabConfig(Strict):
     """CRAB: stage 1 (rebalance: ratio … exact_limit) and stage 2 (fine-tune: gamma … init_noise)."""
 
-    ratio: Share | list[Share] = Field(0.10, description="share of used tokens split per level (or one per level)")
+    ratio: Share | list[Share] = Field(
+        0.10,
+        description="share of used tokens split per level (or one per level); 0 splits none, so the fine-tune runs "
+        "on the unchanged codebook (a control: what the extra training alone does)",
+    )
     levels: list[int] | None = Field(None, description="semantic levels to rebalance (0-based); None = all")
     max_split: int = Field(3, ge=2, description="at most this many tokens per split token (M)")
     lam: float = Field(1.0, ge=0, description="balance weight λ of the scale-free objective")

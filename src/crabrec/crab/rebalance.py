@@ -78,7 +78,8 @@ def rebalance(cb: Codebook, freq: np.ndarray, cfg: CrabConfig, seed: int, progre
         used = work.used(level)
         pop = work.popularity(freq, level)
         mean_p = float(pop[used].mean())
-        n_split = max(1, round(_ratio(cfg, level) * len(used)))
+        share = _ratio(cfg, level)
+        n_split = max(1, round(share * len(used))) if share > 0 else 0
         order = used[np.lexsort((used, -pop[used]))]
         selected = [int(c) for c in order[:n_split] if pop[c] > 0]
         split_count, created = 0, 0
