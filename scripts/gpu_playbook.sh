@@ -25,7 +25,7 @@
 # metrics and report under $OUT.
 #
 #   bash scripts/gpu_playbook.sh --dry-run [--step N]   # every step on the CPU with tiny settings (a test runs it;
-#                                                       # there 4 runs beside 1-3, 3 beside 2, and 5 comes last)
+#                                                       # there 4 runs beside 1-3, 3 beside 2 and 5)
 #
 # Settings (environment): PY (python3), STEP_SECONDS (570), LLM_MINUTES (3.5: MOR, RW, D²LR and the CRAB fine-tune
 # training budget each on the LLM), OFFICE_SETS (more KEY=VALUE settings for the Office LLM run on the device;
@@ -232,13 +232,17 @@ collect() {  # what comes back: the step's log plus the run's metrics (every sta
   $PY - "$run" "$OUT/$tag-metrics.json" <<'EOF'
 import json, os, pathlib, sys
 run = pathlib.Path(sys.argv[1])
-out = {"stages": {}, "seconds": {}, "curves": {}, "methods": {}}
-for state in sorted((run / "stages").glob("*.json")):
-    values = json.loads(state.read_text())
-    out["stages"][state.stem] = values.get("summary", {})
-    out["seconds"][state.stem] = values.get("seconds")
-for log in sorted((run / "models").glob("*/train_log.json")):
-    out["curves"][log.parent.name] = json.loads(log.read_text())
+def records(run, only=None):  # every stage's summary and seconds, and each trained model's curve (or one model's)
+    out = {"stages": {}, "seconds": {}, "curves": {}}
+    for state in sorted((run / "stages").glob("*.json")):
+        values = json.loads(state.read_text())
+        out["stages"][state.stem] = values.get("summary", {})
+        out["seconds"][state.stem] = values.get("seconds")
+    for log in sorted((run / "models").glob("*/train_log.json")):
+        if only in (None, log.parent.name):
+            out["curves"][log.parent.name] = json.loads(log.read_text())
+    return out
+out = {**records(run), "methods": {}}
 def metrics(path):
     values = json.loads(path.read_text())
     values.pop("definitions", None)  # the docs' words, the same in every run
@@ -246,11 +250,12 @@ def metrics(path):
 for path in sorted((run / "models").glob("*/metrics.json")):
     out["methods"][path.parent.name] = metrics(path)
 # the frontier's points finished so far (step 5), each sibling run's own method: there even when the step's budget
-# stopped the sweep before frontier.json
+# stopped the sweep before frontier.json; with each point's stage records and its own model's curve
 for path in sorted((run / "frontier").glob("*/*/models/*/metrics.json")):
     method, setting = path.parents[3].name, path.parents[2].name
     if path.parent.name == method:
         out.setdefault("points", {})[f"{method} {setting}"] = metrics(path)
+        out.setdefault("point_runs", {})[f"{method} {setting}"] = records(path.parents[2], only=method)
 target = pathlib.Path(sys.argv[2])  # written whole, then renamed: the dry run collects two steps at once
 tmp = target.with_name(f".{target.name}.{os.getpid()}")
 tmp.write_text(json.dumps(out, indent=1))
@@ -367,17 +372,19 @@ transformers.__version__, '/ peft', peft.__version__)"; } > "$OUT/env.txt" 2>&1
     if [ -n "$STEP" ]; then
       [ "$STEP" = 0 ] || run_step "$STEP" || exit $?
     else  # each step as soon as its inputs are there: Beauty (4) needs nothing of Office's, the benchmark (3) only
-      rc=0  # step 1's run; a step beside the main line shows its output once the main line is done; the frontier
-      beside 4  # (5) comes last, once the steps beside have collected the run: its collection holds every point
+      rc=0  # step 1's run (it reads it), the frontier (5) step 2's finished run; a step beside the main line shows
+      beside 4  # its output once the main line is done
       if run_step 1; then
         beside 3
-        run_step 2 || rc=$?
+        run_step 2 && run_step 5 || rc=$?
       else
         rc=$?
       fi
       join_beside
       [ $rc = 0 ] || exit $rc
-      run_step 5 || exit $?
+      # steps 3 and 5 collect the same run and may end in either order: the last word holds every point, as a
+      # device's separate calls would
+      collect "$(office_run)" office-llm
     fi
     ls "$OUT"
     ;;

@@ -64,24 +64,36 @@ def rows(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def point_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """The frontier's points that finished on the device (step 5), by method and setting."""
+    """The frontier's points that finished on the device (step 5), by method and setting, with each point's own cost
+    where its stage records came back (files from before they did have none)."""
     from crabrec.methods import methods
+    from crabrec.report import method_seconds
 
     by_name = {m.name: m for m in methods()}
+    runs = data.get("point_runs") or {}
     out = []
     for key, metrics in sorted((data.get("points") or {}).items()):
         name, _, setting = key.partition(" ")
         if name in by_name and complete(metrics):
-            out.append(row(by_name[name], metrics, setting, None))
+            seconds = method_seconds(Collected(runs[key]), by_name[name]) if key in runs else None
+            out.append(row(by_name[name], metrics, setting, seconds))
     return out
 
 
+def point_curves(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Each frontier point's own training curve, named by its point (``crab gamma=0,...``)."""
+    return {key: log for key, run in (data.get("point_runs") or {}).items() for log in run.get("curves", {}).values()}
+
+
 def curves(data: dict[str, Any]) -> list[str]:
-    """One line per trained model: each epoch's loss and validation NDCG@10 (– where not validated)."""
+    """One line per trained model (the run's, then the frontier points'): each epoch's loss and validation NDCG@10
+    (– where not validated)."""
     lines = []
-    for name, log in sorted((data.get("curves") or {}).items()):
+    models = sorted((data.get("curves") or {}).items()) + sorted(point_curves(data).items())
+    for name, log in models:
         valid = ["–" if e.get("valid_ndcg@10") is None else f"{e['valid_ndcg@10']:.4f}" for e in log]
-        epochs = [f"{e['epoch']}: {e['loss']:.3f} / {v}" for e, v in zip(log, valid)]
+        terms = [", ".join(f"{k} {v:.3f}" for k, v in (e.get("terms") or {}).items()) for e in log]  # CRAB: L_Rec, L_T
+        epochs = [f"{e['epoch']}: {e['loss']:.3f}{f' ({t})' if t else ''} / {v}" for e, t, v in zip(log, terms, valid)]
         lines.append(f"- {name} (epoch: loss / valid NDCG@10): " + ", ".join(epochs))
     return lines
 
@@ -106,8 +118,9 @@ def tables(data: dict[str, Any]) -> str:
     parts = [markdown_table(found), *changes(found)] if found else []
     if points:  # the frontier's points, finished so far
         parts += ["", "Frontier points (test):", "", markdown_table(points), *changes(points)]
-    if data.get("curves"):
-        parts += ["", *curves(data)]
+    lines = curves(data)
+    if lines:
+        parts += ["", *lines]
     return "\n".join(parts)
 
 

@@ -96,6 +96,10 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
     # each finished point's metrics come back too (a step stopped by its budget writes no frontier.json)
     assert sorted(office["points"]) == ["crab gamma=0.2,levels=all,ratio=0", "crab gamma=0.2,levels=all,ratio=0.1"]
     assert "Frontier points (test):" in tables.stdout and "| CRAB (gamma=0.2,levels=all,ratio=0.1) |" in tables.stdout
+    point = office["point_runs"]["crab gamma=0.2,levels=all,ratio=0.1"]  # its stage records and fine-tune curve
+    assert point["stages"]["rebalance"]["split"] > 0 and point["seconds"]["finetune"] > 0
+    assert "- crab gamma=0.2,levels=all,ratio=0.1 (epoch: loss / valid NDCG@10): 1: " in tables.stdout
+    assert "(rec " in tables.stdout and "alignment " in tables.stdout
     beauty = json.loads((out / "beauty-metrics.json").read_text())
     assert "HR@10" in beauty["stages"]["evaluate"] and "HR@10" in beauty["stages"]["tiger-eval"]
     assert sorted(beauty["curves"]) == ["mor", "tiger"]  # each trained once, side by side
