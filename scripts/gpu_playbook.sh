@@ -51,8 +51,8 @@ BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
 # ratio 0 as the control: does CRAB's gain come from rebalancing or from two more epochs of training? (RW's and D²LR's
 # points each retrain the LLM: `--only rw,d2lr` is a step of its own, about 3 x LLM_MINUTES with JOBS=3)
 FRONTIER_ARGS=${FRONTIER_ARGS:---only rr,crab --grid crab=0 --grid crab:levels=all --grid crab:ratio=0,0.1,0.3}
-# Office models trained at the same time on the one GPU (crabrec run --jobs): 3 holds MOR, RW and D²LR on the LLM at
-# once, an estimated 20 GB of activations each at batch 128 (not measured yet), inside an H100's 80 GB
+# Office models trained at the same time on the one GPU (crabrec run --jobs): 3 held MOR, RW and D²LR on the LLM at
+# once on an H100 (80 GB), an estimated 20 GB of activations each at batch 128
 JOBS=${JOBS:-3}
 PART_MB=${PART_MB:-}  # default: as large as one call carries beside the working tree (64 MiB in all)
 STASH=${STASH:-/tmp/crabrec-gpu}  # on the device: the parts received so far, the unpacked bundle, the wheels installed
