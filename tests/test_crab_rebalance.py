@@ -117,5 +117,3 @@ def test_ratio_zero_splits_nothing(office_codebook):
     for old, new in zip(cb.codewords, out.codebook.codewords, strict=True):
         np.testing.assert_array_equal(old, new)
     assert [row["split"] for row in out.report] == [0] * cb.semantic_levels
-    with pytest.raises(ValueError):
-        CrabConfig(ratio=-0.1)

@@ -97,7 +97,7 @@ def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp
         ("train.threads=99999999999", "train.threads: Input should be less than or equal to 4096"),
         ("evaluate.ks=[0,10]", "evaluate.ks.0: Input should be greater than 0"),
         ("evaluate.ks=[1,5]", "evaluate.ks: Value error, must include 10"),
-        ("crab.ratio=-0.1", "crab.ratio: Input should be greater than 0"),
+        ("crab.ratio=-0.1", "crab.ratio: Input should be greater than or equal to 0"),
         ("crab.ratio=.nan", "crab.ratio: Input should be a finite number"),
         ("name=../x", "name: Value error, must be a plain folder name"),
         ("name=", "name: Input should be a valid string"),
