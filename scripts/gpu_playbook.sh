@@ -11,7 +11,7 @@
 #           (benchmarks/bench_train.py); then the SmolLM2 MOR's step with cuDNN's attention allowed
 #   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget
 #   step 5  the accuracy-fairness frontier on step 1's run (on the same machine, after step 1): RR over its alphas and
-#           CRAB at gamma 0 splitting 0, 10% and 30% of each level's tokens (FRONTIER_ARGS; ratio 0 is the control:
+#           CRAB at gamma 0 splitting none or 10% of each level's tokens (FRONTIER_ARGS; ratio 0 is the control:
 #           the same fine-tune on the unchanged codebook), JOBS points at once; its frontier.md and frontier.json
 #
 # The device machine reaches no package registry and a call carries at most 64 MiB, so the inputs travel as a bundle
@@ -50,7 +50,7 @@ BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
 # step 5: RR's default alphas, and CRAB at gamma 0 (the H100's best point; 0.2 cost accuracy on both leases) with
 # ratio 0 as the control: does CRAB's gain come from rebalancing or from two more epochs of training? (RW's and D²LR's
 # points each retrain the LLM: `--only rw,d2lr` is a step of its own, about 3 x LLM_MINUTES with JOBS=3)
-FRONTIER_ARGS=${FRONTIER_ARGS:---only rr,crab --grid crab=0 --grid crab:levels=all --grid crab:ratio=0,0.1,0.3}
+FRONTIER_ARGS=${FRONTIER_ARGS:---only rr,crab --grid crab=0 --grid crab:levels=all --grid crab:ratio=0,0.1}
 # Office models trained at the same time on the one GPU (crabrec run --jobs): 3 held MOR, RW and D²LR on the LLM at
 # once on an H100 (80 GB), an estimated 20 GB of activations each at batch 128
 JOBS=${JOBS:-3}
@@ -124,20 +124,23 @@ EOF
     i=$((i + 1))
   done
   rm -rf $work
-  echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU, back to back:"
-  local cmd
+  echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU, back to back (about 12 minutes on an"
+  echo "H100: MOR alone, the step profile with its MFU, then the frontier with CRAB's control):"
+  local cmd limit
   for i in $(seq 1 "$n"); do
-    cmd="bash scripts/gpu_playbook.sh --step 0"
-    [ "$i" = "$n" ] && cmd="STEP_SECONDS=450 bash scripts/gpu_playbook.sh --step 1; STEP_SECONDS=120 bash scripts/gpu_playbook.sh --step 3"
-    echo "  run(carry=[\".gpu-$i\"], command=\"$cmd\", timeout_s=600)"
+    cmd="bash scripts/gpu_playbook.sh --step 0" limit=120
+    if [ "$i" = "$n" ]; then
+      cmd="STEP1_UNTIL='evaluate rr' STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 1; STEP_SECONDS=120 bash scripts/gpu_playbook.sh --step 3"
+      limit=500
+    fi
+    echo "  run(carry=[\".gpu-$i\"], command=\"$cmd\", timeout_s=$limit)"
   done
-  echo "(steps 1 and 3 take about 9 minutes together); then, while device time is left: --step 4 (about 3 minutes);"
-  echo "--step 2 is Office's whole Table 1, step 1's stages included."
-  echo "For the frontier instead (MOR alone in step 1, then step 5's points; CRAB's include the config's ratio):"
-  echo "  run(carry=[\".gpu-$n\"], command=\"STEP1_UNTIL='evaluate rr' STEP_SECONDS=300 bash scripts/gpu_playbook.sh --step 1\", timeout_s=360)"
-  echo "  run(command=\"STEP_SECONDS=400 bash scripts/gpu_playbook.sh --step 5\", timeout_s=430)"
-  echo "(a call's timeout_s must leave room for unpacking, about 25 s, beyond STEP_SECONDS; a step stopped at its"
-  echo "budget goes on when run again on the same machine)"
+  echo "  run(command=\"STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 5\", timeout_s=360)"
+  echo "Or Table 1's trained rows (MOR, RW, D²LR, RR, CRAB; about 8 minutes) and the profile, in the last part's call:"
+  echo "  STEP_SECONDS=450 bash scripts/gpu_playbook.sh --step 1; STEP_SECONDS=120 bash scripts/gpu_playbook.sh --step 3"
+  echo "Then, while device time is left: --step 4 (Beauty, about 3 minutes); --step 2 is Office's whole Table 1."
+  echo "A call's timeout_s must leave room for unpacking, about 25 s, beyond STEP_SECONDS (else the call ends before the"
+  echo "step gathers its metrics); a step stopped at its budget goes on when run again on the same machine."
 }
 
 # ---------------------------------------------------------------------------------------------------------------------
