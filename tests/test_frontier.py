@@ -220,3 +220,30 @@ def test_a_point_failing_in_a_worker_is_one_line_and_leaves_no_half_made_point(t
     assert code == 2, err
     assert "crabrec: error: training diverged" in err and "Traceback" not in err
     assert not list((run / "frontier" / "crab").glob("*")) and not (run / "frontier" / "frontier.json").exists()
+
+
+def test_each_point_is_paired_with_its_control_at_its_other_settings():
+    """CRAB's control is crab.ratio=0 (no split) at the point's other settings; crab.levels does not matter there,
+    a control is not paired with itself, and a point without a control (or another method's) is left out."""
+    from crabrec.frontier import control_pairs
+
+    def point(method: str, setting: str) -> dict:
+        return {"method": method, "setting": setting}
+
+    points = [
+        point("mor", "base"),
+        point("crab", "gamma=0,levels=all,ratio=0"),
+        point("crab", "gamma=0,levels=all,ratio=0.1"),
+        point("crab", "gamma=0,levels=0,ratio=0.5"),
+        point("crab", "gamma=0.2,levels=0,ratio=0"),
+        point("crab", "gamma=0.2,levels=all,ratio=0.1"),
+        point("crab", "gamma=1,levels=all,ratio=0.1"),  # no control at gamma=1
+        point("crab", "gamma=0,epochs=4,levels=all,ratio=0.1"),  # nor at 4 epochs
+        point("rr", "alpha=0"),
+    ]
+    pairs = [(p["setting"], c["setting"]) for p, c in control_pairs(points)]
+    assert pairs == [
+        ("gamma=0,levels=all,ratio=0.1", "gamma=0,levels=all,ratio=0"),
+        ("gamma=0,levels=0,ratio=0.5", "gamma=0,levels=all,ratio=0"),
+        ("gamma=0.2,levels=all,ratio=0.1", "gamma=0.2,levels=0,ratio=0"),
+    ]

@@ -92,7 +92,13 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
                 assert row["trace"]["aten_calls"] > 0 and row["trace"]["top"]  # what the host issues per step
     frontier = json.loads((out / "office-llm-frontier.json").read_text())  # step 5 (here CRAB's points alone)
     assert {p["method"] for p in frontier["points"]} == {"mor", "crab"} and "crab" in frontier["selected"]
-    assert "Accuracy–fairness frontier" in (out / "office-llm-frontier.md").read_text()
+    frontier_md = (out / "office-llm-frontier.md").read_text()
+    assert "Accuracy–fairness frontier" in frontier_md
+    # CRAB's point against its control (the same fine-tune, no split), with intervals
+    assert "| CRAB | gamma=0.2,levels=all,ratio=0.1 | gamma=0.2,levels=all,ratio=0 | " in frontier_md
+    assert [(c["setting"], c["against"]) for c in frontier["controls"]] == [
+        ("gamma=0.2,levels=all,ratio=0.1", "gamma=0.2,levels=all,ratio=0")
+    ]
     # each finished point's metrics come back too (a step stopped by its budget writes no frontier.json)
     assert sorted(office["points"]) == ["crab gamma=0.2,levels=all,ratio=0", "crab gamma=0.2,levels=all,ratio=0.1"]
     assert "Frontier points (test):" in tables.stdout and "| CRAB (gamma=0.2,levels=all,ratio=0.1) |" in tables.stdout

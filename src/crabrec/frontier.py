@@ -173,7 +173,7 @@ def run_frontier(
     points += kept_points(base.frontier / "frontier.json", {m.name for m, _ in plan(grid, only)})
     selected = select(points, max_drop)
     result = {"points": points, "selected": selected, "pareto": pareto(points), "rule": rule(max_drop)}
-    return {**result, "versus": head_to_head(selected, REFERENCE, cfg)}
+    return {**result, "versus": head_to_head(selected, REFERENCE, cfg), "controls": against_controls(points, cfg)}
 
 
 def compute_point(method_name: str, name: str, sub: RunConfig, base: Path, rows: int | None) -> dict[str, Any]:
@@ -262,6 +262,53 @@ def head_to_head(selected: dict[str, dict[str, Any]], ref: str, cfg: RunConfig) 
         for name, p in selected.items()
         if name != ref
     }
+
+
+def _settings(point: dict[str, Any]) -> dict[str, str]:
+    """A point's settings from its tag (``gamma=0,ratio=0.1`` -> ``{"gamma": "0", "ratio": "0.1"}``)."""
+    return dict(item.split("=", 1) for item in point["setting"].split(",") if "=" in item)
+
+
+def control_pairs(points: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(point, its control) for every point of a method with a ``control`` (:class:`crabrec.methods.Method`): the
+    control is the first point with the control's values and the point's other settings (``control_free`` keys
+    aside); points without one, and the controls themselves, are left out."""
+    from crabrec.methods import methods
+
+    pairs = []
+    for m in methods():
+        if not m.control:
+            continue
+        off = _settings({"setting": tag(dict(m.control))})
+        free = set(off) | {key.rsplit(".", 1)[-1] for key in m.control_free}
+        mine = [(p, _settings(p)) for p in points if p["method"] == m.name]
+        controls = [(p, s) for p, s in mine if all(s.get(k) == v for k, v in off.items())]
+        for p, s in mine:
+            if any(s.get(k) == v for k, v in off.items()):
+                continue  # a control itself (or half of one)
+            rest = {k: v for k, v in s.items() if k not in free}
+            match = [c for c, cs in controls if {k: v for k, v in cs.items() if k not in free} == rest]
+            if match:
+                pairs.append((p, match[0]))
+    return pairs
+
+
+def against_controls(points: list[dict[str, Any]], cfg: RunConfig) -> list[dict[str, Any]]:
+    """Each point against its control on the same test rows (:func:`control_pairs`): the change of the @10 metrics
+    with paired-bootstrap 95% intervals, as :func:`head_to_head`; empty when the bootstrap is off."""
+    from crabrec.metrics.bootstrap import paired_bootstrap
+
+    if not cfg.evaluate.bootstrap:
+        return []
+    return [
+        {
+            "method": p["method"],
+            "setting": p["setting"],
+            "against": c["setting"],
+            **paired_bootstrap(_test_parts(c, cfg), _test_parts(p, cfg), cfg.evaluate.bootstrap, cfg.seed),
+        }
+        for p, c in control_pairs(points)
+    ]
 
 
 def _test_parts(point: dict[str, Any], cfg: RunConfig):
@@ -376,7 +423,7 @@ def markdown(result: dict[str, Any]) -> str:
         note = "" if p["within_drop"] else " (no point within the NDCG budget)"
         lines.append(f"| {label} | {setting}{note} | " + " | ".join(cells) + f" | {', '.join(by) or '–'} |")
     base = [p for p in result["points"] if p["method"] == "mor"]
-    return "\n".join(lines + beyond_lines(base + picked) + versus_lines(result)) + "\n"
+    return "\n".join(lines + beyond_lines(base + picked) + versus_lines(result) + control_lines(result)) + "\n"
 
 
 def beyond_lines(picked: list[dict[str, Any]]) -> list[str]:
@@ -400,13 +447,40 @@ def versus_lines(result: dict[str, Any]) -> list[str]:
     lines = ["", f"## Head to head against {label}'s picked point (test, paired bootstrap 95% CI)", ""]
     lines += ["| method | " + " | ".join(f"Δ {c}" for c, _ in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     for name, v in versus.items():
-        cells = []
-        for c, _ in COLUMNS:
-            lo, hi = v[c]["ci"]
-            star = "*" if lo > 0 or hi < 0 else ""
-            cells.append(f"{v[c]['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}]{star}")
-        lines.append(f"| {result['selected'][name]['label']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {result['selected'][name]['label']} | " + " | ".join(_delta_cells(v)) + " |")
     return lines
+
+
+def control_lines(result: dict[str, Any]) -> list[str]:
+    """The table of each point against its control (:func:`against_controls`), as the head-to-head table."""
+    rows = result.get("controls") or []
+    if not rows:
+        return []
+    from crabrec.methods import get
+
+    labels = {p["method"]: p["label"] for p in result["points"]}
+    offs = "; ".join(
+        f"{labels.get(name, name)}: " + ", ".join(f"`{k}={v}`" for k, v in get(name).control)
+        for name in dict.fromkeys(v["method"] for v in rows)
+    )
+    lines = ["", "## Each point against its control (test, paired bootstrap 95% CI)", ""]
+    lines += [f"A control runs the method with its own change turned off ({offs}); the difference is what it buys.", ""]
+    lines += ["| method | setting | control | " + " | ".join(f"Δ {c}" for c, _ in COLUMNS) + " |"]
+    lines.append("|---" * (len(COLUMNS) + 3) + "|")
+    for v in rows:
+        cells = " | ".join(_delta_cells(v))
+        lines.append(f"| {labels.get(v['method'], v['method'])} | {v['setting']} | {v['against']} | {cells} |")
+    return lines
+
+
+def _delta_cells(v: dict[str, Any]) -> list[str]:
+    """Each @10 metric's change with its interval; ``*``: the interval excludes 0."""
+    cells = []
+    for c, _ in COLUMNS:
+        lo, hi = v[c]["ci"]
+        star = "*" if lo > 0 or hi < 0 else ""
+        cells.append(f"{v[c]['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}]{star}")
+    return cells
 
 
 def figure(result: dict[str, Any]) -> str:

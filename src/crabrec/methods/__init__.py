@@ -31,6 +31,9 @@ class Method:
     ``train.backbone`` (a pretrained LLM) carries it too. ``sids``: what its rankings are over: the base codebook's
     SIDs, CRAB's ``rebalanced`` ones, or ``none`` (item ids). ``settings``: the method's own settings model (pydantic;
     unknown keys are errors), which the run config gets as its section ``section`` (``cfg.<section>``).
+    ``control``: ``(dotted key, value)`` settings that turn the method's own change off and keep the rest of its
+    procedure (CRAB: ``crab.ratio`` 0, its fine-tune on the unchanged codebook); ``control_free``: keys that do not
+    matter at the control. The frontier compares each point with the control point at its other settings.
     """
 
     name: str
@@ -49,6 +52,8 @@ class Method:
     describe: str = ""
     sids: str = "base"
     settings: type | None = None
+    control: tuple[tuple[str, Any], ...] = ()
+    control_free: tuple[str, ...] = ()
 
 
 _REGISTRY: dict[str, Method] = {}

@@ -177,4 +177,6 @@ METHOD = Method(
     backbone=True,
     describe="CRAB: codebook rebalancing + hierarchical alignment fine-tune",
     sids="rebalanced",
+    control=(("crab.ratio", 0),),  # no token split: what the fine-tune alone does
+    control_free=("crab.levels",),
 )
