@@ -422,7 +422,7 @@ def tokenize(
 def rebalance(
     opts: RunOptions,
     ratio: Annotated[
-        str | None, typer.Option(help="Split ratio: one value (0.1) or one per level (0.05,0.1,0.1).")
+        str | None, typer.Option(help="Split ratio: one value (0.1) or one per level (0.05,0.1,0.1); 0 splits nothing.")
     ] = None,
     levels: Annotated[str | None, typer.Option(help="Levels to rebalance, 0-based, e.g. 1 or 0,1.")] = None,
     lam: Annotated[float | None, typer.Option("--lambda", help="Balance weight of the split objective.")] = None,
