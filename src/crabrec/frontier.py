@@ -264,9 +264,9 @@ def head_to_head(selected: dict[str, dict[str, Any]], ref: str, cfg: RunConfig) 
     }
 
 
-def _settings(point: dict[str, Any]) -> dict[str, str]:
-    """A point's settings from its tag (``gamma=0,ratio=0.1`` -> ``{"gamma": "0", "ratio": "0.1"}``)."""
-    return dict(item.split("=", 1) for item in point["setting"].split(",") if "=" in item)
+def _settings(text: str) -> dict[str, str]:
+    """The settings a tag names (``gamma=0,ratio=0.1`` -> ``{"gamma": "0", "ratio": "0.1"}``; ``base``: none)."""
+    return dict(item.split("=", 1) for item in text.split(",") if "=" in item)
 
 
 def control_pairs(points: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -279,9 +279,9 @@ def control_pairs(points: list[dict[str, Any]]) -> list[tuple[dict[str, Any], di
     for m in methods():
         if not m.control:
             continue
-        off = _settings({"setting": tag(dict(m.control))})
+        off = _settings(tag(dict(m.control)))
         free = set(off) | {key.rsplit(".", 1)[-1] for key in m.control_free}
-        mine = [(p, _settings(p)) for p in points if p["method"] == m.name]
+        mine = [(p, _settings(p["setting"])) for p in points if p["method"] == m.name]
         controls = [(p, s) for p, s in mine if all(s.get(k) == v for k, v in off.items())]
         for p, s in mine:
             if any(s.get(k) == v for k, v in off.items()):

@@ -54,11 +54,6 @@ def pending(ctx: RunContext, names: list[str]) -> list[str]:
     return [s for s in INDEPENDENT if s in wanted and (s in ctx.force or not ctx.is_done(s))]
 
 
-def auto_jobs(ctx: RunContext, todo: list[str]) -> int:
-    """``--jobs 0``: one process per training stage up to the CPU cores (:func:`auto_count`)."""
-    return auto_count(ctx.config, len(todo))
-
-
 def auto_count(cfg: Any, n: int) -> int:
     """``--jobs 0`` for ``n`` independent pieces of work: one process each up to the CPU cores; 1 on a GPU, under a
     launcher, or when ``train.threads`` pins the threads."""
@@ -82,13 +77,13 @@ def followers(ctx: RunContext, names: list[str], todo: list[str]) -> list[str]:
 
 def run_side_by_side(ctx: RunContext, names: list[str], jobs: int) -> None:
     """Compute the independent training stages among ``names``, then what follows them, in ``jobs`` worker processes
-    (0 = :func:`auto_jobs`); nothing happens when fewer than two training stages would run at once.
+    (0 = :func:`auto_count`); nothing happens when fewer than two training stages would run at once.
 
     A stage is handed to a free worker once every stage it needs is finished, training stages first (longest
     first), so that a worker idle at the end of the training stages evaluates the models already trained instead of
     leaving that to the main process after the last one."""
     todo = pending(ctx, names)
-    jobs = jobs or auto_jobs(ctx, todo)
+    jobs = jobs or auto_count(ctx.config, len(todo))
     jobs = min(jobs, len(todo))
     if jobs < 2:
         return
