@@ -74,6 +74,7 @@ def profile_stage(base: Path, stage: str, sets: list[str], steps: int, scratch: 
     if not prof.timed:
         raise SystemExit(f"{stage}: no step was profiled (an epoch of fewer than 2 steps?)")
     out = {"steps_per_epoch": prof.steps_per_epoch, "rows_per_epoch": prof.rows_per_epoch, **prof.summary()}
+    out["graphs"] = prof.graphs  # cuda_graphs: graphs recorded, steps replayed, steps run eagerly (empty: off)
     return {**out, "trace": prof.ops} if trace else out
 
 
@@ -130,6 +131,14 @@ def measure(args: argparse.Namespace, device: str, name: str, peak: float) -> No
             f"| {100 * r['flop_per_s'] / peak:.1f}% | {100 * r['fwd_bwd_flop_per_s'] / peak:.1f}% "
             f"| {r['validation_s']:.1f} | {r['epoch_s']:.1f} | {r['page_faults_per_step']:,.0f} |"
         )
+    for stage, r in results.items():
+        if r.get("graphs"):
+            g = r["graphs"]
+            print(
+                f"\n{LABEL[stage]}, cuda_graphs: {g['graphs']} graphs recorded; {r['replayed_steps']} of the timed "
+                f"steps replayed, at {1000 * r['replayed_step_s']:.1f} ms a step "
+                f"({r['replayed_rows_per_s']:,.0f} rows/s); {g['eager']} steps eager in all"
+            )
     for stage, r in results.items():
         if r.get("trace"):
             print_trace(LABEL[stage], r["trace"], 1000 * r["step_s"])

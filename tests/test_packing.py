@@ -54,3 +54,29 @@ def test_packed_equals_rows_for_one_layer(seed):
     # packing covers the same labelled tokens with far fewer input tokens
     assert int((b["labels"] != -100).sum()) == int((labels != -100).sum())
     assert int((b["ids"] != 0).sum()) < int((ids != 0).sum())
+
+
+def test_packed_batches_padded_to_a_multiple_train_as_the_unpadded_ones():
+    """train.cuda_graphs pads packed batches to a multiple of 8 chains and 32 tokens (few shapes to record): the
+    added chains and tokens label nothing and are attended by nothing, so the loss and gradients are unchanged."""
+    rng = np.random.default_rng(3)
+    h, width = 3, 3
+    tokens = N_SPECIAL + rng.integers(0, 30, (20, width))
+    s = windows([rng.integers(0, 20, int(rng.integers(3, 12))).tolist() for _ in range(5)], h)
+    model = build_decoder(N_SPECIAL + 30, TrainConfig(hidden=16, layers=2, heads=2, ff=32), seed=0)
+    params = list(model.parameters())
+    chains = build_chains(s, h)
+    out = []
+    for multiple in ((1, 1), (8, 32)):
+        b = pack_batch(chains, np.arange(len(chains.items)), tokens, h, multiple)
+        loss = target_loss(model, b["ids"], b["mask"], b["labels"], position_ids=b["positions"])
+        out.append((b["ids"].shape, loss, torch.autograd.grad(loss, params), b))
+    (shape, want, want_grads, plain), (padded_shape, got, got_grads, padded) = out
+    assert shape[0] == 5 and padded_shape == (8, -(-shape[1] // 32) * 32) and padded_shape[1] > shape[1]
+    assert torch.isfinite(padded["mask"]).any(-1).all()  # every position, added ones included, attends somewhere
+    assert (padded["label_item"][5:] == -1).all() and int((padded["labels"] != -100).sum()) == int(
+        (plain["labels"] != -100).sum()
+    )
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    for a, c in zip(got_grads, want_grads):
+        torch.testing.assert_close(a, c, rtol=1e-5, atol=1e-6)

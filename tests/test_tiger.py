@@ -243,3 +243,29 @@ def test_level_layout_starts_its_head_as_a_linear_layer_and_its_decoder_start_sm
     assert torch.equal(again.lm_head.weight, model.lm_head.weight)
     assert torch.equal(again.shared.weight, model.shared.weight)
     assert not torch.equal(build_tiger(sizes, size, seed=4).lm_head.weight, model.lm_head.weight)
+
+
+def test_inputs_padded_to_a_multiple_train_as_the_unpadded_ones():
+    """tiger.cuda_graphs pads each batch's inputs to a multiple of 16 tokens (few shapes to record): the padding is
+    masked, so the loss and every gradient are the unpadded batch's."""
+    from crabrec.models.decoder import item_tokens
+    from crabrec.models.tiger import encode_inputs, make_labels, tiger_loss
+
+    model = build_small().train()
+    offsets = np.cumsum([0, *SIZES[:-1]])  # global codebook ids, level by level
+    tokens = item_tokens(np.stack([np.arange(6) % s + o for s, o in zip(SIZES, offsets)], axis=1))
+    history, length = np.array([[0, 1, 2], [3, 4, 0], [5, 0, 0]]), np.array([3, 2, 1])
+    user, target = np.array([0, 7, 3]), np.array([4, 5, 0])
+    results = []
+    for multiple in (1, 16):
+        ids, mask = encode_inputs(model.config, user, history, length, tokens, multiple)
+        results.append((ids.shape[1], mask.sum()))
+        model.zero_grad()
+        loss = tiger_loss(model, {"ids": ids, "mask": mask, "labels": make_labels(target, tokens)})
+        loss.backward()
+        results[-1] += (loss.detach(), [p.grad.clone() for p in model.parameters()])
+    (width, ones, want, want_grads), (padded, padded_ones, got, got_grads) = results
+    assert (width, padded) == (1 + 3 * 3, 16) and ones == padded_ones
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    for a, b in zip(want_grads, got_grads):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)

@@ -279,3 +279,138 @@ def test_fast_dropout_compiles():
     kept = y != 0
     assert 0.4 < kept.float().mean() < 0.6
     torch.testing.assert_close(y[kept], torch.full_like(y[kept], 2.0))
+
+
+def test_the_loss_runs_under_autocast_whatever_part_of_the_model_it_calls(tmp_path, monkeypatch):
+    """A loss that calls a submodule rather than the model's (autocast-wrapped) forward, as TIGER's does, still runs
+    in the trainer's mixed precision (here bf16 forced on the CPU)."""
+    import crabrec.train.loop as loop
+
+    monkeypatch.setattr(loop, "mixed_precision", lambda cuda: "bf16")
+    model, rows = _tiny_problem()
+    seen = []
+
+    def loss(m, batch):
+        seen.append(torch.is_autocast_enabled("cpu"))
+        return target_loss(m, batch["ids"], batch["mask"], batch["labels"])
+
+    train(model, rows, loss, lambda m: 0.0, TrainConfig(epochs=1, batch_size=16, warmup_steps=0), tmp_path, 0)
+    assert seen == [True, True]
+
+
+def _record_on_the_cpu(log: dict):
+    """A CUDA graph recorder for the CPU: a replay calls the step again on the recorded inputs. It checks what a real
+    graph relies on: the learning rates are tensors, filled in place (the same tensors at every replay), and the
+    optimizer's state exists at recording and stays the same tensors (a real replay reads the addresses it recorded)."""
+
+    def tensors(opt):
+        return [t for g in opt.param_groups for p in g["params"] for t in opt.state[p].values() if torch.is_tensor(t)]
+
+    def record(engine, static):
+        engine.step(static, update=False)  # the warm-up, as on the GPU
+        engine.unset_grads()
+        opt = engine.optimizer
+        lrs = [g["lr"] for g in opt.param_groups]
+        assert all(torch.is_tensor(lr) for lr in lrs)
+        assert all(opt.state.get(p) for g in opt.param_groups for p in g["params"])  # primed before recording
+        state = tensors(opt)
+        out = torch.zeros(())
+        log["recorded"] = log.get("recorded", 0) + 1
+
+        def replay():
+            assert all(a is b for a, b in zip(lrs, [g["lr"] for g in opt.param_groups], strict=True))
+            assert all(a is b for a, b in zip(state, tensors(opt), strict=True))
+            engine.unset_grads()  # a recorded backward assigns the gradients
+            out.copy_(engine.step(static).detach())
+            log["replayed"] = log.get("replayed", 0) + 1
+
+        return replay, out
+
+    return record
+
+
+def _same_shapes_problem(n: int = 48):
+    """A tiny decoder and ``n`` rows whose histories all have 4 items: every full batch has one shape."""
+    rng = np.random.default_rng(1)
+    tokens = item_tokens(np.arange(30).reshape(10, 3))
+    model = build_decoder(N_SPECIAL + 30, TrainConfig(hidden=16, layers=1, heads=2, ff=32), seed=0)
+    hist, target = rng.integers(0, 10, (n, 4)), rng.integers(0, 10, n)
+
+    def make(rows):
+        ids, mask, labels = encode_rows(hist[rows], np.full(len(rows), 4), target[rows], tokens)
+        return {"ids": ids, "mask": mask, "labels": labels}
+
+    return model, Rows(n, make)
+
+
+def _train_twice(tmp_path, recorder, **settings):
+    """The same problem trained eagerly and with ``cuda_graphs`` (recorded by ``recorder``): losses and weights."""
+    from safetensors.torch import load_file
+
+    out = {}
+    for graphs in (False, True):
+        model, rows = _same_shapes_problem()
+        loss = lambda m, b: target_loss(m, b["ids"], b["mask"], b["labels"])  # noqa: E731
+        cfg = TrainConfig(epochs=3, batch_size=16, patience=5, cuda_graphs=graphs, **settings)
+        folder = tmp_path / str(graphs)
+        result = train(model, rows, loss, lambda m: 0.0, cfg, folder, 0, recorder=recorder if graphs else None)
+        out[graphs] = ([h["loss"] for h in result.history], load_file(folder / "model" / "model.safetensors"))
+    return out
+
+
+def test_recorded_steps_train_the_same_model_as_eager_steps(tmp_path):
+    """cuda_graphs: a shape's first step runs eagerly, its second is recorded, the rest replay; with the learning
+    rate a tensor the schedule fills in place (warm-up, then linear decay) and the optimizer primed before the first
+    recording, the model trained is the eager one (to the rounding of a tensor learning rate)."""
+    log = {}
+    out = _train_twice(tmp_path, _record_on_the_cpu(log), warmup_steps=2, weight_decay=0.1)
+    assert log == {"recorded": 1, "replayed": 8}  # 3 epochs x 3 batches of one shape: 1 eager, then recorded, 8 replays
+    (eager_loss, eager_w), (graph_loss, graph_w) = out[False], out[True]
+    np.testing.assert_allclose(graph_loss, eager_loss, rtol=1e-5)
+    for name in eager_w:
+        torch.testing.assert_close(graph_w[name], eager_w[name], rtol=1e-5, atol=1e-6)
+
+
+def test_a_failed_recording_trains_on_eagerly(tmp_path, caplog):
+    """A step that cannot be recorded (here: the recorder raises) turns the graphs off with one warning; the run
+    trains the eager model."""
+
+    def broken(engine, static):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    with caplog.at_level("WARNING", logger="crabrec"):
+        out = _train_twice(tmp_path, broken)
+    assert sum("recording a training step failed" in r.getMessage() for r in caplog.records) == 1
+    np.testing.assert_allclose(out[True][0], out[False][0], rtol=1e-6)
+
+
+def test_priming_the_optimizer_changes_nothing_a_first_step_would_not():
+    """prime_optimizer creates zero moments and step 0 without moving a parameter; the next real update is the one a
+    fresh optimizer would make."""
+    from crabrec.train.graphs import prime_optimizer
+
+    torch.manual_seed(0)
+    fresh, primed = torch.nn.Linear(4, 3), torch.nn.Linear(4, 3)
+    primed.load_state_dict(fresh.state_dict())
+    opts = [torch.optim.AdamW(m.parameters(), lr=0.1, weight_decay=0.5) for m in (fresh, primed)]
+    before = [p.detach().clone() for p in primed.parameters()]
+    prime_optimizer(opts[1])
+    assert all(torch.equal(a, b) for a, b in zip(before, primed.parameters()))
+    for p in primed.parameters():
+        state = opts[1].state[p]
+        assert int(state["step"]) == 0 and not state["exp_avg"].any() and not state["exp_avg_sq"].any()
+        assert p.grad is None
+    x = torch.randn(5, 4)
+    for model, opt in zip((fresh, primed), opts):
+        model(x).square().sum().backward()
+        opt.step()
+    for a, b in zip(fresh.parameters(), primed.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_cuda_graphs_need_whole_steps():
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="grad_accum=1"):
+        TrainConfig(cuda_graphs=True, grad_accum=2)

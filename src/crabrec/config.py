@@ -205,6 +205,19 @@ class LoopConfig(Strict):
         "fused kernels per step, after a compilation at the start. Meant for GPUs, where a step is bound by kernel "
         "launches; on the CPU it is slower (docs/results/training-profile.md)",
     )
+    cuda_graphs: bool = keyed_when_set(
+        False,
+        description="on a GPU, record each batch shape's training step (forward, backward, update) as a CUDA graph "
+        "and replay it with one launch: for steps bound by kernel launches (the small from-scratch models). A "
+        "shape's first step runs eagerly, its second is recorded; needs grad_accum 1 and one process (otherwise, "
+        "and on the CPU, training runs without graphs)",
+    )
+
+    @model_validator(mode="after")
+    def _graphs_without_accumulation(self) -> LoopConfig:
+        if self.cuda_graphs and self.grad_accum > 1:
+            raise ValueError(f"cuda_graphs=true records whole steps: it needs grad_accum=1, not {self.grad_accum}")
+        return self
 
 
 class TrainConfig(LoopConfig):

@@ -27,6 +27,7 @@ MOR_LOOP = (
     "valid_every",
     "max_minutes",
     "compile",
+    "cuda_graphs",
 )
 VALIDATION = ("valid_samples", "valid_beam", "packing", "group_by_length", "backbone")
 

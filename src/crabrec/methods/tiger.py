@@ -15,6 +15,7 @@ from crabrec.rankers import generator_ranker
 
 log = logging.getLogger("crabrec")
 RANKER = generator_ranker("tiger")  # its test evaluation, validation, API and server rank with it
+GRAPH_WIDTH = 16  # tiger.cuda_graphs: training inputs padded to a multiple of this many tokens
 
 
 def run_tiger(ctx: RunContext) -> dict[str, Any]:
@@ -36,9 +37,11 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
     splits = ctx.files.load_splits()
     rows = splits.train
     batch_size = t.batch_size
+    multiple = GRAPH_WIDTH if t.cuda_graphs else 1  # a recorded graph per input width: few widths
 
     def make(index: np.ndarray) -> dict[str, Any]:
-        ids, mask = encode_inputs(model.config, rows.user[index], rows.history[index], rows.length[index], tokens)
+        user, history, length = rows.user[index], rows.history[index], rows.length[index]
+        ids, mask = encode_inputs(model.config, user, history, length, tokens, multiple)
         return {"ids": ids, "mask": mask, "labels": make_labels(rows.target[index], tokens)}
 
     out = ctx.files.model_dir("tiger")

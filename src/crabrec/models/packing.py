@@ -53,12 +53,16 @@ def build_chains(samples: Samples, max_history: int) -> Chains:
     return Chains([np.asarray(c) for c in chains], [np.asarray(t) for t in targets], np.asarray(leftover, np.int64))
 
 
-def pack_batch(chains: Chains, index: np.ndarray, tokens: np.ndarray, max_history: int) -> dict[str, torch.Tensor]:
-    """Right-padded token chains with the window mask (4-D additive), positions and labels."""
+def pack_batch(
+    chains: Chains, index: np.ndarray, tokens: np.ndarray, max_history: int, multiple: tuple[int, int] = (1, 1)
+) -> dict[str, torch.Tensor]:
+    """Right-padded token chains with the window mask (4-D additive), positions and labels. ``multiple`` = (rows,
+    tokens): the batch is padded to a multiple of that many chains and tokens (fewer distinct shapes for recorded
+    CUDA graphs); an added chain is all padding and labels nothing."""
     width = tokens.shape[1]
     seqs = [tokens[chains.items[c]].reshape(-1) for c in index]
-    t_max = max(len(s) for s in seqs)
-    b = len(seqs)
+    t_max = -(-max(len(s) for s in seqs) // multiple[1]) * multiple[1]
+    b = -(-len(seqs) // multiple[0]) * multiple[0]
     ids = torch.full((b, t_max), PAD, dtype=torch.long)
     labels = torch.full((b, t_max), IGNORE, dtype=torch.long)
     label_item = torch.full((b, t_max), -1, dtype=torch.long)
@@ -76,6 +80,7 @@ def pack_batch(chains: Chains, index: np.ndarray, tokens: np.ndarray, max_histor
         lab = torch.from_numpy(np.where(is_t, s, IGNORE))
         labels[r, :n] = lab
         label_item[r, :n] = torch.from_numpy(np.where(is_t, np.repeat(chains.items[c], width), -1))
+    allowed[len(seqs) :, :, 0] = True  # added chains: all padding
     mask = torch.zeros((b, 1, t_max, t_max))
     mask.masked_fill_(~allowed[:, None], float("-inf"))
     level = torch.where(label_item >= 0, pos % width, -1)

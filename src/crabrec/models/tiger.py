@@ -207,15 +207,16 @@ def tiger_class(config):
 
 
 def encode_inputs(
-    config, user: np.ndarray, history: np.ndarray, length: np.ndarray, tokens: np.ndarray
+    config, user: np.ndarray, history: np.ndarray, length: np.ndarray, tokens: np.ndarray, multiple: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded ``[user token] + history SID tokens`` -> ``(input_ids, attention_mask)``."""
+    """Right-padded ``[user token] + history SID tokens`` -> ``(input_ids, attention_mask)``, as wide as the longest
+    row rounded up to a ``multiple`` (fewer distinct shapes for recorded CUDA graphs; padding is masked out)."""
     bins = int(config.crabrec_user_bins)
     seqs = []
     for r in range(len(history)):
         body = tokens[history[r, : length[r]]].reshape(-1).tolist()
         seqs.append(([int(config.crabrec_user_offset) + int(user[r]) % bins] if bins else []) + body)
-    width = max(len(s) for s in seqs)
+    width = -(-max(len(s) for s in seqs) // multiple) * multiple
     ids = torch.full((len(seqs), width), PAD, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for r, s in enumerate(seqs):

@@ -39,10 +39,13 @@ def row_batcher(samples: Samples, tokens: np.ndarray, prompt=None):
     return make
 
 
-def packed_batcher(samples: Samples, tokens: np.ndarray, batch_size: int, seed: int):
+GRAPH_PAD = (8, 32)  # cuda_graphs: packed batches padded to a multiple of 8 chains and 32 tokens (few shapes)
+
+
+def packed_batcher(samples: Samples, tokens: np.ndarray, batch_size: int, seed: int, multiple=(1, 1)):
     """``(n chains, make, plan, size)``: chains of users instead of rows, in length-bucketed batches of about
-    ``batch_size`` rows each (``size(index)``: the training rows those chains hold); the window is the samples'
-    history width."""
+    ``batch_size`` rows each (``size(index)``: the training rows those chains hold), padded to ``multiple`` (chains,
+    tokens); the window is the samples' history width."""
     from crabrec.models.packing import build_chains, pack_batch
 
     max_history = samples.history.shape[1]
@@ -53,7 +56,7 @@ def packed_batcher(samples: Samples, tokens: np.ndarray, batch_size: int, seed: 
     rows = np.array([int(t.sum()) for t in chains.is_target])
 
     def make(index: np.ndarray) -> dict[str, Any]:
-        return pack_batch(chains, index, tokens, max_history)
+        return pack_batch(chains, index, tokens, max_history, multiple)
 
     def plan(epoch: int) -> list[np.ndarray]:
         return length_bucketed(lengths, rows, batch_size, seed, epoch)
@@ -119,7 +122,8 @@ def train_decoder(
         len(splits.train), row_batcher(splits.train, tokens, io.train_prompt), length_plan(splits.train, cfg, seed)
     )
     if cfg.packing == "packed" and io.train_prompt is None:  # a backbone's prompt rows are trained row by row
-        rows = Rows(*packed_batcher(splits.train, tokens, cfg.batch_size, seed))
+        pad = GRAPH_PAD if getattr(cfg, "cuda_graphs", False) else (1, 1)
+        rows = Rows(*packed_batcher(splits.train, tokens, cfg.batch_size, seed, pad))
     validate = sid_validator(SidTrie.build(codebook), tokens, splits.valid, cfg, io)
     result = train(model, rows, loss_fn or decoder_loss, validate, cfg, out_dir, seed, **loop)
     return training_summary(result, out_dir)

@@ -8,6 +8,10 @@ A checkpoint is a folder written to ``<dir>.tmp`` and renamed, holding ``save_pr
 the optimizer/scheduler state (plain tensors, loaded with ``weights_only=True``) and ``state.json`` last. The best
 model so far is staged in ``model.next`` and becomes ``model`` only when training completes, so an interrupted
 retraining never replaces a finished model. A non-finite loss stops training with an error.
+
+The loss is computed under the trainer's autocast whatever the loss function calls (a method's own loss may call a
+part of the model, e.g. TIGER's encoder and decoder, rather than its wrapped ``forward``). With ``cuda_graphs`` on a
+GPU the steps are replayed as CUDA graphs (:mod:`crabrec.train.graphs`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from crabrec.io import write_folder, write_json
 from crabrec.models.attention import skip_cudnn_attention
 from crabrec.progress import progress
 from crabrec.train import profile as profiling
+from crabrec.train.graphs import StepGraphs, cuda_recorder, lr_tensors, set_lr
 
 log = logging.getLogger("crabrec")
 
@@ -164,6 +169,11 @@ class Rows:
     size: Callable[[np.ndarray], int] = len
 
 
+def mixed_precision(cuda: bool) -> str:
+    """The trainer's precision: bf16 autocast on a GPU that has it, full precision elsewhere."""
+    return "bf16" if cuda and torch.cuda.is_bf16_supported() else "no"
+
+
 def train(
     model,
     rows: Rows,
@@ -177,26 +187,37 @@ def train(
     export: Callable[[Any, Path], None] | None = None,
     fingerprint: str = "",
     fresh: bool = False,
+    recorder: Any = None,
 ) -> TrainResult:
     """Train ``model`` on ``rows``; keep the best epoch by ``validate`` in ``out_dir/model``. A ``cfg`` with
     ``keep="last"`` (CRAB's fine-tune) validates nothing: every epoch runs and the last is kept (plateau keeps its
     rate).
 
     ``fingerprint`` identifies the configuration: a checkpoint saved under another one is not resumed; ``fresh``
-    (a forced re-run) discards any checkpoint and trains from scratch."""
+    (a forced re-run) discards any checkpoint and trains from scratch; ``recorder`` replaces the CUDA graph recorder of
+    ``cuda_graphs`` (tests record on the CPU with it)."""
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
+    from accelerate.utils import AutocastKwargs
 
     torch.manual_seed(seed)
     cuda = torch.cuda.is_available()
     skip_cudnn_attention()  # batches change shape from step to step: cuDNN would plan each anew
     AcceleratorState._reset_state()  # precision/accumulation are per run (a process may train several models)
+    graphs = getattr(cfg, "cuda_graphs", False) and (cuda or recorder is not None)
+    if getattr(cfg, "cuda_graphs", False) and not graphs:
+        log.info("cuda_graphs: no CUDA device here; training without graphs")
     accelerator = Accelerator(
         gradient_accumulation_steps=cfg.grad_accum,
         cpu=not cuda,
-        mixed_precision="bf16" if cuda and torch.cuda.is_bf16_supported() else "no",
+        mixed_precision=mixed_precision(cuda),
         dynamo_backend="inductor" if getattr(cfg, "compile", False) else "no",
+        # a recorded step must not cache autocast's weight copies (they would outlive the recording)
+        kwargs_handlers=[AutocastKwargs(cache_enabled=False)] if graphs else None,
     )
+    if graphs and accelerator.num_processes > 1:
+        log.info("cuda_graphs: %d processes; training without graphs", accelerator.num_processes)
+        graphs = False
     log.info(
         "training on %s (mixed precision: %s%s)",
         accelerator.device,
@@ -206,8 +227,15 @@ def train(
         else "",
     )
     groups = param_groups or [{"params": [p for p in model.parameters() if p.requires_grad]}]
-    # fused AdamW on CUDA: one kernel for every tensor's update instead of several per tensor (CPU: PyTorch's default)
-    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True if cuda else None)
+    # fused AdamW on CUDA: one kernel for every tensor's update instead of several per tensor (CPU: PyTorch's default);
+    # a recorded step updates with the step counts and learning rate on the device (capturable)
+    optimizer = torch.optim.AdamW(
+        groups,
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        fused=True if cuda else None,
+        capturable=bool(graphs and cuda),
+    )
     plans = {
         e: rows.plan(e) if rows.plan else list(batches(rows.n, cfg.batch_size, seed, e))
         for e in range(1, cfg.epochs + 1)
@@ -249,6 +277,20 @@ def train(
     }
     if state["epoch"]:
         log.info("resuming from %s after epoch %d", ckpt, state["epoch"])
+    engine = None
+    if graphs:
+        lr_tensors(optimizer, accelerator.device)  # after any checkpoint: loading replaces the learning rates
+        inner = getattr(optimizer, "optimizer", optimizer)
+
+        def graph_step(batch: Batch, update: bool = True) -> torch.Tensor:
+            with accelerator.autocast():
+                loss = loss_fn(model, batch)
+            loss.backward()
+            if update:
+                inner.step()
+            return loss
+
+        engine = StepGraphs(graph_step, model, inner, recorder=recorder or cuda_recorder)
     plateau["scale"] = state.setdefault("lr_scale", 1.0)
     start_time = time.perf_counter() - state["seconds"]
     prof = profiling.active()  # a benchmark asked where the step's time goes (crabrec.train.profile)
@@ -277,18 +319,27 @@ def train(
             profiling.start_step(prof)
             with profiling.phase(prof, "batch"):
                 batch = to_device(rows.make(index), accelerator.device)
-            with accelerator.accumulate(model):
+            replays = engine.replays if engine is not None else 0
+            if engine is not None:  # forward, backward and update in one replay: its time lands in "forward"
                 with profiling.phase(prof, "forward"):
-                    loss = loss_fn(model, batch)
-                # gradients are averaged over processes: weigh each share by its size, so that the step is the one
-                # of the whole batch's mean loss however the rows divide
+                    loss = engine(batch)
                 with profiling.phase(prof, "backward"):
-                    accelerator.backward(loss * (weight * world / rows.size(whole)) if world > 1 else loss)
+                    pass
                 with profiling.phase(prof, "optimizer"):
-                    optimizer.step()
-                    if accelerator.sync_gradients:
-                        scheduler.step()
-                    optimizer.zero_grad()
+                    scheduler.step()
+            else:
+                with accelerator.accumulate(model):
+                    with profiling.phase(prof, "forward"), accelerator.autocast():
+                        loss = loss_fn(model, batch)
+                    # gradients are averaged over processes: weigh each share by its size, so that the step is the
+                    # one of the whole batch's mean loss however the rows divide
+                    with profiling.phase(prof, "backward"):
+                        accelerator.backward(loss * (weight * world / rows.size(whole)) if world > 1 else loss)
+                    with profiling.phase(prof, "optimizer"):
+                        optimizer.step()
+                        if accelerator.sync_gradients:
+                            scheduler.step()
+                        optimizer.zero_grad()
             total_loss += loss.detach().double() * weight
             count += weight
             if step % CHECK_EVERY == 0 or step == len(plan):  # the host reads the loss only every CHECK_EVERY steps
@@ -300,7 +351,7 @@ def train(
                     )
                 if hasattr(bar, "set_postfix"):
                     bar.set_postfix(loss=f"{value:.4f}")
-            if profiling.end_step(prof, weight, batch):
+            if profiling.end_step(prof, weight, batch, engine is not None and engine.replays > replays):
                 break
         total_loss = float(total_loss)
         if world > 1:  # the epoch's mean loss over every process's rows
@@ -317,6 +368,7 @@ def train(
         score = None if last or skipped else float(validate(accelerator.unwrap_model(model)))
         if prof is not None:  # a benchmark's profile: one validation timed, nothing saved
             prof.validation = time.perf_counter() - validation_start
+            prof.graphs = engine.summary() if engine is not None else {}
             raise profiling.ProfileDone()
         entry = {
             "epoch": epoch,
@@ -350,7 +402,7 @@ def train(
             if kind == "plateau":
                 state["lr_scale"] = plateau["scale"] = plateau["scale"] * factor
                 for group, base in zip(optimizer.param_groups, scheduler.base_lrs):  # from the next step on
-                    group["lr"] = base * schedule(scheduler.last_epoch)
+                    set_lr(group, base * schedule(scheduler.last_epoch))
         state["epoch"] = epoch
         state["seconds"] = time.perf_counter() - start_time
         if main:
@@ -359,6 +411,9 @@ def train(
         if out_of_time:
             log.info("time budget of %g min reached after epoch %d", cfg.max_minutes, epoch)
             break
+    if engine is not None:
+        done = engine.summary()
+        log.info("cuda_graphs: %(graphs)d graphs recorded, %(replayed)d steps replayed, %(eager)d eager", done)
     if accelerator.is_main_process:
         publish(out_dir, state["history"])
     accelerator.wait_for_everyone()

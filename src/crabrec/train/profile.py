@@ -51,6 +51,10 @@ class Profile:
     steps_per_epoch: int = 0
     rows_per_epoch: int = 0
     device: str = ""
+    graphs: dict[str, int] = field(default_factory=dict)  # cuda_graphs: recorded, replayed, eager (empty: off)
+    replayed: int = 0  # timed steps replayed from a recorded graph (cuda_graphs)
+    replayed_wall: float = 0.0  # their wall time
+    replayed_rows: int = 0  # and their training rows
     warm: bool = False  # the warm-up step (FLOPs counted, not timed) is done
     _step_start: float = 0.0
     _step_faults: int = 0
@@ -76,6 +80,10 @@ class Profile:
             "validation_s": self.validation,
             "page_faults_per_step": self.page_faults / n,
             "epoch_s": step * self.steps_per_epoch + self.validation,
+            # cuda_graphs: the steps replayed from a graph alone (the rest ran eagerly or were recorded)
+            "replayed_steps": self.replayed,
+            "replayed_step_s": self.replayed_wall / max(self.replayed, 1),
+            "replayed_rows_per_s": self.replayed_rows / max(self.replayed_wall, 1e-12),
         }
 
 
@@ -186,8 +194,9 @@ def input_tokens(batch: dict[str, Any]) -> int:
     return ids.numel()
 
 
-def end_step(prof: Profile | None, rows: int, batch: dict[str, Any]) -> bool:
-    """Close a step; True once the profile has all its timed steps (the loop then validates and stops)."""
+def end_step(prof: Profile | None, rows: int, batch: dict[str, Any], replayed: bool = False) -> bool:
+    """Close a step (``replayed``: from a recorded CUDA graph); True once the profile has all its timed steps (the
+    loop then validates and stops)."""
     if prof is None:
         return False
     tokens = input_tokens(batch)
@@ -201,7 +210,14 @@ def end_step(prof: Profile | None, rows: int, batch: dict[str, Any]) -> bool:
             return False
         _stop_trace(prof)
         return True
-    prof.step_wall += time.perf_counter() - prof._step_start
+    wall = time.perf_counter() - prof._step_start
+    prof.step_wall += wall
+    if replayed:
+        prof.replayed, prof.replayed_wall, prof.replayed_rows = (
+            prof.replayed + 1,
+            prof.replayed_wall + wall,
+            prof.replayed_rows + rows,
+        )
     prof.page_faults += _minor_faults() - prof._step_faults
     prof.timed += 1
     prof.rows += rows
