@@ -8,7 +8,8 @@
 #           the report)
 #   step 3  where a training step's time goes on this GPU, with the model FLOP utilisation and a torch.profiler trace
 #           (kernel launches, device busy time): the SmolLM2 MOR, MOR h384 x 4 and TIGER at the paper's size
-#           (benchmarks/bench_train.py); then the SmolLM2 MOR's step with cuDNN's attention allowed
+#           (benchmarks/bench_train.py); the small models' steps again, replayed as CUDA graphs (cuda_graphs); then
+#           the SmolLM2 MOR's step with cuDNN's attention allowed
 #   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget
 #   step 5  the accuracy-fairness frontier on step 1's run (on the same machine, after step 1): RR over its alphas and
 #           CRAB at gamma 0 splitting none or 10% of each level's tokens (FRONTIER_ARGS; ratio 0 is the control:
@@ -124,21 +125,22 @@ EOF
     i=$((i + 1))
   done
   rm -rf $work
-  echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU, back to back (about 12 minutes on an"
-  echo "H100: MOR alone, the step profile with its MFU, then the frontier with CRAB's control):"
+  echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU, back to back (about 13 minutes on an"
+  echo "H100: MOR alone, the step profile with its MFU and CUDA graphs, then the frontier with CRAB's control):"
   local cmd limit
   for i in $(seq 1 "$n"); do
     cmd="bash scripts/gpu_playbook.sh --step 0" limit=120
     if [ "$i" = "$n" ]; then
-      cmd="STEP1_UNTIL='evaluate rr' STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 1; STEP_SECONDS=120 bash scripts/gpu_playbook.sh --step 3"
-      limit=500
+      cmd="STEP1_UNTIL='evaluate rr' STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 1; STEP_SECONDS=170 bash scripts/gpu_playbook.sh --step 3"
+      limit=550
     fi
     echo "  run(carry=[\".gpu-$i\"], command=\"$cmd\", timeout_s=$limit)"
   done
   echo "  run(command=\"STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 5\", timeout_s=360)"
   echo "Or Table 1's trained rows (MOR, RW, D²LR, RR, CRAB; about 8 minutes) and the profile, in the last part's call:"
-  echo "  STEP_SECONDS=450 bash scripts/gpu_playbook.sh --step 1; STEP_SECONDS=120 bash scripts/gpu_playbook.sh --step 3"
-  echo "Then, while device time is left: --step 4 (Beauty, about 3 minutes); --step 2 is Office's whole Table 1."
+  echo "  STEP_SECONDS=400 bash scripts/gpu_playbook.sh --step 1; STEP_SECONDS=170 bash scripts/gpu_playbook.sh --step 3"
+  echo "Then, while device time is left: --step 4 (Beauty, about 3 minutes; where step 3's replayed steps are faster,"
+  echo "with BEAUTY_SETS='train.cuda_graphs=true tiger.cuda_graphs=true'); --step 2 is Office's whole Table 1."
   echo "A call's timeout_s must leave room for unpacking, about 25 s, beyond STEP_SECONDS (else the call ends before the"
   echo "step gathers its metrics); a step stopped at its budget goes on when run again on the same machine."
 }
@@ -204,16 +206,30 @@ step2() {  # MOR, RW, D²LR, TIGER and SASRec train side by side, one process ea
 }
 
 step3() {
-  local run
+  local run rc=0
   run=$(office_run)
-  # the backbone named: the run's own settings may not (the bundle's run is made without one)
+  # the backbone named: the run's own settings may not (the bundle's run is made without one); the small models'
+  # steps then again replayed as CUDA graphs (a shape's first step eager, its second recorded: more steps)
   "${HIDE[@]}" $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" --set train.backbone="$LLM_BACKBONE" \
     --trace 3 --json "$OUT/bench_llm.json" \
     --and "$run" --stages train,tiger "${SETS[@]}" "${SMALL[@]}" --set train.backbone= --trace 3 \
-    --json "$OUT/bench_small.json"
+    --json "$OUT/bench_small.json" \
+    --and "$run" --stages train,tiger --steps 60 "${SETS[@]}" "${SMALL[@]}" --set train.backbone= \
+    --set train.cuda_graphs=true --set tiger.cuda_graphs=true --json "$OUT/bench_graphs.json" || rc=$?
   # the LLM's step again with cuDNN's attention allowed, as PyTorch would choose (crabrec turns it off on CUDA)
   CRABREC_CUDNN_ATTENTION=1 "${HIDE[@]}" $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" \
     --set train.backbone="$LLM_BACKBONE" --json "$OUT/bench_llm_cudnn.json"
+  # the graphs' measurement goes into bench_small.json under "cuda_graphs": a call returns at most 8 files
+  [ -f "$OUT/bench_graphs.json" ] && $PY - "$OUT/bench_small.json" "$OUT/bench_graphs.json" <<'EOF'
+import json, pathlib, sys
+small, graphs = map(pathlib.Path, sys.argv[1:])
+data = {**json.loads(small.read_text()), "cuda_graphs": json.loads(graphs.read_text())}
+tmp = small.with_name(f".{small.name}.tmp")
+tmp.write_text(json.dumps(data, indent=1))
+tmp.replace(small)
+graphs.unlink()
+EOF
+  return $rc
 }
 
 step5() {  # the frontier of step 1's run: the same settings, so that MOR and its evaluation are found, not retrained
