@@ -58,37 +58,41 @@ def pack_batch(
 ) -> dict[str, torch.Tensor]:
     """Right-padded token chains with the window mask (4-D additive), positions and labels. ``multiple`` = (rows,
     tokens): the batch is padded to a multiple of that many chains and tokens (fewer distinct shapes for recorded
-    CUDA graphs); an added chain is all padding and labels nothing."""
+    CUDA graphs); an added chain is all padding and labels nothing. Built with array operations, no loop over the
+    chains (equal to :func:`crabrec.train.batch_reference.pack_batch_rows`)."""
     width = tokens.shape[1]
-    seqs = [tokens[chains.items[c]].reshape(-1) for c in index]
-    t_max = -(-max(len(s) for s in seqs) // multiple[1]) * multiple[1]
-    b = -(-len(seqs) // multiple[0]) * multiple[0]
-    ids = torch.full((b, t_max), PAD, dtype=torch.long)
-    labels = torch.full((b, t_max), IGNORE, dtype=torch.long)
-    label_item = torch.full((b, t_max), -1, dtype=torch.long)
-    allowed = torch.zeros((b, t_max, t_max), dtype=torch.bool)
+    items = [chains.items[c] for c in index]
+    counts = np.array([len(c) for c in items])
+    n = counts * width  # each chain's tokens
+    t_max = -(-int(n.max()) // multiple[1]) * multiple[1]
+    b = -(-len(items) // multiple[0]) * multiple[0]
+    # the chains' items side by side, -1 after each chain's end
+    rows = np.repeat(np.arange(len(items)), counts)
+    cols = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    grid = np.full((b, max(int(counts.max()), -(-t_max // width))), -1, dtype=np.int64)
+    grid[rows, cols] = np.concatenate(items)
+    target = np.zeros(grid.shape, dtype=bool)
+    target[rows, cols] = np.concatenate([chains.is_target[c] for c in index])
+    span = grid.shape[1] * width
+    item = np.repeat(grid, width, axis=1)[:, :t_max]  # each token position's item (-1: padding)
+    seq = tokens[np.maximum(grid, 0)].reshape(b, span)[:, :t_max].astype(np.int64, copy=False)
+    real = np.arange(t_max)[None, :] < np.append(n, np.zeros(b - len(items), dtype=n.dtype))[:, None]
+    labelled = real & np.repeat(target, width, axis=1)[:, :t_max]
     pos = torch.arange(t_max)
     item_of = pos // width
     owner = item_of + (pos % width == width - 1).long()
     window = (pos[None, :] <= pos[:, None]) & (item_of[None, :] >= owner[:, None] - max_history)
-    for r, (c, s) in enumerate(zip(index, seqs)):
-        n = len(s)
-        ids[r, :n] = torch.from_numpy(s)
-        allowed[r, :n, :n] = window[:n, :n]
-        allowed[r, n:, 0] = True  # padding rows attend somewhere (their outputs are ignored)
-        is_t = np.repeat(chains.is_target[c], width)
-        lab = torch.from_numpy(np.where(is_t, s, IGNORE))
-        labels[r, :n] = lab
-        label_item[r, :n] = torch.from_numpy(np.where(is_t, np.repeat(chains.items[c], width), -1))
-    allowed[len(seqs) :, :, 0] = True  # added chains: all padding
+    inside = torch.from_numpy(real)
+    allowed = window[None] & inside[:, None, :] & inside[:, :, None]
+    allowed[:, :, 0] |= ~inside  # padding positions attend somewhere (their outputs are ignored)
     mask = torch.zeros((b, 1, t_max, t_max))
     mask.masked_fill_(~allowed[:, None], float("-inf"))
-    level = torch.where(label_item >= 0, pos % width, -1)
+    label_item = torch.from_numpy(np.where(labelled, item, -1))
     return {
-        "ids": ids,
+        "ids": torch.from_numpy(np.where(real, seq, PAD)),
         "mask": mask,
-        "labels": labels,
+        "labels": torch.from_numpy(np.where(labelled, seq, IGNORE)),
         "positions": pos.expand(b, -1).clone(),
         "label_item": label_item,
-        "label_level": level,
+        "label_level": torch.where(label_item >= 0, pos % width, -1),
     }

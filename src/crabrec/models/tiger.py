@@ -210,19 +210,19 @@ def encode_inputs(
     config, user: np.ndarray, history: np.ndarray, length: np.ndarray, tokens: np.ndarray, multiple: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded ``[user token] + history SID tokens`` -> ``(input_ids, attention_mask)``, as wide as the longest
-    row rounded up to a ``multiple`` (fewer distinct shapes for recorded CUDA graphs; padding is masked out)."""
+    row rounded up to a ``multiple`` (fewer distinct shapes for recorded CUDA graphs; padding is masked out). Built
+    with array operations (equal to :func:`crabrec.train.batch_reference.tiger_inputs_rows`)."""
     bins = int(config.crabrec_user_bins)
-    seqs = []
-    for r in range(len(history)):
-        body = tokens[history[r, : length[r]]].reshape(-1).tolist()
-        seqs.append(([int(config.crabrec_user_offset) + int(user[r]) % bins] if bins else []) + body)
-    width = -(-max(len(s) for s in seqs) // multiple) * multiple
-    ids = torch.full((len(seqs), width), PAD, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for r, s in enumerate(seqs):
-        ids[r, : len(s)] = torch.tensor(s)
-        mask[r, : len(s)] = 1
-    return ids, mask
+    lead = 1 if bins else 0
+    rows, levels = history.shape[0], tokens.shape[1]
+    n = lead + np.asarray(length, dtype=np.int64) * levels  # each row's tokens: its history is a prefix
+    width = -(-int(n.max()) // multiple) * multiple
+    ids = np.full((rows, max(width, lead + history.shape[1] * levels)), PAD, dtype=np.int64)
+    if bins:
+        ids[:, 0] = int(config.crabrec_user_offset) + np.asarray(user, dtype=np.int64) % bins
+    ids[:, lead : lead + history.shape[1] * levels] = tokens[np.maximum(history, 0)].reshape(rows, -1)
+    real = np.arange(width)[None, :] < n[:, None]
+    return torch.from_numpy(np.where(real, ids[:, :width], PAD)), torch.from_numpy(real.astype(np.int64))
 
 
 def tiger_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
