@@ -12,6 +12,7 @@ synchronised at each phase's edges), and one validation. An epoch is projected a
 training runs in bf16), so "of peak" is the model FLOP utilisation. ``--set`` changes the config as ``crabrec`` does
 (``train.*`` also reaches RW, D²LR and the CRAB fine-tune, which train the MOR decoder). Each ``--and`` starts
 another measurement with its own arguments in the same process (one start-up and one peak measurement for all).
+``--cudnn-attention`` lets one measurement's attention use cuDNN's kernel (which crabrec turns off on CUDA).
 ``--trace N`` then runs N more steps (not timed) under ``torch.profiler`` and prints, per step, the operator calls,
 kernel launches, how long the device was busy and the heaviest operators: a GPU step far longer than its device
 time is bound by the host issuing work, not by the arithmetic.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -85,6 +87,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--set", dest="sets", action="append", default=[])
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--cudnn-attention", action="store_true",
+                    help="let attention use cuDNN's kernel in this measurement, as PyTorch would choose")  # fmt: skip
     ap.add_argument("--trace", type=int, default=0, metavar="N",
                     help="then trace N more steps with torch.profiler: operator calls, kernel launches, device busy "
                          "time and the top operators per step")  # fmt: skip
@@ -107,15 +111,32 @@ def split_measurements(argv: list[str]) -> list[list[str]]:
     return groups
 
 
+@contextlib.contextmanager
+def cudnn_attention(allowed: bool):
+    """Within the block, attention may use cuDNN's kernel as PyTorch would choose (``CRABREC_CUDNN_ATTENTION``; crabrec
+    turns it off on CUDA), also after an earlier measurement in this process turned it off."""
+    if not allowed:
+        yield
+        return
+    os.environ["CRABREC_CUDNN_ATTENTION"] = "1"
+    if torch.cuda.is_available():
+        torch.backends.cuda.enable_cudnn_sdp(True)
+    try:
+        yield
+    finally:
+        del os.environ["CRABREC_CUDNN_ATTENTION"]
+
+
 def measure(args: argparse.Namespace, device: str, name: str, peak: float) -> None:
     """Profile ``args.stages`` on ``args.run``; print the table and write ``args.json`` if given."""
     results = {}
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, cudnn_attention(args.cudnn_attention):
         for stage in args.stages:
             results[stage] = profile_stage(args.run, stage, args.sets, args.steps, Path(scratch), args.trace)
     print(
         f"{name}; measured matmul peak {peak / 1e9:.0f} GFLOP/s ({'bf16' if device == 'cuda' else 'fp32'}); "
         f"{args.steps} timed steps per stage; --set {' '.join(args.sets) or '(none)'}"
+        + ("; cuDNN's attention allowed" if args.cudnn_attention else "")
     )
     print(
         "| stage | step (ms) | batch | forward | backward | optimizer | other | rows/s | tokens/s | GFLOP/s | "
@@ -145,7 +166,13 @@ def measure(args: argparse.Namespace, device: str, name: str, peak: float) -> No
         elif args.trace:
             print(f"\n{LABEL[stage]}: nothing traced (the epoch ended with the timed steps: lower --steps)")
     if args.json:
-        facts = {"device": name, "peak_flop_per_s": peak, "sets": args.sets, "stages": results}
+        facts = {
+            "device": name,
+            "peak_flop_per_s": peak,
+            "sets": args.sets,
+            "cudnn_attention": args.cudnn_attention,
+            "stages": results,
+        }
         tmp = args.json.with_name(args.json.name + ".tmp")
         tmp.write_text(json.dumps(facts, indent=1))
         tmp.replace(args.json)

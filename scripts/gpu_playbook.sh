@@ -6,10 +6,11 @@
 #           + the L_T fine-tune) on MOR                                                  (configs/office_llm.yaml)
 #   step 2  the whole of Office Table 1 on the same backbone (step 1's stages, then PPD, TIGER, SASRec, the floors,
 #           the report)
-#   step 3  where a training step's time goes on this GPU, with the model FLOP utilisation and a torch.profiler trace
+#   step 3  the CUDA-only tests (tests/test_gpu.py, CUDA graphs included); then where a training step's time goes on
+#           this GPU, with the model FLOP utilisation and a torch.profiler trace
 #           (kernel launches, device busy time): the SmolLM2 MOR, MOR h384 x 4 and TIGER at the paper's size
-#           (benchmarks/bench_train.py); the small models' steps again, replayed as CUDA graphs (cuda_graphs); then
-#           the SmolLM2 MOR's step with cuDNN's attention allowed
+#           (benchmarks/bench_train.py); the SmolLM2 MOR's step with cuDNN's attention allowed; the small models'
+#           steps again, replayed as CUDA graphs (cuda_graphs). One process for all the measurements
 #   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget
 #   step 5  the accuracy-fairness frontier on step 1's run (on the same machine, after step 1): RR over its alphas and
 #           CRAB at gamma 0 splitting none or 10% of each level's tokens (FRONTIER_ARGS; ratio 0 is the control:
@@ -47,6 +48,7 @@ LLM_MINUTES=${LLM_MINUTES:-3.5}
 OFFICE_SETS=${OFFICE_SETS-train.lr=0.002 train.epochs=3 crab.lr=0.001}
 STEP1_UNTIL=${STEP1_UNTIL:-evaluate rr crab-eval rw-eval d2lr-eval}
 LLM_BACKBONE=backbones/smollm2-135m  # made on the device from the bundle's GGUF
+GRAPH_STAGES=train,tiger  # step 3: the models whose steps are measured again as CUDA graphs (the dry run: TIGER)
 BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
 # step 5: RR's default alphas, and CRAB at gamma 0 (the H100's best point; 0.2 cost accuracy on both leases) with
 # ratio 0 as the control: does CRAB's gain come from rebalancing or from two more epochs of training? (RW's and D²LR's
@@ -208,17 +210,19 @@ step2() {  # MOR, RW, D²LR, TIGER and SASRec train side by side, one process ea
 step3() {
   local run rc=0
   run=$(office_run)
-  # the backbone named: the run's own settings may not (the bundle's run is made without one); the small models'
-  # steps then again replayed as CUDA graphs (a shape's first step eager, its second recorded: more steps)
+  # the CUDA-only tests first (skipped on the CPU): GPU beams against the CPU's, the loop on the GPU, recorded steps
+  "${HIDE[@]}" $PY -m pytest -q -p no:cacheprovider tests/test_gpu.py || echo "tests/test_gpu.py failed (above)"
+  # the backbone named: the run's own settings may not (the bundle's run is made without one); then the LLM's step
+  # with cuDNN's attention allowed, as PyTorch would choose (crabrec turns it off on CUDA); last, the small models'
+  # steps replayed as CUDA graphs (a shape's first step eager, its second recorded: more steps)
   "${HIDE[@]}" $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" --set train.backbone="$LLM_BACKBONE" \
     --trace 3 --json "$OUT/bench_llm.json" \
     --and "$run" --stages train,tiger "${SETS[@]}" "${SMALL[@]}" --set train.backbone= --trace 3 \
     --json "$OUT/bench_small.json" \
-    --and "$run" --stages train,tiger --steps 60 "${SETS[@]}" "${SMALL[@]}" --set train.backbone= \
+    --and "$run" --stages train "${SETS[@]}" --set train.backbone="$LLM_BACKBONE" --cudnn-attention \
+    --json "$OUT/bench_llm_cudnn.json" \
+    --and "$run" --stages "$GRAPH_STAGES" --steps 60 "${SETS[@]}" "${SMALL[@]}" --set train.backbone= \
     --set train.cuda_graphs=true --set tiger.cuda_graphs=true --json "$OUT/bench_graphs.json" || rc=$?
-  # the LLM's step again with cuDNN's attention allowed, as PyTorch would choose (crabrec turns it off on CUDA)
-  CRABREC_CUDNN_ATTENTION=1 "${HIDE[@]}" $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" \
-    --set train.backbone="$LLM_BACKBONE" --json "$OUT/bench_llm_cudnn.json"
   # the graphs' measurement goes into bench_small.json under "cuda_graphs": a call returns at most 8 files
   [ -f "$OUT/bench_graphs.json" ] && $PY - "$OUT/bench_small.json" "$OUT/bench_graphs.json" <<'EOF'
 import json, pathlib, sys
@@ -289,7 +293,7 @@ EOF
 }
 
 run_step() {  # one step under its time budget; 124 = stopped at the budget (run the step again to go on)
-  local n=$1 rc=0
+  local n=$1 rc=0 start=$SECONDS
   echo "== step $n ($(date -u +%H:%M:%S)) =="
   # timeout signals the whole process group: crabrec gets SIGINT, stops cleanly, keeps its last epoch checkpoint
   timeout -s INT "$STEP_SECONDS" bash "$SELF" --run-step "$n" $([ $MODE = dry ] && echo --dry-run) \
@@ -303,7 +307,7 @@ run_step() {  # one step under its time budget; 124 = stopped at the budget (run
   elif [ $rc != 0 ]; then
     echo "step $n failed (exit $rc): see $OUT/step$n.log"
   else
-    echo "step $n done"
+    echo "step $n done ($((SECONDS - start)) s)"
   fi
   return $rc
 }
@@ -341,6 +345,7 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
   FRONTIER_ARGS="--only crab --grid crab=0.2 --grid crab:levels=all --grid crab:ratio=0,0.1"  # 0: no new tokens
   SETS=(--steps 2 --set train.batch_size=16 --set tiger.batch_size=16)
   SMALL=(--set train.hidden=32 --set train.layers=2 --set train.heads=2 --set train.ff=64 --set tiger.layers=2)
+  GRAPH_STAGES=tiger  # the CPU trains without graphs: one model shows the measurement's plumbing
   BEAUTY_MINUTES=0.1
   JOBS=1  # on 2 cores, one at a time is faster (step 4 runs --jobs 2 here, as on the device)
   HIDE=(env PYTHONPATH="$PWD/scripts/gpu_image:$PYTHONPATH" CRABREC_ABSENT_MODULES="$(IFS=,; echo "${ABSENT[*]}")")

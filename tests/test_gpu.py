@@ -68,3 +68,36 @@ def test_saved_models_are_loaded_onto_the_gpu_for_evaluation(tmp_path):
     _, cb, model = _setup(2)
     model.save_pretrained(tmp_path / "model")
     assert next(load_generator(tmp_path / "model", cb).parameters()).is_cuda
+
+
+def test_cuda_graphs_replay_tiger_steps_and_train_the_eager_model(tmp_path, caplog):
+    """cuda_graphs on a GPU: TIGER's steps are recorded once per shape and replayed, and the model trained is the
+    eager one (to the rounding of the optimizer's on-device step counts)."""
+    from safetensors.torch import load_file
+
+    from crabrec.config import TigerSection
+    from crabrec.models.tiger import build_tiger, encode_inputs, make_labels, tiger_loss
+    from crabrec.train.loop import Rows, train
+
+    sizes = [8, 8, 3]
+    rng = np.random.default_rng(0)
+    offsets = np.cumsum([0, *sizes[:-1]])
+    tokens = item_tokens(np.stack([rng.integers(0, s, 40) + o for s, o in zip(sizes, offsets)], axis=1))
+    hist, length, target = rng.integers(0, 40, (256, 3)), rng.integers(1, 4, 256), rng.integers(0, 40, 256)
+    section = TigerSection(d_model=32, layers=2, heads=2, d_kv=16, ff=64, dropout=0.0, user_bins=0, init="random")
+    weights = {}
+    for graphs in (False, True):
+        model = build_tiger(sizes, section, seed=1)
+
+        def make(rows, model=model):
+            ids, mask = encode_inputs(model.config, rows, hist[rows], length[rows], tokens, 16)
+            return {"ids": ids, "mask": mask, "labels": make_labels(target[rows], tokens)}
+
+        cfg = TrainConfig(epochs=3, batch_size=64, lr=3e-3, warmup_steps=2, cuda_graphs=graphs)
+        with caplog.at_level("INFO", logger="crabrec"):
+            result = train(model, Rows(256, make), tiger_loss, lambda m: 0.0, cfg, tmp_path / str(graphs), 0)
+        assert result.history[-1]["loss"] < result.history[0]["loss"]
+        weights[graphs] = load_file(tmp_path / str(graphs) / "model" / "model.safetensors")
+    assert any("1 graphs recorded, 11 steps replayed, 1 eager" in r.getMessage() for r in caplog.records)
+    for name, value in weights[False].items():
+        torch.testing.assert_close(weights[True][name], value, rtol=1e-3, atol=1e-4)
