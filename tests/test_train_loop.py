@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from crabrec.config import TrainConfig
@@ -409,8 +410,31 @@ def test_priming_the_optimizer_changes_nothing_a_first_step_would_not():
 
 
 def test_cuda_graphs_need_whole_steps():
-    import pytest
     from pydantic import ValidationError
 
     with pytest.raises(ValidationError, match="grad_accum=1"):
         TrainConfig(cuda_graphs=True, grad_accum=2)
+
+
+@pytest.mark.parametrize("packing", ["packed", "rows"])
+def test_decoder_training_records_packed_steps_and_leaves_row_form_eager(tiny_run, tmp_path, caplog, packing):
+    """MOR's packed batches are recorded (cuda_graphs); its row-form batches, whose loss reads the answer's width
+    back on the host, are never offered to the recorder, and the log says why."""
+    from crabrec.config import load_config
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+    from crabrec.train.decoder import initial_decoder, train_decoder
+
+    files = RunContext(config=load_config(str(tiny_run / "config.yaml")), stages=registry()).files
+    codebook, splits = files.load_codebook(), files.load_splits()
+    cfg = TrainConfig(hidden=16, layers=1, heads=2, ff=32, epochs=2, batch_size=64, valid_samples=20, valid_beam=5,
+                      packing=packing, cuda_graphs=True)  # fmt: skip
+    model, io, _ = initial_decoder(codebook, cfg, 0)
+    log = {}
+    with caplog.at_level("INFO", logger="crabrec"):
+        train_decoder(model, io, codebook, splits, cfg, tmp_path, 0, recorder=_record_on_the_cpu(log))
+    said = [r.getMessage() for r in caplog.records if "cuda_graphs" in r.getMessage()]
+    if packing == "packed":
+        assert log.get("recorded", 0) >= 1 and log.get("replayed", 0) >= 1
+    else:
+        assert log == {} and any("row-form batches" in m for m in said)

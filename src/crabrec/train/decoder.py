@@ -7,6 +7,7 @@ and scores NDCG@10 on the target's SID.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from crabrec.data.dataset import Samples, Splits
 from crabrec.errors import CrabError
 from crabrec.runfiles import first_rows
 from crabrec.train.loop import LossFn, Rows, by_length, length_bucketed, train, training_summary
+
+log = logging.getLogger("crabrec")
 
 
 def decoder_loss(model, batch: dict[str, Any]):
@@ -124,6 +127,10 @@ def train_decoder(
     if cfg.packing == "packed" and io.train_prompt is None:  # a backbone's prompt rows are trained row by row
         pad = GRAPH_PAD if getattr(cfg, "cuda_graphs", False) else (1, 1)
         rows = Rows(*packed_batcher(splits.train, tokens, cfg.batch_size, seed, pad))
+    elif getattr(cfg, "cuda_graphs", False):  # the loss reads each batch's answer width back: not recordable
+        log.info("cuda_graphs: row-form batches (a backbone's prompts, packing=rows) cannot be recorded; training "
+                 "without graphs")  # fmt: skip
+        cfg = cfg.model_copy(update={"cuda_graphs": False})
     validate = sid_validator(SidTrie.build(codebook), tokens, splits.valid, cfg, io)
     result = train(model, rows, loss_fn or decoder_loss, validate, cfg, out_dir, seed, **loop)
     return training_summary(result, out_dir)
