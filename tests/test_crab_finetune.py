@@ -158,3 +158,19 @@ def test_crab_loss_reports_each_term_per_epoch_and_the_loop_logs_them(setup, tmp
     for entry in result.history:
         assert set(entry["terms"]) == {"rec", "alignment"}
         assert entry["loss"] == pytest.approx(entry["terms"]["rec"] + 0.2 * entry["terms"]["alignment"], rel=1e-6)
+
+
+def test_crab_loss_keeps_its_running_sums_in_the_same_tensors(setup):
+    """A step replayed from a CUDA graph runs no Python: it updates the tensors it recorded. So the loss keeps L_Rec's
+    and L_T's sums and the batch count in tensors made once and updated in place, across steps and epochs."""
+    cb, out, model = setup
+    expand_embeddings(model, cb, out.codebook, out.parent, seed=0)
+    loss_fn = crab_loss(hierarchy(out.codebook), 0.2, False)
+    batch = _dummy_batch(out.codebook)
+    loss_fn(model, batch)
+    made = dict(loss_fn._sums)
+    loss_fn(model, batch)
+    first = loss_fn.epoch_terms()
+    loss_fn(model, batch)
+    assert all(loss_fn._sums[name] is tensor for name, tensor in made.items())
+    assert loss_fn.epoch_terms() == pytest.approx(first)  # the same batch: the same means, after the reset

@@ -24,12 +24,16 @@ def token_weight_fn(freq: np.ndarray, n_levels: int, alpha: float = 0.5, clip: f
     the ``[items, levels]`` table of :func:`token_weights`."""
     items, levels = np.arange(len(freq))[:, None], np.arange(n_levels)[None, :]
     table = torch.from_numpy(token_weights(freq, items, levels, n_levels, alpha, clip)).float()
+    copies: dict[torch.device, torch.Tensor] = {}  # the table on each device, copied once
 
     def fn(item: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
         on = item >= 0
-        w = table.to(item.device)[item.clamp(min=0), level.clamp(min=0, max=n_levels - 1)]
+        on_device = copies.get(item.device)
+        if on_device is None:
+            on_device = copies[item.device] = table.to(item.device)
+        w = on_device[item.clamp(min=0), level.clamp(min=0, max=n_levels - 1)]
         w = torch.where(on, w, torch.zeros((), device=item.device))
-        mean = w[on].mean() if on.any() else torch.ones((), device=item.device)
-        return w / mean
+        count = on.sum()  # the labelled tokens' mean, without reading anything back to the host
+        return w / torch.where(count > 0, w.sum() / count.clamp(min=1), torch.ones((), device=item.device))
 
     return fn

@@ -24,9 +24,12 @@ def group_weights(train: Samples, group: np.ndarray, n_groups: int) -> np.ndarra
 
 def token_weight_fn(weights: np.ndarray):
     table = torch.from_numpy(np.asarray(weights, dtype=np.float32))
+    copies: dict[torch.device, torch.Tensor] = {}  # the table on each device, copied once
 
     def fn(item: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
-        on_device = table.to(item.device)
+        on_device = copies.get(item.device)
+        if on_device is None:
+            on_device = copies[item.device] = table.to(item.device)
         return torch.where(
             item >= 0, on_device[item.clamp(min=0)], torch.zeros((), dtype=table.dtype, device=item.device)
         )

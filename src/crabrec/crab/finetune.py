@@ -24,8 +24,9 @@ class CrabLoss:
 
     def __init__(self, h: Hierarchy, gamma: float, normalize: bool) -> None:
         self.h, self.gamma, self.normalize = h, gamma, normalize
+        # L_Rec's and L_T's running sums and the batch count, made at the first call and then updated in place on
+        # the device: no host sync per step, and a step replayed from a CUDA graph (which runs no Python) counts too
         self._sums: dict[str, torch.Tensor] = {}
-        self._calls = 0
 
     def __call__(self, model, batch: dict[str, Any]) -> torch.Tensor:
         rec = target_loss(model, batch["ids"], batch["mask"], batch["labels"], position_ids=batch.get("positions"))
@@ -33,16 +34,21 @@ class CrabLoss:
             return rec
         inner = getattr(model, "module", model)  # under several processes the loop hands over the DDP wrapper
         align = alignment_loss(inner.get_input_embeddings().weight, self.h, self.normalize)
-        for name, value in (("rec", rec), ("alignment", align)):  # summed on the device: no host sync per step
-            value = value.detach().double()
-            self._sums[name] = self._sums[name] + value if name in self._sums else value
-        self._calls += 1
+        if not self._sums:
+            self._sums = {name: rec.new_zeros((), dtype=torch.float64) for name in ("rec", "alignment", "batches")}
+        self._sums["rec"].add_(rec.detach().double())
+        self._sums["alignment"].add_(align.detach().double())
+        self._sums["batches"].add_(1)
         return rec + self.gamma * align
 
     def epoch_terms(self) -> dict[str, float]:
         """The mean L_Rec and L_T (unweighted by γ) per batch since the last call; empty at γ = 0. Resets."""
-        out = {name: float(total) / self._calls for name, total in self._sums.items()}
-        self._sums, self._calls = {}, 0
+        if not self._sums or not float(self._sums["batches"]):
+            return {}
+        batches = float(self._sums["batches"])
+        out = {name: float(self._sums[name]) / batches for name in ("rec", "alignment")}
+        for total in self._sums.values():
+            total.zero_()
         return out
 
 

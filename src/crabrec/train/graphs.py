@@ -14,7 +14,10 @@ What a replay needs, and what this module sees to:
   learning rate of 0, its step counters reset, so that nothing changes) and it updates on the device
   (``capturable``); its learning rate is a device tensor the scheduler fills in place (:func:`set_lr`);
 * gradients are unset before each eager step and each recording, so that a backward pass assigns them;
-* autocast runs without its weight cache (the trainer's ``AutocastKwargs(cache_enabled=False)``).
+* autocast runs without its weight cache (the trainer's ``AutocastKwargs(cache_enabled=False)``);
+* the loss reads nothing back to the host and keeps nothing outside tensors: a replay runs no Python (CRAB's loss
+  keeps its running sums in tensors updated in place; RW's and D²LR's weight tables go to the device once). A loss
+  that reads back fails its recording (graphs off, said once); row-form decoder batches are never offered.
 
 The recording itself is :func:`cuda_recorder`; tests substitute one that replays by calling the step again, which runs
 everything above on the CPU.
