@@ -35,3 +35,21 @@ def test_full_ranking_is_the_top_k_of_all_item_scores():
         scores = model.scores(*to_tensors(history, length, CONFIG.n_items))
     assert top.shape == (2, 5) and top.max() < CONFIG.n_items  # the padding row is never recommended
     np.testing.assert_array_equal(top, scores.argsort(dim=1, descending=True)[:, :5].numpy())
+
+
+def test_declaring_the_causal_mask_changes_no_output():
+    """The encoder is told its mask is causal (so PyTorch does not compare it on the host at every call): in training
+    and in evaluation the outputs are those of the undeclared call, exactly."""
+    model = build_sasrec(CONFIG, 0)
+    history, length = to_tensors(np.array([[3, 5, -1, -1], [3, 5, 9, 1]]), np.array([2, 4]), CONFIG.n_items)
+    x = model.items(history) * (CONFIG.hidden**0.5) + model.pos(torch.arange(4))[None]
+    causal = torch.triu(torch.ones(4, 4, dtype=torch.bool), 1)
+    pad = history == CONFIG.n_items
+    for training in (True, False):  # evaluation ranks without gradients (PyTorch's fast path may apply)
+        model.train(training)
+        with torch.set_grad_enabled(training):
+            torch.manual_seed(3)
+            declared = model.blocks(x, mask=causal, src_key_padding_mask=pad, is_causal=True)
+            torch.manual_seed(3)
+            checked = model.blocks(x, mask=causal, src_key_padding_mask=pad)
+        assert torch.equal(declared, checked)

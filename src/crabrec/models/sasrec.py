@@ -59,7 +59,8 @@ class SASRec(PreTrainedModel):
         x = self.drop(x)
         causal = torch.triu(torch.ones(t, t, dtype=torch.bool, device=history.device), 1)
         pad = history == self.config.n_items
-        x = self.blocks(x, mask=causal, src_key_padding_mask=pad)
+        # is_causal: the mask is causal, said rather than checked (PyTorch would compare it on the host each call)
+        x = self.blocks(x, mask=causal, src_key_padding_mask=pad, is_causal=True)
         x = self.norm(x)
         return x[torch.arange(len(history), device=history.device), (length - 1).clamp(min=0)]
 
