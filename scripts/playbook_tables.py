@@ -3,7 +3,9 @@
 
     python scripts/playbook_tables.py FILES_AT [FILES_AT ...]   # folders holding *-metrics.json, or the files
 
-A method shows when its evaluation finished on the device; its time is the stages the report would count.
+A method shows when its evaluation finished on the device; its time is the stages the report would count. Where a
+folder also holds step 3's ``bench_small.json`` with its ``cuda_graphs`` measurement, the small models' eager steps
+are set beside their replayed ones.
 """
 
 from __future__ import annotations
@@ -124,6 +126,38 @@ def tables(data: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def graph_table(bench: dict[str, Any]) -> str:
+    """Step 3's small models, eager (their own measurement) against replayed from CUDA graphs (``cuda_graphs``)."""
+    label = {"train": "MOR", "tiger": "TIGER"}
+    graphs, peak = bench.get("cuda_graphs") or {}, bench.get("peak_flop_per_s") or 0.0
+    lines = [
+        f"Steps eager and replayed from CUDA graphs ({bench.get('device', '?')}):",
+        "",
+        "| model | eager step (ms) | replayed step (ms) | faster | eager of peak | replayed of peak | graphs, replayed "
+        "/ timed steps |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for stage, eager in bench.get("stages", {}).items():
+        replayed = (graphs.get("stages") or {}).get(stage)
+        if replayed is None:
+            continue
+        step, n = replayed.get("replayed_step_s", 0.0), replayed.get("replayed_steps", 0)
+        # about the same arithmetic both ways (the replayed batches carry a little padding): scale by the step times
+        flops = eager["flop_per_s"] * eager["step_s"]
+        cells = (
+            [f"{1000 * step:.1f}", f"{eager['step_s'] / step:.1f}x", f"{100 * flops / step / peak:.1f}%"]
+            if n and peak
+            else ["–", "–", "–"]
+        )
+        recorded = (replayed.get("graphs") or {}).get("graphs", 0)
+        lines.append(
+            f"| {label.get(stage, stage)} | {1000 * eager['step_s']:.1f} | {cells[0]} | {cells[1]} | "
+            f"{100 * eager['flop_per_s'] / peak if peak else 0:.1f}% | {cells[2]} | {recorded}, {n} / "
+            f"{replayed.get('timed_steps', '?')} |"
+        )
+    return "\n".join(lines)
+
+
 def metric_files(paths: list[Path]) -> list[Path]:
     out = []
     for path in paths:
@@ -156,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         device = "; ".join(line for line in env.read_text().splitlines() if line.strip()) if env.is_file() else ""
         print(f"## {path}" + (f" ({device})" if device else "") + "\n")
         print(tables(data) + "\n")
+    for folder in sorted({path.parent for path, _ in found}):
+        bench = folder / "bench_small.json"
+        if bench.is_file() and "cuda_graphs" in (small := json.loads(bench.read_text(encoding="utf-8"))):
+            print(graph_table(small) + "\n")
     return 0
 
 

@@ -71,6 +71,7 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
     )
     assert tables.returncode == 0, tables.stderr
     assert "paired-bootstrap 95% interval" in tables.stdout  # Table 1 with CIs, made here from what came back
+    assert "| TIGER | " in tables.stdout.split("Steps eager and replayed from CUDA graphs")[1]  # step 3's comparison
     for label in ("| MOR (base) |", "| RR |", "| CRAB |", "| RW |", "| D²LR", "- mor (epoch: loss / valid"):
         assert label in tables.stdout, label
     report = (out / "office-llm-report.md").read_text()

@@ -80,6 +80,7 @@ class Profile:
             "validation_s": self.validation,
             "page_faults_per_step": self.page_faults / n,
             "epoch_s": step * self.steps_per_epoch + self.validation,
+            "timed_steps": self.timed,
             # cuda_graphs: the steps replayed from a graph alone (the rest ran eagerly or were recorded)
             "replayed_steps": self.replayed,
             "replayed_step_s": self.replayed_wall / max(self.replayed, 1),
