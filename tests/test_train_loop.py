@@ -420,7 +420,9 @@ def test_cuda_graphs_need_whole_steps():
 def test_decoder_training_records_packed_steps_and_leaves_row_form_eager(tiny_run, tmp_path, caplog, packing):
     """MOR's packed batches are recorded (cuda_graphs); its row-form batches, whose loss reads the answer's width
     back on the host, are never offered to the recorder, and the log says why."""
-    from crabrec.config import load_config
+    from types import SimpleNamespace
+
+    from crabrec.config import Overlay, load_config
     from crabrec.pipeline import RunContext
     from crabrec.stages import registry
     from crabrec.train.decoder import initial_decoder, train_decoder
@@ -430,11 +432,39 @@ def test_decoder_training_records_packed_steps_and_leaves_row_form_eager(tiny_ru
     cfg = TrainConfig(hidden=16, layers=1, heads=2, ff=32, epochs=2, batch_size=64, valid_samples=20, valid_beam=5,
                       packing=packing, cuda_graphs=True)  # fmt: skip
     model, io, _ = initial_decoder(codebook, cfg, 0)
+    loop = Overlay(cfg, SimpleNamespace(epochs=1), ("epochs",))  # as CRAB's fine-tune reads its own epochs over MOR's
     log = {}
     with caplog.at_level("INFO", logger="crabrec"):
-        train_decoder(model, io, codebook, splits, cfg, tmp_path, 0, recorder=_record_on_the_cpu(log))
+        summary = train_decoder(model, io, codebook, splits, loop, tmp_path, 0, recorder=_record_on_the_cpu(log))
+    assert summary["epochs_run"] == 1  # the overlay's own setting stands
     said = [r.getMessage() for r in caplog.records if "cuda_graphs" in r.getMessage()]
     if packing == "packed":
         assert log.get("recorded", 0) >= 1 and log.get("replayed", 0) >= 1
     else:
         assert log == {} and any("row-form batches" in m for m in said)
+
+
+def test_the_validation_batch_size_changes_nothing_but_speed(tiny_run):
+    """train.valid_batch_size (speed only: larger on a GPU) ranks the same validation rows to the same NDCG@10."""
+    from crabrec.config import load_config
+    from crabrec.decode.trie import SidTrie
+    from crabrec.pipeline import RunContext
+    from crabrec.rankers import generator_io, load_generator
+    from crabrec.stages import registry
+    from crabrec.train.decoder import sid_validator
+
+    files = RunContext(config=load_config(str(tiny_run / "config.yaml")), stages=registry()).files
+    codebook, valid = files.load_codebook(), files.load_splits().valid
+    folder = tiny_run / "models" / "mor" / "model"
+    model, io = load_generator(folder, codebook), generator_io(folder, codebook)
+    scores = [
+        sid_validator(
+            SidTrie.build(codebook),
+            io.tokens,
+            valid,
+            TrainConfig(valid_samples=200, valid_beam=10, valid_batch_size=size),
+            io,
+        )(model)  # fmt: skip
+        for size in (7, 64, 200)
+    ]
+    assert scores[0] > 0 and scores == pytest.approx([scores[0]] * 3, abs=1e-12)

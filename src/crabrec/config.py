@@ -242,6 +242,9 @@ class TrainConfig(LoopConfig):
         5000, ge=1, description="validation rows scored (NDCG@10) each epoch for early stopping (every method)"
     )
     valid_beam: int = Field(20, ge=1, description="beam width of the per-epoch validation (generative methods)")
+    valid_batch_size: int = speed_only(
+        64, ge=1, description="validation rows per decoding batch (a GPU decodes larger batches in about the same time)"
+    )
     threads: int = speed_only(0, ge=0, le=4096, description="torch threads for every stage (0 = leave as is)")
     backbone: str | None = Field(
         None, description="a local Hugging Face causal-LM folder: LoRA fine-tune it instead of the from-scratch decoder"

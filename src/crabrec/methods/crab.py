@@ -29,7 +29,7 @@ MOR_LOOP = (
     "compile",
     "cuda_graphs",
 )
-VALIDATION = ("valid_samples", "valid_beam", "packing", "group_by_length", "backbone")
+VALIDATION = ("valid_samples", "valid_beam", "valid_batch_size", "packing", "group_by_length", "backbone")
 
 
 def run_rebalance(ctx: RunContext) -> dict[str, Any]:

@@ -51,7 +51,7 @@ def run_tiger(ctx: RunContext) -> dict[str, Any]:
     return training_summary(result, out)
 
 
-READS = ("tiger", "train.valid_samples", "train.valid_beam", "seed")
+READS = ("tiger", "train.valid_samples", "train.valid_beam", "train.valid_batch_size", "seed")
 # Revision 1: the per-level output layer's and the decoder start's starting weights (models/tiger.py, start_layout).
 TRAIN = train_stage(
     "tiger", "tiger", run_tiger, READS, "TIGER: T5 encoder-decoder from scratch on the base codebook", revision=1

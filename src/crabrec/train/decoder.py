@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from crabrec.config import TrainConfig
+from crabrec.config import Overlay, TrainConfig
 from crabrec.data.dataset import Samples, Splits
 from crabrec.errors import CrabError
 from crabrec.runfiles import first_rows
@@ -86,7 +87,7 @@ def sid_validator(trie, tokens: np.ndarray, samples: Samples, cfg: TrainConfig, 
 
     def validate(model) -> float:
         extra = {"prompt": io.test_prompt, "base": io.base} if io is not None else {}
-        items, _ = rank_samples(model, trie, subset, tokens, beam, progress=False, **extra)
+        items, _ = rank_samples(model, trie, subset, tokens, beam, cfg.valid_batch_size, progress=False, **extra)
         return ranking_metrics(items, rep_of[subset.target], (10,))["NDCG@10"]
 
     return validate
@@ -130,7 +131,7 @@ def train_decoder(
     elif getattr(cfg, "cuda_graphs", False):  # the loss reads each batch's answer width back: not recordable
         log.info("cuda_graphs: row-form batches (a backbone's prompts, packing=rows) cannot be recorded; training "
                  "without graphs")  # fmt: skip
-        cfg = cfg.model_copy(update={"cuda_graphs": False})
+        cfg = Overlay(cfg, SimpleNamespace(cuda_graphs=False), ("cuda_graphs",))  # cfg may be an Overlay itself
     validate = sid_validator(SidTrie.build(codebook), tokens, splits.valid, cfg, io)
     result = train(model, rows, loss_fn or decoder_loss, validate, cfg, out_dir, seed, **loop)
     return training_summary(result, out_dir)
