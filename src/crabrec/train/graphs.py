@@ -69,9 +69,7 @@ def lr_tensors(optimizer: torch.optim.Optimizer, device: torch.device) -> None:
     """Make every parameter group's learning rate a tensor on ``device`` (also after loading a checkpoint, which
     replaces it with the saved value)."""
     for group in optimizer.param_groups:
-        lr = group["lr"]
-        value = float(lr) if not isinstance(lr, torch.Tensor) else float(lr.detach().cpu())
-        group["lr"] = torch.tensor(value, dtype=torch.float32, device=device)
+        group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
 
 
 def prime_optimizer(optimizer: torch.optim.Optimizer) -> None:
@@ -136,6 +134,7 @@ class StepGraphs:
         self.pool: Any = None
         self.enabled = True
         self.replays = self.eager = 0
+        self.replayed = False  # whether the last step was a replay
 
     def unset_grads(self) -> None:
         for p in self.model.parameters():
@@ -148,14 +147,14 @@ class StepGraphs:
             for name, value in batch.items():
                 static[name].copy_(value, non_blocking=True)
             replay()
-            self.replays += 1
+            self.replays, self.replayed = self.replays + 1, True
             return loss.clone()
         if key is not None:
             self.seen[key] += 1
             if self.seen[key] >= self.after and self._record(key, batch):
                 return self(batch)
         self.unset_grads()
-        self.eager += 1
+        self.eager, self.replayed = self.eager + 1, False
         return self.step(batch).detach()
 
     def _record(self, key: tuple, batch: Batch) -> bool:

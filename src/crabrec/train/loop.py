@@ -319,11 +319,10 @@ def train(
             profiling.start_step(prof)
             with profiling.phase(prof, "batch"):
                 batch = to_device(rows.make(index), accelerator.device)
-            replays = engine.replays if engine is not None else 0
             if engine is not None:  # forward, backward and update in one replay: its time lands in "forward"
                 with profiling.phase(prof, "forward"):
                     loss = engine(batch)
-                with profiling.phase(prof, "backward"):
+                with profiling.phase(prof, "backward"):  # empty: it closes the warm-up step's FLOP count
                     pass
                 with profiling.phase(prof, "optimizer"):
                     scheduler.step()
@@ -351,7 +350,7 @@ def train(
                     )
                 if hasattr(bar, "set_postfix"):
                     bar.set_postfix(loss=f"{value:.4f}")
-            if profiling.end_step(prof, weight, batch, engine is not None and engine.replays > replays):
+            if profiling.end_step(prof, weight, batch, engine is not None and engine.replayed):
                 break
         total_loss = float(total_loss)
         if world > 1:  # the epoch's mean loss over every process's rows

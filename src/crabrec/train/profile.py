@@ -214,11 +214,9 @@ def end_step(prof: Profile | None, rows: int, batch: dict[str, Any], replayed: b
     wall = time.perf_counter() - prof._step_start
     prof.step_wall += wall
     if replayed:
-        prof.replayed, prof.replayed_wall, prof.replayed_rows = (
-            prof.replayed + 1,
-            prof.replayed_wall + wall,
-            prof.replayed_rows + rows,
-        )
+        prof.replayed += 1
+        prof.replayed_wall += wall
+        prof.replayed_rows += rows
     prof.page_faults += _minor_faults() - prof._step_faults
     prof.timed += 1
     prof.rows += rows
