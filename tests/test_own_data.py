@@ -83,6 +83,51 @@ def test_semicolon_and_parquet_tables(tmp_path):
     assert a.n_users == b.n_users == 6 and [s.tolist() for s in a.sequences] == [s.tolist() for s in b.sequences]
 
 
+def _compressed(path: Path, kind: str) -> Path:
+    import bz2
+    import gzip
+    import lzma
+    import zipfile
+
+    data, out = path.read_bytes(), path.with_name(path.name + kind)
+    if kind == ".zip":
+        with zipfile.ZipFile(out, "w") as z:
+            z.writestr(path.name, data)
+    else:
+        out.write_bytes({".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[kind](data))
+    return out
+
+
+@pytest.mark.parametrize("kind", [".gz", ".bz2", ".xz", ".zip"])
+def test_compressed_tables_read_as_the_plain_ones(tmp_path, kind):
+    plain = write(tmp_path / "ratings.csv", "userId,movieId,rating,timestamp", RATINGS)
+    items = movies(tmp_path / "movies.csv")
+    a = load(plain, item_table=str(items))
+    b = load(_compressed(plain, kind), item_table=str(_compressed(items, kind)))
+    assert b.name == "ratings" and b.item_text == a.item_text and b.users == a.users
+    assert [s.tolist() for s in a.sequences] == [s.tolist() for s in b.sequences]
+
+
+def test_json_lines_table_reads_as_the_csv(tmp_path):
+    csv_ds = load(write(tmp_path / "r.csv", "user_id,item_id,timestamp", EVENTS))
+    lines = [json.dumps({"user_id": u, "item_id": str(i), "timestamp": float(t), "extra": {"a": [1]}})
+             for u, i, t in EVENTS]  # fmt: skip
+    (tmp_path / "r.jsonl").write_text("\n".join(lines) + "\n\n")
+    ds = load(tmp_path / "r.jsonl")
+    assert ds.users == csv_ds.users and [s.tolist() for s in ds.sequences] == [s.tolist() for s in csv_ds.sequences]
+    assert all(np.array_equal(a, b) for a, b in zip(ds.timestamps, csv_ds.timestamps))
+
+
+def test_a_table_that_is_not_utf8_is_read_as_windows_1252_with_a_warning(tmp_path, caplog):
+    inter = write(tmp_path / "r.csv", "user,item,timestamp", EVENTS)
+    items = tmp_path / "items.csv"
+    items.write_bytes(("item,title\n" + "".join(f"{i},Caf\u00e9 \u2013 {i}\n" for i in range(1, 13))).encode("cp1252"))
+    with caplog.at_level("WARNING", logger="crabrec"):
+        ds = load(inter, item_table=str(items))
+    assert ds.item_text[0]["title"] == "Caf\u00e9 \u2013 1"
+    assert "items.csv: not UTF-8 (byte 0xe9 at offset 16): read as Windows-1252" in caplog.text
+
+
 def test_ids_only_table_and_folder(tmp_path):
     ds = load(write(tmp_path / "only.csv", "user_id,item_id", [r[:2] for r in RATINGS]))
     assert not ds.has_text and ds.timestamps is None
@@ -147,6 +192,12 @@ BAD = {  # name -> (files to write {name: (header, rows)}, extra CLI args, what 
     "item table header only": ({"d.csv": ("user,item", [(1, 2)]), "i.csv": ("item,title", [])},
                                ["--items", "{i.csv}"], "i.csv: no rows after the header (item, title)"),
     "not a table": ({"d.csv": ("user,item", [('"unclosed', 2)])}, [], "cannot parse table"),
+    "a column named twice": ({"d.csv": ("user,item,item", [(1, 2, 3)])}, [], "header: column 'item' is given twice"),
+    "not JSON lines": ({"d.jsonl": ('{"user": 1, "item": 2}', [("{oops",)])}, ["--data", "{d.jsonl}"],
+                       "d.jsonl: line 2: not JSON"),
+    "JSON line not an object": ({"d.jsonl": ('{"user": 1, "item": 2}', [("[1, 2]",)])}, ["--data", "{d.jsonl}"],
+                                "d.jsonl: line 2: expected an object of columns, got list"),
+    "not gzip": ({"d.csv.gz": ("user,item", [(1, 2)])}, ["--data", "{d.csv.gz}"], "d.csv.gz: cannot decompress"),
     "unknown key without section": ({"d.csv": ("user,item", [(1, 2)])}, ["--set", "user_col=u"],
                                     "did you mean data.user_col?"),
     "misspelt key": ({"d.csv": ("user,item", [(1, 2)])}, ["--set", "data.itme_col=u"], "data.item_col"),

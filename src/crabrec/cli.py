@@ -51,10 +51,14 @@ SetOpt = Annotated[
 ]
 DataPathOpt = Annotated[
     str | None,
-    typer.Option("--data", help="Dataset: a file (CSV/TSV/Parquet, .inter, .inter.json) or folder (default: Office)."),
+    typer.Option(
+        "--data",
+        help="Dataset: a file (CSV/TSV/JSON lines/Parquet, also .gz etc.; .inter, .inter.json) or folder "
+        "(default: Office).",
+    ),
 ]
 ItemsOpt = Annotated[
-    str | None, typer.Option("--items", help="Item table (CSV/TSV/Parquet: an id column and text columns).")
+    str | None, typer.Option("--items", help="Item table (CSV/TSV/JSON lines/Parquet: an id column and text columns).")
 ]
 FormatOpt = Annotated[
     str | None, typer.Option("--format", help="auto|lcrec|minionerec|recbole|table|amazon14|amazon18|amazon23.")

@@ -65,7 +65,9 @@ class DataConfig(Strict):
     )
     path: str | None = Field(None, description="dataset directory or file; None = the embedded Office dataset")
     name: str | None = Field(None, description="file stem inside `path` (e.g. 'Office'); inferred when unique")
-    item_table: str | None = Field(None, description="table format: the item table (CSV/TSV/Parquet; --items)")
+    item_table: str | None = Field(
+        None, description="table format: the item table (CSV/TSV/JSON lines/Parquet; --items)"
+    )
     user_col: str = Field("user", description="table format: the user column (the default: detected if absent)")
     item_col: str = Field("item", description="table format: the item column (the default: detected if absent)")
     time_col: str | None = Field(

@@ -24,6 +24,7 @@ import pandas as pd
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.kcore import kcore
+from crabrec.data.reading import NAMES, read_table, table_kind
 from crabrec.errors import CrabError, clip
 from crabrec.io import read_input_json, read_input_text
 
@@ -68,10 +69,10 @@ def detect_format(path: Path) -> str:
             return "lcrec"
         if name.endswith(".inter"):
             return "recbole"
-        if path.suffix in (".csv", ".tsv", ".parquet"):
+        if table_kind(path):
             return "table"
         raise CrabError(
-            f"{path}: cannot tell the layout from the file name (expected .csv, .tsv, .parquet, .inter or "
+            f"{path}: cannot tell the layout from the file name (expected a table: {NAMES}; or .inter or "
             ".inter.json); set --format"
         )
     if any((path / s).is_dir() for s in SPLIT_NAMES):
@@ -86,11 +87,11 @@ def detect_format(path: Path) -> str:
         return "lcrec"
     if list(path.glob("*.inter")):
         return "recbole"
-    if any(p.suffix in (".csv", ".tsv", ".parquet") for p in path.iterdir()):
+    if any(table_kind(p) for p in path.iterdir()):
         return "table"
     raise CrabError(
         f"{path}: no known layout found (expected <name>.inter.json, <name>.inter, train|valid|test/ folders, "
-        "CSV/TSV/Parquet tables, or raw Amazon review + meta_<Category> files); set data.format"
+        "CSV/TSV/JSON-lines/Parquet tables, or raw Amazon review + meta_<Category> files); set data.format"
     )
 
 
@@ -111,37 +112,8 @@ def _stem(path: Path, suffix: str, name: str | None) -> tuple[Path, str]:
 
 
 def _read_csv(path: Path, sep: str | None = None, header_only: bool = False) -> pd.DataFrame:
-    """A CSV/TSV (all cells as strings; ``sep`` None: comma, tab, semicolon or bar, whichever the header line has
-    most, tab for ``.tsv``) or Parquet file; ``header_only``: the columns alone. An empty file, or one without a row
-    after its header, is an error."""
-    if not path.is_file():
-        raise CrabError(f"{path}: file not found")
-    if path.stat().st_size == 0:
-        raise CrabError(f"{path}: the file is empty; expected a header line, then the rows")
-    frame = _parse_table(path, sep, header_only)
-    if not header_only and len(frame) == 0:
-        cols = ", ".join(map(str, frame.columns))
-        raise CrabError(f"{path}: no rows after the header ({cols}); expected at least one row")
-    return frame
-
-
-def _parse_table(path: Path, sep: str | None, header_only: bool) -> pd.DataFrame:
-    try:
-        if path.suffix == ".parquet":
-            if header_only:
-                import pyarrow.parquet as pq
-
-                return pd.DataFrame(columns=pq.read_schema(path).names)
-            return pd.read_parquet(path)
-        if sep is None:
-            with path.open(encoding="utf-8", errors="replace") as f:
-                header = f.readline()
-            sep = "\t" if path.suffix == ".tsv" else max(",\t;|", key=header.count)
-        rows = 0 if header_only else None
-        return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, nrows=rows, encoding_errors="replace")
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, OSError, ImportError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CrabError(f"{path}: cannot parse table ({msg})") from None
+    """A table the user brought, every text cell a string (:func:`crabrec.data.reading.read_table`)."""
+    return read_table(path, sep, header_only)
 
 
 def _require_columns(df: pd.DataFrame, path: Path, columns: tuple[str, ...] | list[str]) -> None:

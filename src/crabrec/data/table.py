@@ -1,4 +1,5 @@
-"""The ``table`` layout: a plain CSV/TSV/Parquet of interactions, optionally with an item table.
+"""The ``table`` layout: a plain CSV/TSV/JSON-lines/Parquet table of interactions (the text ones may be
+compressed), optionally with an item table.
 
 Column names are detected when the configured ones (``data.user_col``, ``data.item_col``, ``data.time_col``) are
 at their defaults and absent: ``user_id``, ``userId``, ``movieId``, ``date`` and the like (see the ``*_NAMES``
@@ -20,11 +21,11 @@ import pandas as pd
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.loaders import _group_interactions, _items_from_frame, _read_csv
+from crabrec.data.reading import COMPRESSIONS, KINDS, table_kind
 from crabrec.errors import CrabError, clip
 
 log = logging.getLogger("crabrec")
 
-SUFFIXES = (".csv", ".tsv", ".parquet")
 USER_NAMES = ("user", "user_id", "userid", "uid", "customer_id", "reviewer_id", "reviewerid", "visitor_id")
 ITEM_NAMES = (
     "item", "item_id", "itemid", "iid", "movie_id", "movieid", "product_id", "productid", "asin", "parent_asin",
@@ -97,7 +98,7 @@ def timestamps(values: pd.Series, path: Path, column: str) -> np.ndarray:
 def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
     """``(interactions, item table)`` in a folder of tables: the one file with user and item columns, and the one
     other file with an item column (or ``data.item_table``)."""
-    tables = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and p.is_file())
+    tables = sorted(p for p in path.iterdir() if table_kind(p) and p.is_file())
     inter, others = [], []
     for p in tables:
         cols = list(_read_csv(p, header_only=True).columns)
@@ -180,7 +181,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
 def dataset_name(path: Path) -> str:
     """``ratings.csv`` -> ``ratings``; ``ml-100k.inter.json`` -> ``ml-100k``."""
     name = path.name
-    for suffix in (".gz", ".zst", *SUFFIXES, ".jsonl", ".json", ".inter", ".item", ".txt"):
+    for suffix in (*COMPRESSIONS, *KINDS, ".json", ".inter", ".item", ".txt"):
         if name.endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]
     return name or "data"
