@@ -13,6 +13,7 @@ import crabrec
 from crabrec.errors import CrabError
 from crabrec.methods import methods
 from crabrec.runfiles import RunFiles
+from tests.conftest import cli
 from tests.test_cli_bad_input import run_cli
 
 RANKED = [m.name for m in methods() if m.ranker is not None]
@@ -108,6 +109,66 @@ def test_api_errors(tiny_run, tmp_path):
     assert rec.recommend([int(known)]) == rec.recommend([known])  # JSON numbers as ids
 
 
+def test_the_data_stage_keeps_each_users_id_and_whole_history(tiny_run):
+    """users.npz holds the dataset's own user ids in index order, and each test row is the end of its user's
+    sequence (leave-one-out: history, then target)."""
+    from crabrec.config import load_config
+    from crabrec.data.loaders import load_dataset
+
+    files = RunFiles(tiny_run)
+    known = files.load_users()
+    ds = load_dataset(load_config(str(files.config), {"name": tiny_run.name, "runs_dir": str(tiny_run.parent)}).data)
+    assert known.ids == ds.users and len(known) == ds.n_users
+    assert all(known.sequence(u) == ds.sequences[u].tolist() for u in range(ds.n_users))
+    test = files.load_splits().test
+    for r in range(len(test)):
+        seq = known.sequence(int(test.user[r]))
+        row = test.history[r, : test.length[r]].tolist() + [int(test.target[r])]
+        assert seq[-len(row) :] == row
+
+
+def test_recommend_for_a_user_of_the_data(tiny_run):
+    """A user id stands for the user's whole known history and their index: the same list as giving both."""
+    known = RunFiles(tiny_run).load_users()
+    for method in ("mor", "tiger"):
+        rec = crabrec.load(tiny_run, method)
+        for u in (0, 3):
+            user_id, history = known.ids[u], [rec.item_ids[i] for i in known.sequence(u)]
+            assert rec.history(user_id) == history
+            got = rec.recommend(user_id=user_id, k=8)
+            assert got == rec.recommend(history, k=8, user=u)
+            assert not {r.item for r in got} & set(history)  # nothing they had, however old
+        ids = known.ids[:3]
+        batch = rec.recommend_batch(None, k=5, user_ids=ids)  # (scores agree to float rounding across batches)
+        assert [[r.item for r in x] for x in batch] == [[r.item for r in rec.recommend(user_id=i, k=5)] for i in ids]
+        own = [rec.item_ids[0]]
+        assert rec.recommend(own, user_id=ids[1], k=5) == rec.recommend(own, user=1, k=5)
+    with pytest.raises(CrabError, match=r"user_id 'nobody': not a user of this run \(\d+ users"):
+        rec.recommend(user_id="nobody")
+    with pytest.raises(CrabError, match="give users .* or user_ids .*, not both"):
+        rec.recommend(user_id=known.ids[0], user=0)
+    with pytest.raises(CrabError, match="history: missing"):
+        rec.recommend()
+    with pytest.raises(CrabError, match=r"user_ids\[1\]: expected a user id"):
+        rec.recommend_batch(None, user_ids=[known.ids[0], None])
+
+
+def test_a_run_without_users_says_how_to_get_them(tiny_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "old"
+    shutil.copytree(tiny_run, run)
+    (run / "data" / "users.npz").unlink()  # as a run made before the data stage kept them
+    rec = crabrec.load(run, "mor")
+    assert rec.recommend([rec.item_ids[0]], k=3)  # histories still work
+    with pytest.raises(CrabError, match=r"made before crabrec kept each user's history .* --force data"):
+        rec.recommend(user_id="a")
+    states = {p.name: p.read_bytes() for p in (run / "stages").glob("*.json")}
+    code, _ = cli(["run", str(run), "--until", "evaluate"])  # still cached: nothing is recomputed
+    assert code == 0 and not (run / "data" / "users.npz").exists()
+    assert {p.name: p.read_bytes() for p in (run / "stages").glob("*.json")} == states
+
+
 def test_beam_sets_the_longest_list(tiny_run):
     rec = crabrec.load(tiny_run, "mor", beam=30)
     assert rec.max_k == 30 and len(rec.recommend([rec.item_ids[0]], k=30)) == 30
@@ -181,7 +242,27 @@ def test_cli_recommend_file(tiny_run, tmp_path, capsys, suffix):
     assert got == [[r.item for r in recs] for recs in expected]
 
 
-def bad_files(tmp_path, item: str):
+def test_cli_recommend_for_users(tiny_run, tmp_path, capsys):
+    rec = crabrec.load(tiny_run, "tiger")
+    ids = RunFiles(tiny_run).load_users().ids[:3]
+    code, out, err = run_cli(["recommend", str(tiny_run), "--method", "tiger", "--user-id", ids[0], "-k", "4"], capsys)
+    assert code == 0, err
+    assert [line.split()[1] for line in out.strip().splitlines()[1:]] == [r.item for r in rec.recommend(
+        user_id=ids[0], k=4)]  # fmt: skip
+    assert f"user {ids[0]!r}: {len(rec.history(ids[0]))} known items" in err
+    src, dst = tmp_path / "users.csv", tmp_path / "out.jsonl"
+    own = rec.item_ids[0]
+    src.write_text(f"user_id,history\n{ids[0]},\n{ids[1]},{own}\n{ids[2]},\n")
+    code, _, err = run_cli(["recommend", str(tiny_run), "--method", "tiger", "--input", str(src), "--output",
+                            str(dst), "-k", "5"], capsys)  # fmt: skip
+    assert code == 0, err
+    expected = rec.recommend_batch([None, [own], None], k=5, user_ids=ids)
+    assert [json.loads(line)["items"] for line in dst.read_text().splitlines()] == [
+        [r.item for r in x] for x in expected
+    ]
+
+
+def bad_files(tmp_path, item: str, user: str):
     (tmp_path / "nohist.csv").write_text("items\n1 2\n")
     (tmp_path / "unknown.jsonl").write_text(json.dumps({"history": [item]}) + "\n" + json.dumps({"history": ["zz"]}))
     (tmp_path / "notjson.jsonl").write_text('{"history": ["1"]}\n{oops\n')
@@ -190,10 +271,16 @@ def bad_files(tmp_path, item: str):
     (tmp_path / "partial.jsonl").write_text(json.dumps({"history": [item], "user": 1}) + '\n{"history": ["1"]}\n')
     (tmp_path / "cell.jsonl").write_text(json.dumps({"history": {"a": 1}}) + "\n")
     (tmp_path / "h.txt").write_text("x")
+    (tmp_path / "both.jsonl").write_text(json.dumps({"history": [item], "user": 1, "user_id": "a"}) + "\n")
+    (tmp_path / "nouser.csv").write_text(f"user_id,history\n{user},\nzz,{item}\n")
     (tmp_path / "ok.csv").write_text(f"history\n{item}\n")
     (tmp_path / "folder.csv").mkdir()
     return [
-        (["--input", "nohist.csv", "--output", "o.csv"], "nohist.csv: no `history` column"),
+        (["--input", "nohist.csv", "--output", "o.csv"], "nohist.csv: no `history` or `user_id` column"),
+        (["--input", "both.jsonl", "--output", "o.csv"], "both.jsonl: both `user` and `user_id` columns"),
+        (["--input", "nouser.csv", "--output", "o.csv"], "nouser.csv: user_ids[1] 'zz': not a user of this run"),
+        (["--user-id", "zz"], "user_id 'zz': not a user of this run"),
+        (["--user-id", "zz", "--user", "1"], "give --user-id (the data's user id) or --user"),
         (["--input", "unknown.jsonl", "--output", "o.csv"], "unknown.jsonl: history 1: 1 item id(s) not in"),
         (["--input", "notjson.jsonl", "--output", "o.csv"], "notjson.jsonl line 2: not JSON"),
         (["--input", "empty.csv", "--output", "o.csv"], "empty.csv: no rows"),
@@ -207,7 +294,7 @@ def bad_files(tmp_path, item: str):
         (["--input", "ok.csv", "--output", "folder.csv"], "--output folder.csv: is a folder"),
         (["--input", "ok.csv", "--output", "ok.csv/o.csv"], "ok.csv/o.csv: cannot create its folder"),
         (["--history", item, "--output", "o.xlsx"], "o.xlsx: unknown extension"),
-        ([], "give exactly one of --history"),
+        ([], "give --history ID,ID,... or --user-id ID, or --input FILE"),
         (["--history", f"{item},zz"], "history: 1 item id(s) not in this run's catalogue"),
         (["--history", item, "-k", "0"], "k=0: expected an integer from 1 to"),
         (["--history", item, "--method", "bogus"], "--method 'bogus': expected one of"),
@@ -217,7 +304,7 @@ def bad_files(tmp_path, item: str):
 def test_cli_recommend_bad_input_is_one_line(tiny_run, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     item = crabrec.load(tiny_run, "sasrec").item_ids[0]
-    for args, expected in bad_files(tmp_path, item):
+    for args, expected in bad_files(tmp_path, item, RunFiles(tiny_run).load_users().ids[0]):
         code, _, err = run_cli(["recommend", str(tiny_run), "--method", "sasrec", *args], capsys)
         assert code == 2, (args, err)
         assert expected in err and err.count("\n") == 1 and "Traceback" not in err, (args, err)

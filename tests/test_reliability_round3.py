@@ -310,9 +310,10 @@ def test_a_csv_history_with_unquoted_commas_keeps_every_item(tmp_path):
     from crabrec.histories import read_histories
 
     cases = {
-        "history\n1000,1001\n1002 1003\n": ([["1000", "1001"], ["1002", "1003"]], None),
-        'history\n"1000,1001"\n': ([["1000", "1001"]], None),
-        "user,history\n3,1000,1001,1002\n4.0,7\n": ([["1000", "1001", "1002"], ["7"]], [3, 4]),
+        "history\n1000,1001\n1002 1003\n": ([["1000", "1001"], ["1002", "1003"]], None, None),
+        'history\n"1000,1001"\n': ([["1000", "1001"]], None, None),
+        "user,history\n3,1000,1001,1002\n4.0,7\n": ([["1000", "1001", "1002"], ["7"]], [3, 4], None),
+        "user_id,history\nA7,1000,1001\nB2,\n": ([["1000", "1001"], None], None, ["A7", "B2"]),
     }
     for n, (text, expect) in enumerate(cases.items()):
         path = tmp_path / f"h{n}.csv"

@@ -16,6 +16,7 @@ import pytest
 
 import crabrec
 from crabrec.data.dataset import Samples
+from crabrec.runfiles import RunFiles
 from crabrec.serve.batcher import DynamicBatcher
 from tests.test_recommend import histories_of
 
@@ -126,6 +127,18 @@ def test_exclude_seen_api_equals_cli_equals_http(server, tiny_run, tmp_path, cap
         assert not any(set(x) & set(h) for x, h in zip(api, histories))
 
 
+def test_users_by_their_data_id_equal_the_api(server, tiny_run):
+    base, _ = server
+    rec = crabrec.load(tiny_run, "mor")
+    ids = RunFiles(tiny_run).load_users().ids[:4]
+    code, one = post(base, {"user_id": ids[0], "k": 5})
+    assert code == 200 and one["items"] == [r.as_dict() for r in rec.recommend(user_id=ids[0], k=5)]
+    own = [rec.item_ids[0]]
+    code, many = post(base, {"user_ids": ids, "histories": [None, own, None, None], "k": 5})
+    expected = rec.recommend_batch([None, own, None, None], k=5, user_ids=ids)
+    assert code == 200 and [items(a) for a in many["results"]] == [[r.item for r in x] for x in expected]
+
+
 def test_concurrent_requests_are_batched(server, tiny_run):
     base, app = server
     histories, _, _ = histories_of(tiny_run, 24)
@@ -151,8 +164,11 @@ def bad_requests(item: str) -> list[tuple[bytes, int, str]]:
         (deep, 400, "malformed JSON"),
         (b"[1, 2]", 422, "expected a JSON object, got list"),
         (b'"text"', 422, "expected a JSON object, got str"),
-        (b"{}", 422, "give exactly one of `history`"),
-        (json.dumps({"history": [item], "histories": [[item]]}).encode(), 422, "give exactly one of"),
+        (b"{}", 422, "give `history` (one list of item ids) or `user_id`"),
+        (json.dumps({"history": [item], "histories": [[item]]}).encode(), 422, "give `history`"),
+        (json.dumps({"user_id": "no such user"}).encode(), 422, "user_id 'no such user': not a user of this run"),
+        (json.dumps({"user_id": "x", "histories": [[item]]}).encode(), 422, "give `history`"),
+        (json.dumps({"histories": [[item], None]}).encode(), 422, "history 1: missing"),
         (json.dumps({"history": []}).encode(), 422, "history: empty"),
         (json.dumps({"history": ["no-such-item"]}).encode(), 422, "'no-such-item'"),
         (json.dumps({"history": ["no-such-item"], "drop_unknown": True}).encode(), 422, "after dropping unknown"),

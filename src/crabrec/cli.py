@@ -767,10 +767,16 @@ def recommend(
     method: Annotated[str, ANY_METHOD] = "mor",
     history: Annotated[str | None, typer.Option(help="Item ids, oldest first, separated by commas.")] = None,
     k: Annotated[int, typer.Option("-k", "--k", help="List length (at most the beam width).")] = 10,
+    user_id: Annotated[
+        str | None,
+        typer.Option(
+            help="A user of the run's data, by their id in it: without --history, every item it holds for them."
+        ),
+    ] = None,
     user: Annotated[int | None, typer.Option(help="The run's user index (TIGER reads it).")] = None,
     input_file: Annotated[
         str | None,
-        typer.Option("--input", help="A file of histories (.csv, .parquet or .jsonl; see docs/guides/serve.md)."),
+        typer.Option("--input", help="A file of histories or user ids (.csv, .parquet, .jsonl; docs/guides/serve.md)."),
     ] = None,
     output: Annotated[str | None, typer.Option(help="Where --input's answers go (.csv/.parquet/.jsonl).")] = None,
     drop_unknown: Annotated[bool, typer.Option(help="Ignore item ids outside the catalogue.")] = False,
@@ -782,7 +788,8 @@ def recommend(
     ] = True,
     beam: Annotated[int | None, typer.Option(help="Beam width (default: the run's evaluate.beam).")] = None,
 ) -> None:
-    """Top-k items after a history (--history) or for a file of histories (--input ... --output ...).
+    """Top-k items after a history (--history), for a user of the data (--user-id) or for a file of histories or
+    users (--input ... --output ...).
 
     Example: crabrec recommend runs/office-quick --method crab --history 0,1,5 -k 5
     """
@@ -790,8 +797,10 @@ def recommend(
     from crabrec.io import writable_file
     from crabrec.recommender import load
 
-    if (history is None) == (input_file is None):
-        raise CrabError("give exactly one of --history ID,ID,... or --input FILE")
+    if (history is None and user_id is None) == (input_file is None):
+        raise CrabError("give --history ID,ID,... or --user-id ID, or --input FILE")
+    if user_id is not None and user is not None:
+        raise CrabError("give --user-id (the data's user id) or --user (the run's user index), not both")
     if input_file is not None and output is None:
         raise CrabError("--input needs --output FILE (.csv, .parquet or .jsonl)")
     if output is not None:
@@ -802,18 +811,22 @@ def recommend(
             writable_file(output)
         except CrabError as exc:
             raise CrabError(f"--output {exc}") from None
-    if history is not None:
+    if input_file is None:
         rec = load(run_dir, method, beam=beam)
-        ids = [i.strip() for i in history.split(",") if i.strip()]
-        found = rec.recommend(ids, k, user=user, drop_unknown=drop_unknown, exclude_seen=exclude_seen)
+        ids = None if history is None else [i.strip() for i in history.split(",") if i.strip()]
+        if ids is None:
+            known = rec.history(user_id)
+            log.info("user %r: %d known items, the last %s", user_id, len(known), ", ".join(known[-3:]))
+        found = rec.recommend(ids, k, user=user, user_id=user_id, drop_unknown=drop_unknown, exclude_seen=exclude_seen)
         typer.echo(format_recommendations(found))
         return
-    histories, users = read_histories(input_file)
+    histories, users, user_ids = read_histories(input_file)
     rec = load(run_dir, method, beam=beam)
     try:
         rows = rec.recommend_batch(
-            histories, k, users=users, drop_unknown=drop_unknown, exclude_seen=exclude_seen, progress=True
-        )
+            histories, k, users=users, user_ids=user_ids, drop_unknown=drop_unknown, exclude_seen=exclude_seen,
+            progress=True,
+        )  # fmt: skip
     except CrabError as exc:
         raise CrabError(f"{input_file}: {exc}") from None
     typer.echo(f"{len(rows)} histories -> {write_recommendations(output, rows)}")

@@ -1,8 +1,9 @@
 """History files for ``crabrec recommend --input/--output``: CSV, parquet or JSON lines, chosen by the extension.
 
 Input: one history per row in a ``history`` column (CSV: item ids separated by spaces or commas; parquet: a list
-column or such a string; JSONL: ``{"history": [...]}`` per line), and optionally a ``user`` column (the run's user
-index, read by TIGER). Output: one row per input row: ``row`` (0-based), ``items``, ``scores``, ``groups``
+column or such a string; JSONL: ``{"history": [...]}`` per line), and optionally a ``user_id`` column (a user of the
+run's data by their id in it: a row without a history gets their known one) or a ``user`` column (the run's user
+index); TIGER reads the user. Output: one row per input row: ``row`` (0-based), ``items``, ``scores``, ``groups``
 (CSV: space-separated), written atomically.
 """
 
@@ -29,28 +30,49 @@ def file_format(path: Path) -> str:
     return suffix
 
 
-def read_histories(path: str | Path) -> tuple[list[list[str]], list[int] | None]:
-    """``(histories, users)`` of a history file (users None when it has no ``user`` column)."""
+def read_histories(path: str | Path) -> tuple[list[list[str] | None], list[int] | None, list[str] | None]:
+    """``(histories, users, user_ids)`` of a history file: users None without a ``user`` column, user_ids None
+    without a ``user_id`` column, and a history None where a row names a user id and no history."""
     path = Path(path)
     kind = file_format(path)
     if not path.is_file():
         raise CrabError(f"{path}: no such file")
     records = _jsonl(path) if kind == ".jsonl" else _table(path, kind)
     if not records:
-        raise CrabError(f"{path}: no rows; expected one history per row")
-    histories, users = [], []
-    for r, rec in enumerate(records):
-        histories.append(_history(path, r, rec.get("history")))
-        user = rec.get("user")
-        user = user.item() if hasattr(user, "item") else user  # a numpy scalar from a table
-        users.append(int(user) if isinstance(user, float) and user.is_integer() else user)
-    given = [u for u in users if u is not None]
-    if given and len(given) != len(users):
-        raise CrabError(f"{path}: `user` is missing on some rows; give it on every row or on none")
-    for r, u in enumerate(users if given else []):
+        raise CrabError(f"{path}: no rows; expected one history (or user_id) per row")
+    users = _column(path, records, "user", _scalar)
+    user_ids = _column(path, records, "user_id", lambda v: str(v) if isinstance(v, str | int) else v)
+    if users is not None and user_ids is not None:
+        raise CrabError(f"{path}: both `user` and `user_id` columns; give one (user_id: the data's user ids)")
+    for r, u in enumerate(users or []):
         if not is_user_index(u):
             raise CrabError(f"{path} row {r}: user {clip(repr(u), 40)}: expected a user index from 0 to 2^63 - 1")
-    return histories, (users if given else None)
+    for r, u in enumerate(user_ids or []):
+        if not isinstance(u, str) or not u.strip():
+            raise CrabError(f"{path} row {r}: user_id {clip(repr(u), 40)}: expected a user id (a string)")
+    histories: list[list[str] | None] = []
+    for r, rec in enumerate(records):
+        value = rec.get("history")
+        if (value is None or isinstance(value, str) and not value.strip()) and user_ids is not None:
+            histories.append(None)  # the user's known history
+        else:
+            histories.append(_history(path, r, value))
+    return histories, users, user_ids
+
+
+def _scalar(value: Any) -> Any:
+    """A table cell as a plain Python value (a numpy scalar as its item, an integral float as an int)."""
+    value = value.item() if hasattr(value, "item") else value
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _column(path: Path, records: list[dict[str, Any]], name: str, convert) -> list[Any] | None:
+    """The ``name`` cell of every row (None when no row has one); some rows without it is an error."""
+    values = [None if rec.get(name) is None else convert(_scalar(rec.get(name))) for rec in records]
+    given = sum(v is not None for v in values)
+    if given and given != len(values):
+        raise CrabError(f"{path}: `{name}` is missing on some rows; give it on every row or on none")
+    return values if given else None
 
 
 def _csv(path: Path) -> list[dict[str, Any]]:
@@ -67,9 +89,8 @@ def _csv(path: Path) -> list[dict[str, Any]]:
     if not rows:
         return []
     header = [h.strip() for h in rows[0]]
-    if "history" not in header:
-        raise CrabError(f"{path}: no `history` column (columns: {clip(', '.join(header), 80)})")
-    at = header.index("history")
+    _need_history(path, header)
+    at = header.index("history") if "history" in header else len(header)
     records = []
     for r, row in enumerate(rows[1:]):
         if len(row) > len(header):
@@ -81,6 +102,7 @@ def _csv(path: Path) -> list[dict[str, Any]]:
             row = [*row[:at], ",".join(row[at:])]
         rec = {k: v.strip() for k, v in zip(header, row)}
         rec["user"] = _number(rec["user"]) if rec.get("user") else None
+        rec["user_id"] = rec.get("user_id") or None
         rec["history"] = rec.get("history") or None
         records.append(rec)
     return records
@@ -106,12 +128,14 @@ def _table(path: Path, kind: str) -> list[dict[str, Any]]:
         frame = pd.read_parquet(path)
     except Exception as exc:  # whatever the reader raises about the file's content
         raise CrabError(f"{path}: unreadable {kind[1:]} ({reason(exc)})") from None
-    if "history" not in frame.columns:
-        raise CrabError(f"{path}: no `history` column (columns: {clip(', '.join(map(str, frame.columns)), 80)})")
-    if "user" in frame.columns and frame["user"].isna().any():
-        raise CrabError(f"{path}: `user` is missing on some rows; give it on every row or on none")
-    columns = ["history", *(["user"] if "user" in frame.columns else [])]
-    return frame[columns].to_dict("records")
+    _need_history(path, list(map(str, frame.columns)))
+    columns = [c for c in ("history", "user", "user_id") if c in frame.columns]
+    return frame[columns].astype(object).where(frame[columns].notna(), None).to_dict("records")
+
+
+def _need_history(path: Path, columns: list[str]) -> None:
+    if "history" not in columns and "user_id" not in columns:
+        raise CrabError(f"{path}: no `history` or `user_id` column (columns: {clip(', '.join(columns), 80)})")
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:

@@ -49,6 +49,7 @@ class Stage:
     reads: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
     artifacts: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()  # artifacts a run made by an earlier crabrec may lack: hashed, not needed for cached
     describe: str = ""
     needs_if: Callable[[RunContext], tuple[str, ...]] | None = None  # inputs that depend on what earlier stages made
     check: Callable[[RunContext], None] | None = None  # inputs and settings checked before any stage is computed
@@ -195,7 +196,8 @@ class RunContext:
 
     def artifact_hashes(self, name: str) -> dict[str, str | None]:
         """The content hash of each artifact of ``name`` as it stands (recorded when the stage finishes)."""
-        return {a: content_hash(self.path(a)) for a in self.stages[name].artifacts if self.path(a).exists()}
+        stage = self.stages[name]
+        return {a: content_hash(self.path(a)) for a in stage.artifacts + stage.added if self.path(a).exists()}
 
     def summary(self, name: str) -> dict[str, Any]:
         summary = (self.files.load_state(name) or {}).get("summary", {})
@@ -247,7 +249,7 @@ class RunContext:
         start = time.perf_counter()
         if main := distributed.is_main():
             self._say_if_revised(name)
-            own_outputs(self.run_dir, stage.artifacts)
+            own_outputs(self.run_dir, stage.artifacts + stage.added)
         self.running = name
         self._view = ConfigView(self.config, stage.readable_keys(self.config), seen, name)
         try:

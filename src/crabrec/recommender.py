@@ -1,6 +1,9 @@
 """Use a trained run: ``crabrec.load(run_dir, method)`` gives a :class:`Recommender` that ranks histories given in the
 dataset's own item ids. ``crabrec recommend`` and ``crabrec serve`` are built on it.
 
+A user the data knows can be named by their id instead of a history (``user_id=``): the history is then everything
+the run's data holds for them, and TIGER reads their own user token.
+
 It ranks with the method's registered ranker (:mod:`crabrec.rankers`), the one its evaluation used: the same beam
 search (and RR's re-ranking). By default the items of a history are not recommended back (``exclude_seen=True``,
 applied inside the search, so a list keeps its ``k`` items); with ``exclude_seen=False``, ``recommend_batch`` over
@@ -49,6 +52,7 @@ class Recommender:
 
     def __init__(self, run_dir: Path, method: str, ranker, items: dict[str, Any], popularity, max_history: int):
         self.run_dir, self.method, self.ranker = run_dir, method, ranker
+        self._users = None  # the run's UserHistories, read when a user id is first asked for
         self.item_ids: list[str] = [str(i) for i in items["item_ids"]]
         text = items.get("text") if isinstance(items.get("text"), list) else []
         self.titles = [str(t.get("title", "")) if isinstance(t, dict) else "" for t in text]
@@ -70,36 +74,46 @@ class Recommender:
 
     def recommend(
         self,
-        history: Sequence[ItemId],
+        history: Sequence[ItemId] | None = None,
         k: int = 10,
         *,
         user: int | None = None,
+        user_id: str | int | None = None,
         drop_unknown: bool = False,
         exclude_seen: bool = True,
     ) -> list[Recommendation]:
         """The top-``k`` items after ``history`` (oldest first; only the last ``max_history`` items are read).
 
-        ``user``: the run's user index (the ``user`` column of ``rankings.parquet``); only TIGER reads it, as a
-        hashed user token, and without it reads the history as user 0's. ``drop_unknown``: ignore ids that are not
-        in the run's catalogue instead of raising. ``exclude_seen``: never recommend an item of ``history`` (all of
-        it, not only the last ``max_history`` items)."""
+        ``user_id``: a user of the run's data, by the id the data gave them; without ``history``, their history is
+        every item the data holds for them. ``user``: the run's user index instead (the ``user`` column of
+        ``rankings.parquet``). Only TIGER reads the user, as a hashed user token, and without one reads the history
+        as user 0's. ``drop_unknown``: ignore ids that are not in the run's catalogue instead of raising.
+        ``exclude_seen``: never recommend an item of the history (all of it, not only the last ``max_history``
+        items)."""
+        if history is None and user_id is None:
+            raise CrabError("history: missing; give item ids (or a user_id)")
         users = None if user is None else [user]
-        return self.recommend_batch([history], k, users=users, drop_unknown=drop_unknown, exclude_seen=exclude_seen)[0]
+        user_ids = None if user_id is None else [user_id]
+        return self.recommend_batch(
+            None if history is None else [history], k, users=users, user_ids=user_ids, drop_unknown=drop_unknown,
+            exclude_seen=exclude_seen,
+        )[0]  # fmt: skip
 
     def recommend_batch(
         self,
-        histories: Sequence[Sequence[ItemId]],
+        histories: Sequence[Sequence[ItemId] | None] | None = None,
         k: int = 10,
         *,
         users: Sequence[int] | None = None,
+        user_ids: Sequence[str | int] | None = None,
         drop_unknown: bool = False,
         exclude_seen: bool = True,
         progress: bool = False,
     ) -> list[list[Recommendation]]:
-        """:meth:`recommend` for many histories, ranked in batches of ``evaluate.batch_size`` (one vectorized beam
-        search per batch, as ``evaluate`` does)."""
+        """:meth:`recommend` for many histories (or users: ``user_ids``, a None history for a user's known one),
+        ranked in batches of ``evaluate.batch_size`` (one vectorized beam search per batch, as ``evaluate`` does)."""
         self.check_k(k)
-        rows = self.samples(histories, users, drop_unknown, exclude_seen)
+        rows = self.samples(histories, users, drop_unknown, exclude_seen, user_ids=user_ids)
         items, scores = self.ranker.rank(rows, desc=f"recommend {self.method}", progress=progress)
         return [self.top(items[r], scores[r], k) for r in range(len(rows))]
 
@@ -112,20 +126,40 @@ class Recommender:
 
     def samples(
         self,
-        histories: Sequence[Sequence[ItemId]],
+        histories: Sequence[Sequence[ItemId] | None] | None,
         users: Sequence[int] | None = None,
         drop_unknown: bool = False,
         exclude_seen: bool = True,
+        *,
+        user_ids: Sequence[str | int] | None = None,
     ) -> Samples:
         """Histories of item ids -> the rows the rankers read (errors name the history and its unknown ids); with
-        ``exclude_seen`` each row carries its whole history as the items it must not get back."""
-        histories = _listed(histories)
+        ``exclude_seen`` each row carries its whole history as the items it must not get back. With ``user_ids``,
+        a history that is None (or ``histories`` None) is the user's known one."""
+        user_ids = _listed(user_ids)
+        if user_ids is not None and (isinstance(user_ids, str | bytes) or not isinstance(user_ids, Sequence)):
+            raise CrabError(f"user_ids: expected a list of user ids, got {type(user_ids).__name__}")
+        if users is not None and user_ids is not None:
+            raise CrabError("give users (the run's user indices) or user_ids (the data's user ids), not both")
+        histories = _listed(histories) if histories is not None or user_ids is None else [None] * len(user_ids)
         if isinstance(histories, str | bytes) or not isinstance(histories, Sequence):
             raise CrabError(f"histories: expected a list of item-id lists, got {type(histories).__name__}")
-        if users is not None and len(users) != len(histories):
-            raise CrabError(f"users: expected one per history ({len(histories)}), got {len(users)}")
-        rows = [self.indices(h, r if len(histories) > 1 else None, drop_unknown) for r, h in enumerate(histories)]
-        user = [0] * len(rows) if users is None else [self.user_index(u, r) for r, u in enumerate(users)]
+        for name, given in (("users", users), ("user_ids", user_ids)):
+            if given is not None and len(given) != len(histories):
+                raise CrabError(f"{name}: expected one per history ({len(histories)}), got {len(given)}")
+        one = len(histories) == 1
+        if user_ids is not None:
+            known = self.known_users()
+            user = [known.user(u, "user_id" if one else f"user_ids[{r}]") for r, u in enumerate(user_ids)]
+        else:
+            user = [0] * len(histories) if users is None else [self.user_index(u, r) for r, u in enumerate(users)]
+        rows = []
+        for r, h in enumerate(histories):
+            if h is None and user_ids is None:
+                raise CrabError(("history" if one else f"history {r}") + ": missing; give item ids (or a user id)")
+            rows.append(
+                self.known_users().sequence(user[r]) if h is None else self.indices(h, None if one else r, drop_unknown)
+            )
         seen = rows if exclude_seen else None
         return Samples.from_rows(user, rows, [0] * len(rows), self.max_history, seen=seen)
 
@@ -152,6 +186,19 @@ class Recommender:
                 f"{where}: empty" + (" after dropping unknown items" if ids else "") + "; expected item ids"
             )
         return known
+
+    def known_users(self):
+        """The run's users (:class:`~crabrec.data.users.UserHistories`): their ids and known histories."""
+        if self._users is None:
+            from crabrec.runfiles import RunFiles
+
+            self._users = RunFiles(self.run_dir).load_users()
+        return self._users
+
+    def history(self, user_id: str | int) -> list[str]:
+        """The item ids the run's data holds for the user the data called ``user_id``, oldest first."""
+        users = self.known_users()
+        return [self.item_ids[i] for i in users.sequence(users.user(user_id))]
 
     @staticmethod
     def user_index(user: Any, row: int) -> int:

@@ -46,6 +46,11 @@ class RunFiles:
         return self.root / "data" / "items.json"
 
     @property
+    def users(self) -> Path:
+        """Each user's id and whole known sequence (runs made before crabrec kept them lack it)."""
+        return self.root / "data" / "users.npz"
+
+    @property
     def data_stats(self) -> Path:
         return self.root / "data" / "stats.json"
 
@@ -114,6 +119,17 @@ class RunFiles:
         if not isinstance(items.get("item_ids"), list):
             raise CrabError(f"{self.items}: expected an object with an `item_ids` list; re-run `data`")
         return items
+
+    def load_users(self):
+        """The run's :class:`~crabrec.data.users.UserHistories`."""
+        from crabrec.data.users import UserHistories
+
+        if not self.users.is_file():
+            raise CrabError(
+                f"{self.root}: this run was made before crabrec kept each user's history ({self.users.name}); give "
+                f"the history instead, or `crabrec run {self.root} --force data` to write it (its models retrain)"
+            )
+        return UserHistories.load(self.users, self.n_items())
 
     def load_codebook(self, rebalanced: bool = False):
         from crabrec.sid.codebook import Codebook

@@ -30,14 +30,21 @@ access = logging.getLogger("crabrec.access")
 
 
 class RecommendRequest(BaseModel):
-    """One history (``history``) or several (``histories``), oldest item first, in the dataset's item ids."""
+    """One history (``history``) or several (``histories``), oldest item first, in the dataset's item ids; or one
+    user (``user_id``) or several (``user_ids``) of the run's data, whose known history is used when none is given."""
 
     model_config = ConfigDict(extra="forbid")
 
     history: ItemIds | None = Field(None, description="one history; give this or `histories`")
-    histories: list[ItemIds] | None = Field(None, description="several histories, ranked together")
+    histories: list[ItemIds | None] | None = Field(None, description="several histories, ranked together")
     k: StrictInt = Field(10, description="list length, 1 to the method's beam width")
     method: StrictStr | None = Field(None, description="a served method (default: the first one served)")
+    user_id: StrictStr | StrictInt | None = Field(
+        None, description="one user of the run's data, by their id in it; without `history`, their known history"
+    )
+    user_ids: list[StrictStr | StrictInt] | None = Field(
+        None, description="several users (with `histories`: one per history; a null history is the user's known one)"
+    )
     user: StrictInt | None = Field(None, description="with `history`: the run's user index (TIGER reads it)")
     users: list[StrictInt] | None = Field(None, description="with `histories`: one user index per history")
     drop_unknown: StrictBool = Field(False, description="ignore item ids outside the catalogue instead of a 422")
@@ -173,22 +180,29 @@ def create_app(
         if method not in recommenders:
             raise BadRequest(422, f"method {method!r}: not served here; served: {', '.join(recommenders)}")
         rec = recommenders[method]
-        single = body.history is not None
-        if single == (body.histories is not None):
-            raise BadRequest(422, "give exactly one of `history` (one list of item ids) or `histories`")
-        histories = [body.history] if single else body.histories
-        if len(histories) > limits.max_histories:
-            raise BadRequest(413, f"{len(histories)} histories: at most {limits.max_histories} per request")
+        single = body.history is not None or body.user_id is not None
+        if single == (body.histories is not None or body.user_ids is not None):
+            raise BadRequest(
+                422, "give `history` (one list of item ids) or `user_id`, or `histories` or `user_ids` (several)"
+            )
         if (body.user is not None and not single) or (body.users is not None and single):
             raise BadRequest(422, "`user` goes with `history`, `users` with `histories`")
+        if single:
+            histories = None if body.history is None else [body.history]
+            user_ids = None if body.user_id is None else [body.user_id]
+        else:
+            histories, user_ids = body.histories, body.user_ids
+        rows_asked = len(histories if histories is not None else user_ids or [])
+        if rows_asked > limits.max_histories:
+            raise BadRequest(413, f"{rows_asked} histories: at most {limits.max_histories} per request")
         users = [body.user] if body.user is not None else body.users
         try:
             rec.check_k(body.k)
-            rows = rec.samples(histories, users, body.drop_unknown, body.exclude_seen)
+            rows = rec.samples(histories, users, body.drop_unknown, body.exclude_seen, user_ids=user_ids)
         except CrabError as exc:
             raise BadRequest(422, str(exc)) from None
         items, scores = await batchers[method].submit(rows)
-        answers = [rec.top_dicts(items[i], scores[i], body.k) for i in range(len(histories))]
+        answers = [rec.top_dicts(items[i], scores[i], body.k) for i in range(len(rows))]
         out = {"method": method, "k": body.k} | ({"items": answers[0]} if single else {"results": answers})
         return Response(orjson.dumps(out), media_type="application/json")  # built once, not re-validated
 

@@ -18,6 +18,7 @@ def run_data(ctx: RunContext) -> dict[str, Any]:
     from crabrec.data import compute_popularity, load_dataset, make_splits
     from crabrec.data.splits import split_reason
     from crabrec.data.stats import dataset_stats
+    from crabrec.data.users import UserHistories
 
     cfg, files = ctx.cfg.data, ctx.files
     ds = load_dataset(cfg)
@@ -37,6 +38,7 @@ def run_data(ctx: RunContext) -> dict[str, Any]:
     write_npz(files.popularity, **arrays)
     write_json(files.items, {"name": ds.name, "item_ids": ds.item_ids, "text": ds.item_text, "has_text": ds.has_text})
     write_json(files.data_stats, stats)
+    UserHistories.from_dataset(ds).save(files.users)
     return {
         "users": stats["users"],
         "items": stats["items"],
@@ -53,6 +55,7 @@ DATA_STAGE = Stage(
     fn=run_data,
     reads=("data",),
     artifacts=("data/splits.npz", "data/popularity.npz", "data/items.json", "data/stats.json"),
+    added=("data/users.npz",),
     describe="load, k-core, split into samples, item popularity and groups",
     uses_torch=False,
 )
