@@ -108,6 +108,14 @@ def test_compressed_tables_read_as_the_plain_ones(tmp_path, kind):
     assert [s.tolist() for s in a.sequences] == [s.tolist() for s in b.sequences]
 
 
+def test_a_byte_order_mark_and_windows_line_ends_read_as_the_plain_table(tmp_path):
+    plain = write(tmp_path / "r.csv", "user_id,item_id,timestamp", EVENTS)
+    odd = tmp_path / "odd.csv"
+    odd.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes().replace(b"\n", b"\r\n"))
+    a, b = load(plain), load(odd)
+    assert a.users == b.users and [s.tolist() for s in a.sequences] == [s.tolist() for s in b.sequences]
+
+
 def test_json_lines_table_reads_as_the_csv(tmp_path):
     csv_ds = load(write(tmp_path / "r.csv", "user_id,item_id,timestamp", EVENTS))
     lines = [json.dumps({"user_id": u, "item_id": str(i), "timestamp": float(t), "extra": {"a": [1]}})

@@ -10,14 +10,17 @@ after its header.
 from __future__ import annotations
 
 import bz2
+import codecs
+import contextlib
 import csv
 import gzip
-import io
 import json
 import logging
 import lzma
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pandas as pd
 
@@ -28,6 +31,7 @@ log = logging.getLogger("crabrec")
 KINDS = (".csv", ".tsv", ".jsonl", ".ndjson", ".parquet")
 COMPRESSIONS = (".gz", ".bz2", ".xz", ".zip", ".zst")
 HEAD_BYTES = 1 << 20  # what a header-only read decompresses
+CHUNK_BYTES = 1 << 24  # what the encoding check decodes at a time
 NAMES = ", ".join(KINDS) + " (the text ones also " + "/".join(COMPRESSIONS) + ")"
 
 
@@ -50,78 +54,103 @@ def read_table(path: Path, sep: str | None = None, header_only: bool = False) ->
     kind = table_kind(path) or ".csv"  # a table named otherwise (a RecBole .inter, a .txt) is delimited text
     if kind == ".parquet":
         frame = _parquet(path, header_only)
+    elif kind in (".jsonl", ".ndjson"):
+        frame = _json_lines(path, _text(path, header_only), header_only)
     else:
-        text = _text(path, header_only)
-        frame = (
-            _json_lines(path, text, header_only)
-            if kind in (".jsonl", ".ndjson")
-            else _delimited(path, text, "\t" if sep is None and kind == ".tsv" else sep, header_only)
-        )
+        frame = _delimited(path, "\t" if sep is None and kind == ".tsv" else sep, header_only)
     if not header_only and len(frame) == 0:
         cols = ", ".join(map(str, frame.columns))
         raise CrabError(f"{path}: no rows after the header ({cols}); expected at least one row")
     return frame
 
 
-def _raw_bytes(path: Path, limit: int = -1) -> bytes:
-    """The file's bytes (the first ``limit`` of them when not -1), decompressed by its last suffix."""
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[IO[bytes]]:
+    """The file as a binary stream, decompressed by its last suffix."""
     suffix = path.suffix.lower()
     try:
-        if suffix == ".zip":
-            with zipfile.ZipFile(path) as z:
+        with contextlib.ExitStack() as stack:
+            if suffix == ".zip":
+                z = stack.enter_context(zipfile.ZipFile(path))
                 members = [m for m in z.namelist() if not m.endswith("/")]
                 if len(members) != 1:
                     raise CrabError(f"{path}: expected one file in the archive, found {len(members)}")
-                with z.open(members[0]) as f:
-                    return f.read(limit)
-        if suffix == ".zst":
-            try:
-                import zstandard
-            except ImportError:
-                raise CrabError(f"{path}: reading .zst needs the zstandard package (pip install zstandard)") from None
-            with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as f:
-                return f.read(limit)
-        opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}.get(suffix, open)
-        with opener(path, "rb") as f:
-            return f.read(limit)
+                stream = stack.enter_context(z.open(members[0]))
+            elif suffix == ".zst":
+                try:
+                    import zstandard
+                except ImportError:
+                    raise CrabError(
+                        f"{path}: reading .zst needs the zstandard package (pip install zstandard)"
+                    ) from None
+                raw = stack.enter_context(path.open("rb"))
+                stream = stack.enter_context(zstandard.ZstdDecompressor().stream_reader(raw))
+            else:
+                opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}.get(suffix, open)
+                stream = stack.enter_context(opener(path, "rb"))
+            yield stream
     except CrabError:
         raise
-    except (OSError, EOFError, ValueError, lzma.LZMAError, zipfile.BadZipFile) as exc:
+    except (EOFError, lzma.LZMAError, zipfile.BadZipFile, gzip.BadGzipFile) as exc:
         raise CrabError(f"{path}: cannot decompress ({reason(exc)})") from None
+    except OSError as exc:  # bz2 and zstandard say so with an OSError
+        raise CrabError(f"{path}: cannot read ({reason(exc)})") from None
 
 
-def _text(path: Path, header_only: bool = False) -> str:
-    """The file as text; ``header_only``: its first lines (at least the first)."""
-    data = _raw_bytes(path, HEAD_BYTES if header_only else -1)
-    if header_only and len(data) == HEAD_BYTES and b"\n" in data:
-        data = data[: data.rindex(b"\n") + 1]  # whole lines: no character cut in two
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        if not header_only:
-            log.warning(
-                "%s: not UTF-8 (byte 0x%02x at offset %d): read as Windows-1252; re-save it as UTF-8 if its text "
-                "shows wrong characters",
-                path, data[exc.start], exc.start,
-            )  # fmt: skip
-    try:
-        return data.decode("cp1252")
-    except UnicodeDecodeError:  # five bytes have no Windows-1252 character: Latin-1 maps every byte
-        return data.decode("latin-1")
+def _head(path: Path) -> bytes:
+    """The first whole lines of the file (at least the first line)."""
+    with _opened(path) as f:
+        data = f.read(HEAD_BYTES)
+    return data[: data.rindex(b"\n") + 1] if len(data) == HEAD_BYTES and b"\n" in data else data
 
 
-def _delimited(path: Path, text: str, sep: str | None, header_only: bool) -> pd.DataFrame:
-    header = text.partition("\n")[0].rstrip("\r")
+def _encoding(path: Path) -> str:
+    """``utf-8`` when the whole file is UTF-8 (read in chunks), else Windows-1252 (Latin-1 when a byte has no
+    Windows-1252 character), with a warning."""
+    for encoding in ("utf-8", "cp1252"):
+        decoder, offset = codecs.getincrementaldecoder(encoding)(), 0
+        try:
+            with _opened(path) as f:
+                while chunk := f.read(CHUNK_BYTES):
+                    decoder.decode(chunk)
+                    offset += len(chunk)
+                decoder.decode(b"", final=True)
+            return encoding
+        except UnicodeDecodeError as exc:
+            if encoding == "utf-8":
+                log.warning(
+                    "%s: not UTF-8 (byte 0x%02x at offset %d): read as Windows-1252; re-save it as UTF-8 if its "
+                    "text shows wrong characters",
+                    path, exc.object[exc.start], offset + exc.start,
+                )  # fmt: skip
+    return "latin-1"
+
+
+def _delimited(path: Path, sep: str | None, header_only: bool) -> pd.DataFrame:
+    encoding = "utf-8" if header_only else _encoding(path)  # (pandas' fast path; it skips a byte-order mark)
+    header = _head(path).decode(encoding, errors="replace").removeprefix("\ufeff").partition("\n")[0].rstrip("\r")
     if sep is None:
         sep = max(",\t;|", key=header.count)
     names = [n.strip() for n in next(csv.reader([header], delimiter=sep), [])]
     _refuse_twice(path, names)
     try:
-        return pd.read_csv(
-            io.StringIO(text), sep=sep, dtype=str, keep_default_na=False, nrows=0 if header_only else None
-        )
+        with _opened(path) as f:
+            return pd.read_csv(
+                f if path.suffix.lower() in COMPRESSIONS else path,  # a plain file: pandas reads it fastest itself
+                sep=sep, dtype=str, keep_default_na=False, nrows=0 if header_only else None, encoding=encoding,
+                encoding_errors="replace" if header_only else "strict",
+            )  # fmt: skip
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
         raise CrabError(f"{path}: cannot parse table ({reason(exc)})") from None
+
+
+def _text(path: Path, header_only: bool) -> str:
+    """The file as text (JSON lines); ``header_only``: its first lines."""
+    if header_only:
+        return _head(path).decode("utf-8-sig", errors="replace")
+    encoding = _encoding(path)
+    with _opened(path) as f:
+        return f.read().decode(encoding).removeprefix("\ufeff")
 
 
 def _json_lines(path: Path, text: str, header_only: bool) -> pd.DataFrame:
