@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from crabrec.errors import CrabError, clip, reason
-from crabrec.io import atomic_path, read_input_text
+from crabrec.io import atomic_path, json_object_lines, read_input_text
 
 FORMATS = (".csv", ".parquet", ".jsonl")
 SPLIT = re.compile(r"[\s,]+")
@@ -139,19 +139,8 @@ def _need_history(path: Path, columns: list[str]) -> None:
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
-    records = []
     with path.open("rb") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except (ValueError, RecursionError) as exc:
-                raise CrabError(f"{path} line {n}: not JSON ({reason(exc, 80)})") from None
-            if not isinstance(rec, dict):
-                raise CrabError(f"{path} line {n}: expected an object with a `history`, got {type(rec).__name__}")
-            records.append(rec)
-    return records
+        return [rec for _, rec in json_object_lines(path, f, "with a `history`")]
 
 
 def _history(path: Path, row: int, value: Any) -> list[str]:

@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +185,23 @@ def read_input_json(path: str | os.PathLike) -> Any:
         raise CrabError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from None
     except RecursionError:
         raise CrabError(f"{path}: JSON nested too deeply") from None
+
+
+def json_object_lines(
+    path: str | os.PathLike, lines: Iterable[str | bytes], expected: str
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line of a JSON-lines file the user brought; a line that is not
+    JSON, or not an object (``expected`` says what it should hold), is a one-line error naming the line."""
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise CrabError(f"{path} line {n}: not JSON ({reason(exc, 80)})") from None
+        if not isinstance(rec, dict):
+            raise CrabError(f"{path} line {n}: expected an object {expected}, got {type(rec).__name__}")
+        yield n, rec
 
 
 def read_input_text(path: str | os.PathLike) -> str:

@@ -25,6 +25,7 @@ from typing import IO
 import pandas as pd
 
 from crabrec.errors import CrabError, clip, reason
+from crabrec.io import json_object_lines
 
 log = logging.getLogger("crabrec")
 
@@ -157,15 +158,7 @@ def _json_lines(path: Path, text: str, header_only: bool) -> pd.DataFrame:
     """One JSON object per line; a key missing on a row is an empty cell, a nested value its JSON text."""
     rows: list[dict[str, str]] = []
     columns: dict[str, None] = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise CrabError(f"{path}: line {n}: not JSON ({reason(exc, 80)})") from None
-        if not isinstance(rec, dict):
-            raise CrabError(f"{path}: line {n}: expected an object of columns, got {type(rec).__name__}")
+    for _, rec in json_object_lines(path, text.splitlines(), "of columns"):
         columns.update(dict.fromkeys(rec))
         rows.append({k: _cell(v) for k, v in rec.items()})
         if header_only:
