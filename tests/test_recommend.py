@@ -272,12 +272,14 @@ def bad_files(tmp_path, item: str, user: str):
     (tmp_path / "cell.jsonl").write_text(json.dumps({"history": {"a": 1}}) + "\n")
     (tmp_path / "h.txt").write_text("x")
     (tmp_path / "both.jsonl").write_text(json.dumps({"history": [item], "user": 1, "user_id": "a"}) + "\n")
+    (tmp_path / "booluser.jsonl").write_text(json.dumps({"user_id": True}) + "\n")
     (tmp_path / "nouser.csv").write_text(f"user_id,history\n{user},\nzz,{item}\n")
     (tmp_path / "ok.csv").write_text(f"history\n{item}\n")
     (tmp_path / "folder.csv").mkdir()
     return [
         (["--input", "nohist.csv", "--output", "o.csv"], "nohist.csv: no `history` or `user_id` column"),
         (["--input", "both.jsonl", "--output", "o.csv"], "both.jsonl: both `user` and `user_id` columns"),
+        (["--input", "booluser.jsonl", "--output", "o.csv"], "booluser.jsonl row 0: user_id True: expected a user id"),
         (["--input", "nouser.csv", "--output", "o.csv"], "nouser.csv: user_ids[1] 'zz': not a user of this run"),
         (["--user-id", "zz"], "user_id 'zz': not a user of this run"),
         (["--user-id", "zz", "--user", "1"], "give --user-id (the data's user id) or --user"),

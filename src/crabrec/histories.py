@@ -41,7 +41,7 @@ def read_histories(path: str | Path) -> tuple[list[list[str] | None], list[int] 
     if not records:
         raise CrabError(f"{path}: no rows; expected one history (or user_id) per row")
     users = _column(path, records, "user", _scalar)
-    user_ids = _column(path, records, "user_id", lambda v: str(v) if isinstance(v, str | int) else v)
+    user_ids = _column(path, records, "user_id", _user_id)
     if users is not None and user_ids is not None:
         raise CrabError(f"{path}: both `user` and `user_id` columns; give one (user_id: the data's user ids)")
     for r, u in enumerate(users or []):
@@ -64,6 +64,11 @@ def _scalar(value: Any) -> Any:
     """A table cell as a plain Python value (a numpy scalar as its item, an integral float as an int)."""
     value = value.item() if hasattr(value, "item") else value
     return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _user_id(value: Any) -> Any:
+    """A user id cell as its string (an integer as its decimal string); anything else as it is (refused later)."""
+    return str(value) if isinstance(value, str | int) and not isinstance(value, bool) else value
 
 
 def _column(path: Path, records: list[dict[str, Any]], name: str, convert) -> list[Any] | None:

@@ -149,9 +149,13 @@ def _text(path: Path, header_only: bool) -> str:
     """The file as text (JSON lines); ``header_only``: its first lines."""
     if header_only:
         return _head(path).decode("utf-8-sig", errors="replace")
-    encoding = _encoding(path)
     with _opened(path) as f:
-        return f.read().decode(encoding).removeprefix("\ufeff")
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode(_encoding(path))  # (which says so)
+    return text.removeprefix("\ufeff")
 
 
 def _json_lines(path: Path, text: str, header_only: bool) -> pd.DataFrame:
