@@ -53,15 +53,16 @@ DataPathOpt = Annotated[
     str | None,
     typer.Option(
         "--data",
-        help="Dataset: a file (CSV/TSV/JSON lines/Parquet, also .gz etc.; .inter, .inter.json) or folder "
-        "(default: Office).",
+        help="Dataset: a file (CSV/TSV/JSON lines/Parquet, also .gz etc.; .inter, .inter.json; MovieLens u.data, "
+        "ratings.dat) or folder (default: Office).",
     ),
 ]
 ItemsOpt = Annotated[
     str | None, typer.Option("--items", help="Item table (CSV/TSV/JSON lines/Parquet: an id column and text columns).")
 ]
 FormatOpt = Annotated[
-    str | None, typer.Option("--format", help="auto|lcrec|minionerec|recbole|table|amazon14|amazon18|amazon23.")
+    str | None,
+    typer.Option("--format", help="auto|lcrec|minionerec|recbole|table|movielens|amazon14|amazon18|amazon23."),
 ]
 NameOpt = Annotated[str | None, typer.Option("--name", help="Run name: artifacts go to <runs_dir>/<name>/.")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for every random choice.")]

@@ -60,9 +60,9 @@ Month = Annotated[str, StringConstraints(pattern=r"^\d{4}-(0[1-9]|1[0-2])$")]  #
 class DataConfig(Strict):
     """Where the data comes from and how it is split into (history -> next item) samples."""
 
-    format: Literal["auto", "lcrec", "minionerec", "recbole", "table", "amazon14", "amazon18", "amazon23"] = Field(
-        "auto", description="the on-disk layout of `path` (--format); auto = detected from the files"
-    )
+    format: Literal[
+        "auto", "lcrec", "minionerec", "recbole", "table", "movielens", "amazon14", "amazon18", "amazon23"
+    ] = Field("auto", description="the on-disk layout of `path` (--format); auto = detected from the files")
     path: str | None = Field(None, description="dataset directory or file; None = the embedded Office dataset")
     name: str | None = Field(None, description="file stem inside `path` (e.g. 'Office'); inferred when unique")
     item_table: str | None = Field(
@@ -110,7 +110,9 @@ class EmbedConfig(Strict):
 
     encoder: str = Field("all-MiniLM-L6-v2", description="'all-MiniLM-L6-v2' (bundled) or a local model directory")
     fields: list[str] = Field(
-        default_factory=lambda: ["title", "description"], description="item text fields joined into the encoded text"
+        default_factory=lambda: ["title", "description"],
+        description="item text fields joined into the encoded text; at this default, items without any description "
+        "give their title and every other field (but copies of the title and links)",
     )
     template: str | None = Field(None, description="e.g. '{title}. {brand}'; overrides `fields`")
     max_chars: int = Field(2000, ge=16, description="texts are cut to this many characters")

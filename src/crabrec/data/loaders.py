@@ -1,8 +1,9 @@
 """Loaders for the supported on-disk layouts; each returns a :class:`Dataset` or raises a one-line CrabError.
 
 Layouts: ``lcrec`` (LC-Rec/LETTER json), ``minionerec`` (train/valid/test CSVs + index + info), ``recbole``
-(atomic ``.inter``/``.item`` files), ``table`` (a CSV/parquet of user,item,timestamp plus an item table) and the raw
-Amazon dumps ``amazon14``/``amazon18``/``amazon23`` (:mod:`crabrec.data.amazon`).
+(atomic ``.inter``/``.item`` files), ``table`` (a CSV/parquet of user,item,timestamp plus an item table),
+``movielens`` (GroupLens' releases as they unpack, :mod:`crabrec.data.movielens`) and the raw Amazon dumps
+``amazon14``/``amazon18``/``amazon23`` (:mod:`crabrec.data.amazon`).
 """
 
 from __future__ import annotations
@@ -52,17 +53,24 @@ def load_dataset(cfg: DataConfig) -> Dataset:
         "minionerec": _load_minionerec,
         "recbole": _load_recbole,
         "table": _load_table,
+        "movielens": _load_movielens,
         **{raw: functools.partial(_load_raw, fmt=raw) for raw in RAW_FORMATS},
     }
     ds = loader[fmt](path, cfg)
     if ds.given is None:
         ds = _filter(ds, cfg.kcore)
     if ds.n_users == 0 or ds.n_items == 0:
-        raise CrabError(f"{ds.source}: no interactions left after {cfg.kcore}-core filtering; lower data.kcore")
+        if cfg.kcore > 1 and ds.given is None:
+            raise CrabError(f"{ds.source}: no interactions left after {cfg.kcore}-core filtering; lower data.kcore")
+        raise CrabError(f"{ds.source}: no user has 2 interactions or more; a model needs a history and a next item")
     return ds
 
 
 def detect_format(path: Path) -> str:
+    from crabrec.data.movielens import is_movielens
+
+    if is_movielens(path):
+        return "movielens"
     if path.is_file():
         name = path.name
         if name.endswith(".inter.json"):
@@ -72,8 +80,8 @@ def detect_format(path: Path) -> str:
         if table_kind(path):
             return "table"
         raise CrabError(
-            f"{path}: cannot tell the layout from the file name (expected a table: {NAMES}; or .inter or "
-            ".inter.json); set --format"
+            f"{path}: cannot tell the layout from the file name (expected a table: {NAMES}; .inter or "
+            ".inter.json; or MovieLens' u.data or ratings.dat); set --format"
         )
     if any((path / s).is_dir() for s in SPLIT_NAMES):
         return "minionerec"
@@ -91,7 +99,8 @@ def detect_format(path: Path) -> str:
         return "table"
     raise CrabError(
         f"{path}: no known layout found (expected <name>.inter.json, <name>.inter, train|valid|test/ folders, "
-        "CSV/TSV/JSON-lines/Parquet tables, or raw Amazon review + meta_<Category> files); set data.format"
+        "CSV/TSV/JSON-lines/Parquet tables, raw Amazon review + meta_<Category> files, or a MovieLens release); set "
+        "data.format"
     )
 
 
@@ -292,6 +301,12 @@ def _load_table(path: Path, cfg: DataConfig) -> Dataset:
     from crabrec.data.table import load_table
 
     return load_table(path, cfg)
+
+
+def _load_movielens(path: Path, cfg: DataConfig) -> Dataset:
+    from crabrec.data.movielens import load_movielens
+
+    return load_movielens(path, cfg)
 
 
 def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, dict[str, str]]:

@@ -179,8 +179,11 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
 
 
 def dataset_name(path: Path) -> str:
-    """``ratings.csv`` -> ``ratings``; ``ml-100k.inter.json`` -> ``ml-100k``."""
+    """``ratings.csv`` -> ``ratings``; ``ml-100k.inter.json`` -> ``ml-100k``; a MovieLens release's ratings file
+    (``ml-1m/ratings.dat``) -> its folder's name."""
     name = path.name
+    if name in ("u.data", "ratings.dat") and path.parent.name:
+        return path.parent.name
     for suffix in (*COMPRESSIONS, *KINDS, ".json", ".inter", ".item", ".txt"):
         if name.endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]
