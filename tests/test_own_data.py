@@ -209,8 +209,33 @@ BAD = {  # name -> (files to write {name: (header, rows)}, extra CLI args, what 
     "unknown key without section": ({"d.csv": ("user,item", [(1, 2)])}, ["--set", "user_col=u"],
                                     "did you mean data.user_col?"),
     "misspelt key": ({"d.csv": ("user,item", [(1, 2)])}, ["--set", "data.itme_col=u"], "data.item_col"),
+    "no header line": ({"d.csv": ("7,12,5,1600000000", [(7, 13, 4, 1600000100)])}, [],
+                       "d.csv: no user column: its first line (7, 12, 5, 1600000000) looks like a row, not a header; "
+                       "name the columns with --set data.columns=[user,item,rating,timestamp]"),
+    "columns miscounted": ({"d.csv": ("7,12,1600000000", [(7, 13, 1600000100)])},
+                           ["--set", "data.columns=[user,item,rating,timestamp]"],
+                           "d.csv: line 1 has 3 field(s) (7, 12, 1600000000), data.columns names 4"),
+    "a column named twice in columns": ({"d.csv": ("7,12", [(7, 13)])}, ["--set", "data.columns=[user,user]"],
+                                        "d.csv: data.columns: column 'user' is given twice"),
+    "columns of a headerless row": ({"d.csv": ("7,12,x", [(7, 13, 1600000100), (8, 12, 1600000200)])},
+                                    ["--set", "data.columns=[user,item,timestamp]"],
+                                    "d.csv: row 1: timestamp 'x' is not a number"),
+    "columns for JSON lines": ({"d.jsonl": ('{"user": 1, "item": 2}', [])},
+                               ["--data", "{d.jsonl}", "--set", "data.columns=[user,item]"],
+                               "d.jsonl: data.columns names the columns of a CSV or TSV file without a header line"),
+    "columns for a folder": ({"d.csv": ("7,12", [(7, 13)])}, ["--data", "{.}", "--set", "data.columns=[user,item]"],
+                             "data.columns names the columns of one file: give it with --data FILE"),
     "quiet and verbose": ({"d.csv": ("user,item", [(1, 2)])}, ["-q", "-v"], "give one of them"),
 }  # fmt: skip
+
+
+def test_a_file_without_a_header_line_reads_with_named_columns(tmp_path):
+    headed = load(write(tmp_path / "h.csv", "user,item,rating,timestamp", RATINGS))
+    bare = write(tmp_path / "bare.tsv", "\t".join(map(str, RATINGS[0])), RATINGS[1:], sep="\t")
+    ds = load(bare, columns=["user", "item", "rating", "timestamp"])
+    assert ds.users == headed.users and ds.item_ids == headed.item_ids
+    assert all(np.array_equal(a, b) for a, b in zip(ds.sequences, headed.sequences, strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(ds.timestamps, headed.timestamps, strict=True))
 
 
 def test_an_empty_file_is_named_as_such(tmp_path, capsys):

@@ -75,6 +75,11 @@ class DataConfig(Strict):
         description="table format: the time column, Unix time or dates (the default: detected if absent; "
         "null = order each user's rows as they appear)",
     )
+    columns: list[str] | None = keyed_when_set(
+        None,
+        description="table format: the column names of an interaction file without a header line, in file order "
+        "(e.g. [user, item, rating, timestamp]); None = its first line is the header",
+    )
     item_table_id_col: str | None = keyed_when_set(
         None, description="the item table's id column; None = data.item_col if there, else detected"
     )

@@ -45,20 +45,28 @@ def table_kind(path: Path) -> str | None:
     return None if kind == ".parquet" and compression else kind
 
 
-def read_table(path: Path, sep: str | None = None, header_only: bool = False) -> pd.DataFrame:
+def read_table(
+    path: Path, sep: str | None = None, header_only: bool = False, names: list[str] | None = None
+) -> pd.DataFrame:
     """The table at ``path`` with string cells; ``sep`` None: comma, tab, semicolon or bar, whichever the header
-    line has most (tab for ``.tsv``); ``header_only``: the columns alone (no rows)."""
+    line has most (tab for ``.tsv``); ``header_only``: the columns alone (no rows); ``names``: the columns of a
+    delimited file without a header line (its first line is a row)."""
     if not path.is_file():
         raise CrabError(f"{path}: file not found")
     if path.stat().st_size == 0:
         raise CrabError(f"{path}: the file is empty; expected a header line, then the rows")
     kind = table_kind(path) or ".csv"  # a table named otherwise (a RecBole .inter, a .txt) is delimited text
+    if names is not None and kind in (".parquet", ".jsonl", ".ndjson"):
+        raise CrabError(
+            f"{path}: data.columns names the columns of a CSV or TSV file without a header line; a {kind[1:]} file "
+            "names its own columns (remove data.columns)"
+        )
     if kind == ".parquet":
         frame = _parquet(path, header_only)
     elif kind in (".jsonl", ".ndjson"):
         frame = _json_lines(path, _text(path, header_only), header_only)
     else:
-        frame = _delimited(path, "\t" if sep is None and kind == ".tsv" else sep, header_only)
+        frame = _delimited(path, "\t" if sep is None and kind == ".tsv" else sep, header_only, names)
     if not header_only and len(frame) == 0:
         cols = ", ".join(map(str, frame.columns))
         raise CrabError(f"{path}: no rows after the header ({cols}); expected at least one row")
@@ -127,19 +135,28 @@ def _encoding(path: Path) -> str:
     return "latin-1"
 
 
-def _delimited(path: Path, sep: str | None, header_only: bool) -> pd.DataFrame:
+def _delimited(path: Path, sep: str | None, header_only: bool, names: list[str] | None) -> pd.DataFrame:
     encoding = "utf-8" if header_only else _encoding(path)  # (pandas' fast path; it skips a byte-order mark)
     header = _head(path).decode(encoding, errors="replace").removeprefix("\ufeff").partition("\n")[0].rstrip("\r")
     if sep is None:
         sep = max(",\t;|", key=header.count)
-    names = [n.strip() for n in next(csv.reader([header], delimiter=sep), [])]
-    _refuse_twice(path, names)
+    first = [n.strip() for n in next(csv.reader([header], delimiter=sep), [])]
+    if names is not None and len(first) != len(names):
+        raise CrabError(
+            f"{path}: line 1 has {len(first)} field(s) ({clip(', '.join(first))}), data.columns names {len(names)} "
+            f"({', '.join(names)}); name each column once, in file order"
+        )
+    if names is not None:
+        _refuse_twice(path, names, "data.columns")
+    else:
+        _refuse_twice(path, first)
     try:
         with _opened(path) as f:
             return pd.read_csv(
                 f if path.suffix.lower() in COMPRESSIONS else path,  # a plain file: pandas reads it fastest itself
                 sep=sep, dtype=str, keep_default_na=False, nrows=0 if header_only else None, encoding=encoding,
                 encoding_errors="replace" if header_only else "strict",
+                **({"header": None, "names": names} if names is not None else {}),
             )  # fmt: skip
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
         raise CrabError(f"{path}: cannot parse table ({reason(exc)})") from None
@@ -202,7 +219,7 @@ def _parquet(path: Path, header_only: bool) -> pd.DataFrame:
         raise CrabError(f"{path}: cannot parse table ({reason(exc)})") from None
 
 
-def _refuse_twice(path: Path, names: list[str]) -> None:
+def _refuse_twice(path: Path, names: list[str], where: str = "header") -> None:
     twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if twice is not None:
-        raise CrabError(f"{path}: header: column {clip(twice)!r} is given twice; name each column once")
+        raise CrabError(f"{path}: {where}: column {clip(twice)!r} is given twice; name each column once")

@@ -21,7 +21,7 @@ import pandas as pd
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.loaders import _group_interactions, _items_from_frame, _read_csv
-from crabrec.data.reading import COMPRESSIONS, KINDS, table_kind
+from crabrec.data.reading import COMPRESSIONS, KINDS, read_table, table_kind
 from crabrec.errors import CrabError, clip
 
 log = logging.getLogger("crabrec")
@@ -33,6 +33,7 @@ ITEM_NAMES = (
 )  # fmt: skip
 TIME_NAMES = ("timestamp", "time", "date", "datetime", "ts", "unix_time", "unixreviewtime", "event_time", "created_at")
 DEFAULTS = {"user_col": "user", "item_col": "item", "time_col": "timestamp"}
+NUMBER = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?")  # a cell of a row, never a column name
 
 
 def _norm(name: object) -> str:
@@ -56,14 +57,20 @@ def _missing(path: Path, what: str, key: str, configured: str | None, names: tup
     if configured != DEFAULTS.get(key.rpartition(".")[2]):
         return CrabError(f"{path}: {key}={configured!r}: no such column (found {found}); set {key} to one of them")
     looked = ", ".join(names[:6]) + ", ..."
+    if any(NUMBER.fullmatch(str(c).strip()) for c in cols):
+        return CrabError(
+            f"{path}: no {what} column: its first line ({found}) looks like a row, not a header; name the columns "
+            "with --set data.columns=[user,item,rating,timestamp] (in file order), or add a header line"
+        )
     return CrabError(
         f"{path}: no {what} column (looked for {looked}; found {found}); name it with --set {key}=<column>"
     )
 
 
-def timestamps(values: pd.Series, path: Path, column: str) -> np.ndarray:
+def timestamps(values: pd.Series, path: Path, column: str, first_line: int = 2) -> np.ndarray:
     """Unix seconds from a column of numbers (seconds; milliseconds, microseconds or nanoseconds when every value is
-    too large to be seconds) or of dates (ISO 8601, or another format pandas reads)."""
+    too large to be seconds) or of dates (ISO 8601, or another format pandas reads); ``first_line``: the file line
+    of the first value (2 after a header line)."""
     text = values.astype(str).str.strip()
     numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)  # NaN: not a number; inf stays
     parsed = ~np.isnan(numbers)
@@ -73,8 +80,8 @@ def timestamps(values: pd.Series, path: Path, column: str) -> np.ndarray:
             row = int(bad[0])
             kind = "is not a finite number" if parsed[row] else "is not a number"
             raise CrabError(
-                f"{path}: row {row + 2}: {column} {clip(repr(values.iloc[row]))} {kind} (the other rows are Unix "
-                "time); fix the row, or --set data.time_col=null to order each user's rows as they appear"
+                f"{path}: row {row + first_line}: {column} {clip(repr(values.iloc[row]))} {kind} (the other rows "
+                "are Unix time); fix the row, or --set data.time_col=null to order each user's rows as they appear"
             )
         smallest = float(np.abs(numbers).min()) if len(numbers) else 0.0
         for scale in (1e18, 1e15, 1e12):  # ns, µs, ms: no date before 2001 is that large in seconds
@@ -88,7 +95,7 @@ def timestamps(values: pd.Series, path: Path, column: str) -> np.ndarray:
     if len(bad):
         row = int(bad[0])
         raise CrabError(
-            f"{path}: row {row + 2}: {column} {clip(repr(values.iloc[row]))} is neither Unix time nor a date "
+            f"{path}: row {row + first_line}: {column} {clip(repr(values.iloc[row]))} is neither Unix time nor a date "
             "(e.g. 2023-01-06 05:00:00); fix the row, or --set data.time_col=null to order each user's rows as they "
             "appear"
         )
@@ -121,11 +128,14 @@ def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
 
 def load_table(path: Path, cfg: DataConfig) -> Dataset:
     folder = path.is_dir()
+    if folder and cfg.columns is not None:
+        raise CrabError(f"{path}: data.columns names the columns of one file: give it with --data FILE")
     if folder:
         path, item_path = resolve_folder(path, cfg)
     else:
         item_path = Path(cfg.item_table) if cfg.item_table else None
-    inter = _read_csv(path)
+    inter = read_table(path, names=cfg.columns)
+    first_line = 1 if cfg.columns is not None else 2
     cols = list(inter.columns)
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     if user is None:
@@ -139,8 +149,8 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     for role, col in (("user", user), ("item", item)):
         empty = np.flatnonzero(inter[col].astype(str).str.strip().to_numpy() == "")
         if len(empty):
-            raise CrabError(f"{path}: row {int(empty[0]) + 2}: empty {role} id in column {col!r}")
-    ts = timestamps(inter[time], path, time) if time else None
+            raise CrabError(f"{path}: row {int(empty[0]) + first_line}: empty {role} id in column {col!r}")
+    ts = timestamps(inter[time], path, time, first_line) if time else None
     detected = {k: v for k, v in (("user", user), ("item", item), ("time", time)) if v}
     found = f"{path.name}: columns " + ", ".join(f"{k}={v}" for k, v in detected.items())
     if folder:
