@@ -4,6 +4,7 @@ text picked when the items have no description."""
 from __future__ import annotations
 
 import csv
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +90,20 @@ def test_a_release_is_detected_from_its_folder_and_from_its_ratings_file(release
         assert dataset_name(ratings) == folder.name
         assert load(ratings).sequences[0].tolist() == load(folder).sequences[0].tolist()
     assert dataset_name(folder) == folder.name
+
+
+@pytest.mark.parametrize("release", ["100k", "1m", "latest"])
+def test_a_release_still_zipped_reads_as_unpacked(releases, release, tmp_path):
+    folder = releases[release]
+    archive = tmp_path / f"{folder.name}.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(f"{folder.name}/", "")
+        for p in sorted(folder.iterdir()):
+            z.write(p, f"{folder.name}/{p.name}")
+    assert detect_format(archive) == "movielens" and dataset_name(archive) == folder.name
+    zipped, unpacked = load(archive), load(folder)
+    assert zipped.users == unpacked.users and zipped.item_text == unpacked.item_text
+    assert all(np.array_equal(a, b) for a, b in zip(zipped.sequences, unpacked.sequences, strict=True))
 
 
 def test_a_folder_of_other_tables_named_ratings_and_movies_stays_a_table(tmp_path):
@@ -201,3 +216,19 @@ def test_a_movielens_folder_runs_to_its_semantic_ids_with_genres_in_the_text(rel
     assert code == 0
     assert (runs / "ml-1m-quick" / "sid" / "codebook.json").is_file()
     assert "their text is title, genres" in capsys.readouterr().err
+
+
+def test_a_run_from_a_ratings_file_reruns_its_data_when_the_movie_file_beside_it_changes(tmp_path, capsys):
+    folder = tmp_path / "ml-1m"
+    folder.mkdir()
+    rows = [f"{u}::{i}::4::{978300000 + 10 * i}\n" for u in (1, 2) for i in range(1, 13)]
+    (folder / "ratings.dat").write_text("".join(rows))
+    movies = [f"{i}::Movie {i} (1995)::Crime\n" for i in range(1, 13)]
+    (folder / "movies.dat").write_text("".join(movies))
+    args = ["run", "--data", str(folder / "ratings.dat"), "--until", "data", "--set", "data.kcore=0",
+            "--set", "data.split=leave_one_out", "--set", f"runs_dir={tmp_path / 'runs'}"]  # fmt: skip
+    assert cli(args)[0] == 0 and cli(args)[0] == 0
+    assert "[data] cached" in capsys.readouterr().err
+    (folder / "movies.dat").write_text("".join(movies).replace("::Crime", "::Drama", 1))
+    assert cli(args)[0] == 0
+    assert "[data] done" in capsys.readouterr().err

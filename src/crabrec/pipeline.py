@@ -144,6 +144,11 @@ class RunContext:
             out[key] = node
             if key in INPUT_FILES and isinstance(node, str) and node:  # what the file holds, not only its name
                 out[f"{key} content"] = content_hash(node)
+                if key == "data.path":  # the files a MovieLens ratings file is read with
+                    from crabrec.data.movielens import companions
+
+                    for other in companions(Path(node)):
+                        out[f"{key} content {other.name}"] = content_hash(other)
         return out
 
     def key(self, name: str) -> str:

@@ -1,4 +1,5 @@
-"""The ``movielens`` layout: GroupLens' MovieLens releases as they unpack, every version's own file format.
+"""The ``movielens`` layout: GroupLens' MovieLens releases as they unpack (or still zipped), every version's own
+file format.
 
 - 100K: ``u.data`` (``user<TAB>item<TAB>rating<TAB>time``, no header) and ``u.item`` (``id|title|release
   date|video release date|URL`` and 19 genre flags, their names in ``u.genre``);
@@ -17,6 +18,7 @@ from __future__ import annotations
 import io
 import itertools
 import logging
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -26,7 +28,6 @@ import pandas as pd
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.loaders import _group_interactions
-from crabrec.data.reading import read_table
 from crabrec.errors import CrabError, clip, reason
 
 log = logging.getLogger("crabrec")
@@ -41,76 +42,157 @@ GENRES_100K = (
 NO_GENRES = "(no genres listed)"
 
 
+class Release:
+    """The files of one release: its folder, its ratings file (the item file beside it), or the ``.zip`` GroupLens
+    ships (members found by file name, in whatever folder inside)."""
+
+    def __init__(self, path: Path, item_table: str | None = None) -> None:
+        self.path = path
+        self.archive = zipfile.ZipFile(path) if path.suffix.lower() == ".zip" and zipfile.is_zipfile(path) else None
+        if self.archive is not None:
+            members = [m for m in self.archive.namelist() if not m.endswith("/")]
+            self.members = {m.rsplit("/", 1)[-1]: m for m in reversed(members)}  # the first of a name wins
+            self.folder = path.with_suffix("")
+        else:
+            self.folder = path if path.is_dir() else path.parent
+            self.members = {p.name: str(p) for p in self.folder.iterdir() if p.is_file()}
+        names = [path.name] if path.is_file() and self.archive is None else list(RELEASES)
+        self.ratings = next((n for n in names if n in RELEASES and n in self.members), None)
+        self.item_path = Path(item_table) if item_table else None
+
+    @property
+    def items(self) -> str | None:
+        """The item file's name when it exists (the user's ``--items``, else the release's own)."""
+        if self.item_path is not None:
+            return self.item_path.name
+        name = RELEASES.get(self.ratings or "")
+        return name if name in self.members else None
+
+    def where(self, name: str) -> str:
+        """The file as messages name it: its path (inside an archive: the archive's path, then the member)."""
+        if self.item_path is not None and name == self.item_path.name and name != self.ratings:
+            return str(self.item_path)
+        return f"{self.path}/{self.members[name]}" if self.archive is not None else self.members[name]
+
+    def read(self, name: str) -> bytes:
+        if self.item_path is not None and name == self.item_path.name and name != self.ratings:
+            return self.item_path.read_bytes()
+        if self.archive is not None:
+            return self.archive.read(self.members[name])
+        return Path(self.members[name]).read_bytes()
+
+    def header(self, name: str) -> list[str]:
+        """The first line's comma-separated names (``ratings.csv``, ``movies.csv``)."""
+        if self.archive is not None:
+            with self.archive.open(self.members[name]) as f:
+                line = f.readline()
+        else:
+            with open(self.members[name], "rb") as f:
+                line = f.readline()
+        return [c.strip() for c in line.decode("utf-8", "replace").removeprefix("\ufeff").split(",")]
+
+
+def companions(path: Path) -> list[Path]:
+    """The files read with a MovieLens ratings file given alone (``ml-100k/u.data``: ``u.item``, ``u.genre``), so
+    that a run's cache key covers them too; none for anything else."""
+    if path.name == "u.data":
+        return [p for p in (path.parent / "u.item", path.parent / "u.genre") if p.is_file()]
+    if path.name == "ratings.dat" and (path.parent / "movies.dat").is_file():
+        return [path.parent / "movies.dat"]
+    return []
+
+
 def is_movielens(path: Path) -> bool:
-    """A MovieLens ratings file (``u.data``, ``ratings.dat``), or a folder holding one, or holding ``ratings.csv``
-    and ``movies.csv`` with the releases' own headers (a folder of tables named so otherwise is the table layout)."""
-    if path.is_file():
+    """A MovieLens ratings file (``u.data``, ``ratings.dat``); a folder or ``.zip`` holding one, or holding
+    ``ratings.csv`` and ``movies.csv`` with the releases' own headers (tables named so otherwise are the table
+    layout)."""
+    if path.is_file() and path.suffix.lower() != ".zip":
         return path.name in ("u.data", "ratings.dat")
-    if (path / "u.data").is_file() or (path / "ratings.dat").is_file():
+    try:
+        release = Release(path)
+    except (OSError, zipfile.BadZipFile):
+        return False
+    if release.archive is None and path.is_file():
+        return False
+    if release.ratings in ("u.data", "ratings.dat"):
         return True
     return all(
-        (path / name).is_file() and set(columns) <= set(read_table(path / name, header_only=True).columns)
+        name in release.members and set(columns) <= set(release.header(name))
         for name, columns in (("ratings.csv", ("userId", "movieId")), ("movies.csv", ("movieId", "title", "genres")))
     )
 
 
-def release_files(path: Path, item_table: str | None = None) -> tuple[Path, Path]:
-    """``(ratings file, item file)`` (``item_table``: the item file named by the user); the item file may not
-    exist."""
-    ratings = path if path.is_file() else next((path / n for n in RELEASES if (path / n).is_file()), path / "-")
-    if ratings.name not in RELEASES:
+def open_release(path: Path, item_table: str | None = None) -> Release:
+    """The release at ``path`` (``item_table``: the item file named by the user), or a one-line error."""
+    try:
+        release = Release(path, item_table)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise CrabError(f"{path}: cannot read ({reason(exc)})") from None
+    if release.ratings is None:
         raise CrabError(f"{path}: not a MovieLens release (expected {', '.join(RELEASES)}); set --format")
-    items = Path(item_table) if item_table else ratings.parent / RELEASES[ratings.name]
-    if item_table and items.name not in RELEASES.values():
-        raise CrabError(f"{items}: a MovieLens item file is named {', '.join(RELEASES.values())}")
-    if item_table and not items.is_file():
-        raise CrabError(f"{items}: file not found")
-    return ratings, items
+    if item_table and release.item_path.name not in RELEASES.values():
+        raise CrabError(f"{item_table}: a MovieLens item file is named {', '.join(RELEASES.values())}")
+    if item_table and not release.item_path.is_file():
+        raise CrabError(f"{item_table}: file not found")
+    return release
 
 
 def load_movielens(path: Path, cfg: DataConfig) -> Dataset:
-    ratings, item_path = release_files(path, cfg.item_table)
-    folder = ratings.parent
-    if ratings.name == "ratings.csv":
-        inter = read_table(ratings)
-        missing = [c for c in ("userId", "movieId", "timestamp") if c not in inter.columns]
-        if missing:
-            raise CrabError(
-                f"{ratings}: missing column(s) {', '.join(missing)}; expected userId, movieId, rating, timestamp "
-                f"(found {', '.join(map(str, inter.columns))})"
-            )
+    release = open_release(path, cfg.item_table)
+    ratings, item_file = release.ratings, release.items
+    where = release.where(ratings)
+    if ratings == "ratings.csv":
+        inter = _csv(release, ratings, ("userId", "movieId", "timestamp"), "userId, movieId, rating, timestamp")
         inter = inter.rename(columns={"userId": "user", "movieId": "item"})
         line_of: Callable[[int], int] = lambda row: row + 2  # noqa: E731 (after the header)
     else:
-        inter, line_of = _headerless(ratings, "\t" if ratings.name == "u.data" else "::")
-    ts = _times(inter["timestamp"], ratings, line_of)
-    items = _items(item_path) if item_path.is_file() else {raw: {} for raw in inter["item"].unique()}
-    ds = _group_interactions(folder.name or "movielens", folder, inter, "user", "item", ts, items, str(ratings))
-    if not item_path.is_file():
+        inter, line_of = _headerless(release, ratings, "\t" if ratings == "u.data" else "::")
+    ts = _times(inter["timestamp"], where, line_of)
+    items = _items(release, item_file) if item_file else {raw: {} for raw in inter["item"].unique()}
+    name, source = release.folder.name or "movielens", path if release.archive is not None else release.folder
+    ds = _group_interactions(name, source, inter, "user", "item", ts, items, where)
+    expected_items = RELEASES[ratings]
+    if item_file is None:
         ds.has_text = False
-        ds.notes.append(f"no {item_path.name}: ids-only data, semantic IDs come from SASRec's item embeddings")
+        ds.notes.append(f"no {expected_items}: ids-only data, semantic IDs come from SASRec's item embeddings")
     log.info(
-        "%s: MovieLens, interactions from %s, %s", folder, ratings.name,
-        f"titles and genres from {item_path.name}" if item_path.is_file() else f"no {item_path.name}",
+        "%s: MovieLens, interactions from %s, %s", path, ratings,
+        f"titles and genres from {item_file}" if item_file else f"no {expected_items}",
     )  # fmt: skip
     return ds
 
 
-def _decode(path: Path) -> str:
+def _decode(release: Release, name: str) -> str:
     """The file's text: UTF-8 where it is, else Latin-1 (the older releases' encoding)."""
-    data = path.read_bytes()
+    data = release.read(name)
     if not data.strip():
-        raise CrabError(f"{path}: the file is empty")
+        raise CrabError(f"{release.where(name)}: the file is empty")
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:
         return data.decode("latin-1")
 
 
-def _headerless(path: Path, sep: str) -> tuple[pd.DataFrame, Callable[[int], int]]:
+def _csv(release: Release, name: str, needed: tuple[str, ...], expected: str) -> pd.DataFrame:
+    """``ratings.csv`` or ``movies.csv`` (a header line, then quoted CSV), every cell a string."""
+    text = _decode(release, name)
+    try:
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise CrabError(f"{release.where(name)}: cannot parse table ({reason(exc)})") from None
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise CrabError(
+            f"{release.where(name)}: missing column(s) {', '.join(missing)}; expected {expected} "
+            f"(found {', '.join(map(str, frame.columns))})"
+        )
+    return frame
+
+
+def _headerless(release: Release, name: str, sep: str) -> tuple[pd.DataFrame, Callable[[int], int]]:
     """``user, item, rating, time`` rows without a header, separated by ``sep`` (one character or ``::``), and
     the 1-based line of a row."""
-    text = _decode(path)
+    text, path = _decode(release, name), release.where(name)
     if sep == "::":
         text = text.replace("::", "\t")  # every field is a number: pandas' C parser reads tabs fast
 
@@ -134,7 +216,7 @@ def _headerless(path: Path, sep: str) -> tuple[pd.DataFrame, Callable[[int], int
     return frame, line_of
 
 
-def _times(values: pd.Series, path: Path, line_of: Callable[[int], int]) -> np.ndarray:
+def _times(values: pd.Series, path: str, line_of: Callable[[int], int]) -> np.ndarray:
     numbers = pd.to_numeric(values.str.strip(), errors="coerce").to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(numbers))
     if len(bad):
@@ -145,26 +227,21 @@ def _times(values: pd.Series, path: Path, line_of: Callable[[int], int]) -> np.n
     return numbers
 
 
-def _items(path: Path) -> dict[str, dict[str, str]]:
+def _items(release: Release, name: str) -> dict[str, dict[str, str]]:
     """Item id -> ``{"title", "genres"}`` from ``u.item``, ``movies.dat`` or ``movies.csv``."""
-    if path.name == "movies.csv":
-        table = read_table(path)
-        missing = [c for c in ("movieId", "title", "genres") if c not in table.columns]
-        if missing:
-            raise CrabError(
-                f"{path}: missing column(s) {', '.join(missing)}; expected movieId, title, genres "
-                f"(found {', '.join(map(str, table.columns))})"
-            )
+    where = release.where(name)
+    if name == "movies.csv":
+        table = _csv(release, name, ("movieId", "title", "genres"), "movieId, title, genres")
         rows = zip(table["movieId"], table["title"], table["genres"].str.split("|"), strict=True)
-        return _records(path, ((i, t, g, n) for n, (i, t, g) in enumerate(rows, start=2)))
-    text = _decode(path)
-    if path.name == "u.item":
-        names = _genre_names(path.parent / "u.genre")
-        return _records(path, _u_item(path, text, names))
-    return _records(path, _movies_dat(path, text))
+        return _records(where, ((i, t, g, n) for n, (i, t, g) in enumerate(rows, start=2)))
+    text = _decode(release, name)
+    if name == "u.item":
+        genres = _genre_names(release, "u.genre") if "u.genre" in release.members else GENRES_100K
+        return _records(where, _u_item(where, text, genres))
+    return _records(where, _movies_dat(where, text))
 
 
-def _records(path: Path, rows: Iterator[tuple[str, str, list[str], int]]) -> dict[str, dict[str, str]]:
+def _records(path: str, rows: Iterator[tuple[str, str, list[str], int]]) -> dict[str, dict[str, str]]:
     items: dict[str, dict[str, str]] = {}
     for raw_id, title, genres, line in rows:
         raw_id = str(raw_id).strip()
@@ -175,7 +252,7 @@ def _records(path: Path, rows: Iterator[tuple[str, str, list[str], int]]) -> dic
     return items
 
 
-def _movies_dat(path: Path, text: str) -> Iterator[tuple[str, str, list[str], int]]:
+def _movies_dat(path: str, text: str) -> Iterator[tuple[str, str, list[str], int]]:
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -186,18 +263,16 @@ def _movies_dat(path: Path, text: str) -> Iterator[tuple[str, str, list[str], in
         yield raw_id, title, genres.split("|"), n
 
 
-def _genre_names(path: Path) -> tuple[str, ...]:
-    """``u.genre``'s names in flag order (``name|index`` lines), or the 100K release's 19."""
-    if not path.is_file():
-        return GENRES_100K
-    pairs = [line.rsplit("|", 1) for line in _decode(path).splitlines() if line.strip()]
+def _genre_names(release: Release, name: str) -> tuple[str, ...]:
+    """``u.genre``'s names in flag order (``name|index`` lines)."""
+    pairs = [line.rsplit("|", 1) for line in _decode(release, name).splitlines() if line.strip()]
     try:
-        return tuple(name for name, _ in sorted(pairs, key=lambda p: int(p[1])))
+        return tuple(genre for genre, _ in sorted(pairs, key=lambda p: int(p[1])))
     except (ValueError, IndexError):
-        raise CrabError(f"{path}: expected 'genre|index' lines") from None
+        raise CrabError(f"{release.where(name)}: expected 'genre|index' lines") from None
 
 
-def _u_item(path: Path, text: str, genres: tuple[str, ...]) -> Iterator[tuple[str, str, list[str], int]]:
+def _u_item(path: str, text: str, genres: tuple[str, ...]) -> Iterator[tuple[str, str, list[str], int]]:
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
