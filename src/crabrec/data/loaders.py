@@ -337,20 +337,38 @@ def _group_interactions(
     items: dict[str, dict[str, str]],
     where: str,
 ) -> Dataset:
-    """Group rows per user; with timestamps, sort each user's rows by time (file order breaks ties)."""
-    frame = pd.DataFrame({"u": inter[user_col].astype(str), "i": inter[item_col].astype(str)})
-    if ts is not None:
-        frame["t"] = ts
-    frame["order"] = np.arange(len(frame))
-    sort_cols = ["u", "t", "order"] if ts is not None else ["u", "order"]
-    frame = frame.sort_values(sort_cols, kind="stable")
-    rows: dict[str, list[str]] = {}
-    times: dict[str, list[float]] | None = {} if ts is not None else None
-    for user, grp in frame.groupby("u", sort=False):
-        rows[str(user)] = grp["i"].tolist()
-        if times is not None:
-            times[str(user)] = grp["t"].tolist()
-    return _build(name, source, items, rows, times, where)
+    """Group rows per user (users in sorted order of their ids); with timestamps, sort each user's rows by time (file
+    order breaks ties). Every item must be in ``items``; items are numbered in catalogue order (:func:`_build`).
+    Array operations throughout: a 25M-row table groups in seconds."""
+    if len(inter) == 0:
+        raise CrabError(f"{where}: no interactions")
+    user_codes, user_ids = pd.factorize(inter[user_col].astype(str), sort=False)
+    rank = np.empty(len(user_ids), dtype=np.int64)
+    rank[np.argsort(np.asarray(user_ids, dtype=object), kind="stable")] = np.arange(len(user_ids))
+    user = rank[user_codes]  # each row's user, as its place among the sorted user ids
+    rows = np.arange(len(inter))
+    order = np.lexsort((rows, ts, user) if ts is not None else (rows, user))
+    item_ids = _catalogue_order(list(items))
+    codes = pd.Index(item_ids, dtype=object).get_indexer(inter[item_col].astype(str).to_numpy(dtype=object))
+    codes, user = codes[order], user[order]
+    missing = np.flatnonzero(codes < 0)
+    if len(missing):
+        row = int(order[missing[0]])  # the first one met, users in order
+        raise CrabError(
+            f"{where}: user {clip(repr(str(inter[user_col].iloc[row])))}: item "
+            f"{clip(repr(str(inter[item_col].iloc[row])))} is not in the item table"
+        )
+    bounds = np.flatnonzero(np.diff(user)) + 1
+    times = np.split(np.asarray(ts, dtype=np.float64)[order], bounds) if ts is not None else None
+    return Dataset(
+        name=name,
+        source=str(source),
+        item_ids=item_ids,
+        item_text=[items[i] for i in item_ids],
+        users=sorted(str(u) for u in user_ids),
+        sequences=[np.ascontiguousarray(s, dtype=np.int64) for s in np.split(codes.astype(np.int64), bounds)],
+        timestamps=[np.ascontiguousarray(t) for t in times] if times is not None else None,
+    )
 
 
 def _load_minionerec(path: Path, cfg: DataConfig) -> Dataset:
