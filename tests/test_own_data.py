@@ -209,6 +209,10 @@ BAD = {  # name -> (files to write {name: (header, rows)}, extra CLI args, what 
     "unknown key without section": ({"d.csv": ("user,item", [(1, 2)])}, ["--set", "user_col=u"],
                                     "did you mean data.user_col?"),
     "misspelt key": ({"d.csv": ("user,item", [(1, 2)])}, ["--set", "data.itme_col=u"], "data.item_col"),
+    "one JSON object": ({"d.csv": ("user,item", [(1, 2)]), "d.json": ('{\n "u1": [1, 2]', [("}",)])},
+                        ["--data", "{d.json}"], "d.json: one JSON object, not a table; expected one object per line"),
+    "JSON array of numbers": ({"d.json": ("[1, 2]", [])}, ["--data", "{d.json}"],
+                              "d.json: array element 0: expected an object of columns, got int"),
     "no header line": ({"d.csv": ("7,12,5,1600000000", [(7, 13, 4, 1600000100)])}, [],
                        "d.csv: no user column: its first line (7, 12, 5, 1600000000) looks like a row, not a header; "
                        "name the columns with --set data.columns=[user,item,rating,timestamp]"),
@@ -227,6 +231,26 @@ BAD = {  # name -> (files to write {name: (header, rows)}, extra CLI args, what 
                              "data.columns names the columns of one file: give it with --data FILE"),
     "quiet and verbose": ({"d.csv": ("user,item", [(1, 2)])}, ["-q", "-v"], "give one of them"),
 }  # fmt: skip
+
+
+def test_json_files_of_lines_or_of_an_array_read_as_tables(tmp_path):
+    """Yelp's layout: reviews as JSON lines in a .json file, businesses as an array with a name and no title."""
+    reviews = tmp_path / "yelp_academic_dataset_review.json"
+    reviews.write_text("".join(
+        json.dumps({"review_id": f"r{n}", "user_id": f"u{u}", "business_id": f"b{i}", "date": f"2020-01-0{t + 1}"})
+        + "\n" for n, (u, i, t) in enumerate((u, i, t) for u in range(3) for t, i in enumerate((1, 2, 3, 1)))
+    ))  # fmt: skip
+    business = tmp_path / "business.json"
+    business.write_text(json.dumps([{"business_id": f"b{i}", "name": f"Cafe {i}", "categories": "Food, Coffee",
+                                     "attributes": {"WiFi": "free"}} for i in (1, 2, 3)], indent=2))  # fmt: skip
+    ds = load(reviews, item_table=str(business))
+    assert (ds.n_users, ds.n_items) == (3, 3)
+    assert [ds.item_ids[i] for i in ds.sequences[0]] == ["b1", "b2", "b3", "b1"]
+    assert ds.item_text[0]["title"] == "Cafe 1" and ds.item_text[0]["attributes"] == '{"WiFi": "free"}'
+    from crabrec.config import EmbedConfig
+    from crabrec.embed import item_texts
+
+    assert item_texts(ds.item_text, EmbedConfig())[0] == "Cafe 1. Food, Coffee. {WiFi: free}."
 
 
 def test_a_file_without_a_header_line_reads_with_named_columns(tmp_path):

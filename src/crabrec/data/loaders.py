@@ -77,7 +77,7 @@ def detect_format(path: Path) -> str:
             return "lcrec"
         if name.endswith(".inter"):
             return "recbole"
-        if table_kind(path):
+        if table_kind(path, named=True):
             return "table"
         raise CrabError(
             f"{path}: cannot tell the layout from the file name (expected a table: {NAMES}; .inter or "
@@ -135,6 +135,9 @@ def _require_columns(df: pd.DataFrame, path: Path, columns: tuple[str, ...] | li
 
 
 NUMERIC_ID = re.compile(r"-?[0-9]+")
+# an item table's name column, the title when it has no column of titles (Yelp's ``name``, ``product_name``)
+NAME_COLUMNS = {"name", *(f"{kind}name" for kind in ("item", "product", "movie", "book", "business", "song", "track",
+                                                      "game", "app", "recipe", "place"))}  # fmt: skip
 
 
 def _catalogue_order(ids: list[str]) -> list[str]:
@@ -317,6 +320,7 @@ def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, di
         raise CrabError(f"{path}: row {row + 2}: duplicate item id {clip(repr(dup.iloc[0]))}")
     text_cols = [c for c in df.columns if c != id_col]
     title_col = "title" if "title" in text_cols else next((c for c in text_cols if "title" in str(c).lower()), None)
+    title_col = title_col or next((c for c in text_cols if re.sub(r"[^a-z]", "", str(c).lower()) in NAME_COLUMNS), None)
     items: dict[str, dict[str, str]] = {}
     records = df[text_cols].astype(str).to_dict("records")
     for raw_id, rec in zip(ids, records):

@@ -18,7 +18,7 @@ import json
 import logging
 import lzma
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -33,15 +33,18 @@ KINDS = (".csv", ".tsv", ".jsonl", ".ndjson", ".parquet")
 COMPRESSIONS = (".gz", ".bz2", ".xz", ".zip", ".zst")
 HEAD_BYTES = 1 << 20  # what a header-only read decompresses
 CHUNK_BYTES = 1 << 24  # what the encoding check decodes at a time
-NAMES = ", ".join(KINDS) + " (the text ones also " + "/".join(COMPRESSIONS) + ")"
+NAMES = ".csv, .tsv, .json, .jsonl, .ndjson, .parquet (the text ones also " + "/".join(COMPRESSIONS) + ")"
 
 
-def table_kind(path: Path) -> str | None:
-    """The table format of ``path`` from its name (``ratings.csv.gz`` -> ``.csv``), or None."""
+def table_kind(path: Path, named: bool = False) -> str | None:
+    """The table format of ``path`` from its name (``ratings.csv.gz`` -> ``.csv``), or None. ``named``: the file was
+    named as a table (``--data``, ``--items``), so ``.json`` counts too (JSON lines, or an array of objects, as Yelp
+    and others ship them); in a folder a ``.json`` file may be anything."""
     name = path.name.lower()
     compression = next((c for c in COMPRESSIONS if name.endswith(c)), "")
     name = name[: len(name) - len(compression)]
-    kind = next((k for k in KINDS if name.endswith(k) and len(name) > len(k)), None)
+    kinds = (*KINDS, ".json") if named else KINDS
+    kind = next((k for k in kinds if name.endswith(k) and len(name) > len(k)), None)
     return None if kind == ".parquet" and compression else kind
 
 
@@ -55,16 +58,16 @@ def read_table(
         raise CrabError(f"{path}: file not found")
     if path.stat().st_size == 0:
         raise CrabError(f"{path}: the file is empty; expected a header line, then the rows")
-    kind = table_kind(path) or ".csv"  # a table named otherwise (a RecBole .inter, a .txt) is delimited text
-    if names is not None and kind in (".parquet", ".jsonl", ".ndjson"):
+    kind = table_kind(path, named=True) or ".csv"  # a table named otherwise (RecBole's .inter, a .txt): delimited
+    if names is not None and kind in (".parquet", ".jsonl", ".ndjson", ".json"):
         raise CrabError(
             f"{path}: data.columns names the columns of a CSV or TSV file without a header line; a {kind[1:]} file "
             "names its own columns (remove data.columns)"
         )
     if kind == ".parquet":
         frame = _parquet(path, header_only)
-    elif kind in (".jsonl", ".ndjson"):
-        frame = _json_lines(path, _text(path, header_only), header_only)
+    elif kind in (".jsonl", ".ndjson", ".json"):
+        frame = _json_rows(path, _text(path, header_only and kind != ".json"), header_only)
     else:
         frame = _delimited(path, "\t" if sep is None and kind == ".tsv" else sep, header_only, names)
     if not header_only and len(frame) == 0:
@@ -175,11 +178,26 @@ def _text(path: Path, header_only: bool) -> str:
     return text.removeprefix("\ufeff")
 
 
-def _json_lines(path: Path, text: str, header_only: bool) -> pd.DataFrame:
-    """One JSON object per line; a key missing on a row is an empty cell, a nested value its JSON text."""
+def _json_rows(path: Path, text: str, header_only: bool) -> pd.DataFrame:
+    """One JSON object per line, or one array of objects; a key missing on a row is an empty cell, a nested value
+    its JSON text."""
+    records: Iterable[tuple[int, dict]] | None = None
+    if text.lstrip()[:1] in ("[", "{"):
+        try:
+            whole = json.loads(text)
+        except (ValueError, RecursionError):
+            whole = None  # JSON lines (or broken JSON: the lines say where)
+        if isinstance(whole, dict) and text.strip().count("\n"):
+            raise CrabError(
+                f"{path}: one JSON object, not a table; expected one object per line (its keys the columns) or an "
+                "array of such objects"
+            )
+        if isinstance(whole, list):
+            records = _array_objects(path, whole)
     rows: list[dict[str, str]] = []
     columns: dict[str, None] = {}
-    for _, rec in json_object_lines(path, text.splitlines(), "of columns"):
+    lines = records if records is not None else json_object_lines(path, text.splitlines(), "of columns")
+    for _, rec in lines:
         columns.update(dict.fromkeys(rec))
         rows.append({k: _cell(v) for k, v in rec.items()})
         if header_only:
@@ -188,6 +206,13 @@ def _json_lines(path: Path, text: str, header_only: bool) -> pd.DataFrame:
         raise CrabError(f"{path}: no JSON objects; expected one object per line")
     frame = pd.DataFrame(rows, columns=list(columns), dtype=object).fillna("")
     return frame.iloc[:0] if header_only else frame
+
+
+def _array_objects(path: Path, values: list) -> Iterator[tuple[int, dict]]:
+    for n, rec in enumerate(values):
+        if not isinstance(rec, dict):
+            raise CrabError(f"{path}: array element {n}: expected an object of columns, got {type(rec).__name__}")
+        yield n, rec
 
 
 def _cell(value: object) -> str:

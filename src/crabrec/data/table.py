@@ -29,7 +29,8 @@ log = logging.getLogger("crabrec")
 USER_NAMES = ("user", "user_id", "userid", "uid", "customer_id", "reviewer_id", "reviewerid", "visitor_id")
 ITEM_NAMES = (
     "item", "item_id", "itemid", "iid", "movie_id", "movieid", "product_id", "productid", "asin", "parent_asin",
-    "article_id", "book_id", "isbn", "track_id", "song_id",
+    "article_id", "book_id", "isbn", "track_id", "song_id", "business_id", "recipe_id", "anime_id", "app_id", "game_id",
+    "news_id", "video_id", "course_id", "poi_id",
 )  # fmt: skip
 TIME_NAMES = ("timestamp", "time", "date", "datetime", "ts", "unix_time", "unixreviewtime", "event_time", "created_at")
 DEFAULTS = {"user_col": "user", "item_col": "item", "time_col": "timestamp"}
