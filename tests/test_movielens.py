@@ -106,6 +106,20 @@ def test_a_release_still_zipped_reads_as_unpacked(releases, release, tmp_path):
     assert all(np.array_equal(a, b) for a, b in zip(zipped.sequences, unpacked.sequences, strict=True))
 
 
+def test_a_damaged_archive_is_one_line(tmp_path, capsys):
+    archive = tmp_path / "ml-1m.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(
+            "ml-1m/ratings.dat", "".join(f"{u}::{i}::4::{978300000 + i}\n" for u in range(50) for i in range(50))
+        )
+    data = bytearray(archive.read_bytes())
+    data[60:90] = bytes(30)  # inside the member's compressed bytes
+    archive.write_bytes(bytes(data))
+    code, _ = cli(["run", "--data", str(archive), "--until", "data", "--set", f"runs_dir={tmp_path / 'runs'}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith(f"crabrec: error: {archive}: cannot read ("), err
+
+
 def test_a_folder_of_other_tables_named_ratings_and_movies_stays_a_table(tmp_path):
     (tmp_path / "ratings.csv").write_text("user_id,item_id,ts\n1,a,1\n1,b,2\n2,a,3\n")
     (tmp_path / "movies.csv").write_text("item_id,title\na,Heat\nb,Ronin\n")

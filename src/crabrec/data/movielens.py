@@ -19,6 +19,7 @@ import io
 import itertools
 import logging
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -40,6 +41,8 @@ GENRES_100K = (
     "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi", "Thriller", "War", "Western",
 )  # fmt: skip
 NO_GENRES = "(no genres listed)"
+HEADER_MOVIES = ("movieId", "title", "genres")
+UNREADABLE = (OSError, zipfile.BadZipFile, zlib.error, EOFError)  # a file or an archive member that cannot be read
 
 
 class Release:
@@ -59,6 +62,13 @@ class Release:
         names = [path.name] if path.is_file() and self.archive is None else list(RELEASES)
         self.ratings = next((n for n in names if n in RELEASES and n in self.members), None)
         self.item_path = Path(item_table) if item_table else None
+
+    def __enter__(self) -> Release:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.archive is not None:
+            self.archive.close()
 
     @property
     def items(self) -> str | None:
@@ -109,24 +119,24 @@ def is_movielens(path: Path) -> bool:
     if path.is_file() and path.suffix.lower() != ".zip":
         return path.name in ("u.data", "ratings.dat")
     try:
-        release = Release(path)
-    except (OSError, zipfile.BadZipFile):
-        return False
-    if release.archive is None and path.is_file():
-        return False
-    if release.ratings in ("u.data", "ratings.dat"):
-        return True
-    return all(
-        name in release.members and set(columns) <= set(release.header(name))
-        for name, columns in (("ratings.csv", ("userId", "movieId")), ("movies.csv", ("movieId", "title", "genres")))
-    )
+        with Release(path) as release:
+            if release.archive is None and path.is_file():
+                return False
+            if release.ratings in ("u.data", "ratings.dat"):
+                return True
+            return all(
+                name in release.members and set(columns) <= set(release.header(name))
+                for name, columns in (("ratings.csv", ("userId", "movieId")), ("movies.csv", HEADER_MOVIES))
+            )
+    except UNREADABLE:
+        return False  # (the layout that reads it says why)
 
 
 def open_release(path: Path, item_table: str | None = None) -> Release:
     """The release at ``path`` (``item_table``: the item file named by the user), or a one-line error."""
     try:
         release = Release(path, item_table)
-    except (OSError, zipfile.BadZipFile) as exc:
+    except UNREADABLE as exc:
         raise CrabError(f"{path}: cannot read ({reason(exc)})") from None
     if release.ratings is None:
         raise CrabError(f"{path}: not a MovieLens release (expected {', '.join(RELEASES)}); set --format")
@@ -138,7 +148,14 @@ def open_release(path: Path, item_table: str | None = None) -> Release:
 
 
 def load_movielens(path: Path, cfg: DataConfig) -> Dataset:
-    release = open_release(path, cfg.item_table)
+    with open_release(path, cfg.item_table) as release:
+        try:
+            return _load(path, release)
+        except UNREADABLE as exc:
+            raise CrabError(f"{path}: cannot read ({reason(exc)})") from None
+
+
+def _load(path: Path, release: Release) -> Dataset:
     ratings, item_file = release.ratings, release.items
     where = release.where(ratings)
     if ratings == "ratings.csv":
@@ -231,7 +248,7 @@ def _items(release: Release, name: str) -> dict[str, dict[str, str]]:
     """Item id -> ``{"title", "genres"}`` from ``u.item``, ``movies.dat`` or ``movies.csv``."""
     where = release.where(name)
     if name == "movies.csv":
-        table = _csv(release, name, ("movieId", "title", "genres"), "movieId, title, genres")
+        table = _csv(release, name, HEADER_MOVIES, ", ".join(HEADER_MOVIES))
         rows = zip(table["movieId"], table["title"], table["genres"].str.split("|"), strict=True)
         return _records(where, ((i, t, g, n) for n, (i, t, g) in enumerate(rows, start=2)))
     text = _decode(release, name)
