@@ -12,6 +12,7 @@ import pytest
 from crabrec.config import DataConfig
 from crabrec.data.loaders import load_dataset
 from crabrec.data.table import dataset_name, timestamps
+from crabrec.errors import CrabError
 from tests.conftest import cli
 
 # 6 users x 12 items (a pair is left out when u + i is a multiple of 6), Unix seconds from 2020 on
@@ -81,6 +82,32 @@ def test_semicolon_and_parquet_tables(tmp_path):
     pd.DataFrame(EVENTS, columns=["userId", "itemId", "time"]).to_parquet(tmp_path / "b.parquet")
     b = load(tmp_path / "b.parquet")
     assert a.n_users == b.n_users == 6 and [s.tolist() for s in a.sequences] == [s.tolist() for s in b.sequences]
+
+
+def test_parquet_ids_read_as_a_csv_spells_them_and_nulls_are_named(tmp_path):
+    import pandas as pd
+
+    csv = load(write(tmp_path / "a.csv", "user,item,timestamp", EVENTS))
+    frame = pd.DataFrame(EVENTS, columns=["user", "item", "timestamp"]).astype({"item": float})  # as with a null
+    frame.to_parquet(tmp_path / "f.parquet")
+    pd.DataFrame({"item": [float(i) for i in range(1, 13)], "title": [f"M{i}" for i in range(1, 12)] + [None]}
+                 ).to_parquet(tmp_path / "items.parquet")  # fmt: skip
+    ds = load(tmp_path / "f.parquet", item_table=str(tmp_path / "items.parquet"))
+    assert ds.item_ids == csv.item_ids == [str(i) for i in range(1, 13)]  # "7", not "7.0"
+    assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in csv.sequences]
+    assert ds.item_text[11]["title"] == ""  # a null is no text, not "None"
+    frame.loc[4, "item"] = None
+    frame.to_parquet(tmp_path / "g.parquet")
+    with pytest.raises(CrabError, match=r"g.parquet: row 5: empty item id in column 'item'$"):
+        load(tmp_path / "g.parquet")
+    users = pd.DataFrame(EVENTS, columns=["user", "item", "timestamp"]).astype({"user": "Int64"})
+    users.loc[2, "user"] = None
+    users.to_parquet(tmp_path / "h.parquet")
+    with pytest.raises(CrabError, match=r"h.parquet: row 3: empty user id in column 'user'$"):
+        load(tmp_path / "h.parquet")
+    (tmp_path / "j.jsonl").write_text('{"user": "a", "item": "x"}\n{"user": "", "item": "y"}\n')
+    with pytest.raises(CrabError, match=r"j.jsonl: row 2: empty user id"):  # JSON lines have no header line
+        load(tmp_path / "j.jsonl")
 
 
 def _compressed(path: Path, kind: str) -> Path:

@@ -25,7 +25,7 @@ import pandas as pd
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.kcore import kcore
-from crabrec.data.reading import NAMES, read_table, table_kind
+from crabrec.data.reading import NAMES, first_row, id_cells, read_table, table_kind
 from crabrec.errors import CrabError, clip
 from crabrec.io import read_input_json, read_input_text
 
@@ -313,16 +313,20 @@ def _load_movielens(path: Path, cfg: DataConfig) -> Dataset:
 
 
 def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, dict[str, str]]:
-    ids = df[id_col].astype(str)
+    ids = id_cells(df[id_col])
+    empty = np.flatnonzero(ids.str.strip().to_numpy() == "")
+    if len(empty):
+        raise CrabError(f"{path}: row {int(empty[0]) + first_row(path)}: empty item id in column {id_col!r}")
     dup = ids[ids.duplicated()]
     if len(dup):
         row = int(dup.index[0])
-        raise CrabError(f"{path}: row {row + 2}: duplicate item id {clip(repr(dup.iloc[0]))}")
+        raise CrabError(f"{path}: row {row + first_row(path)}: duplicate item id {clip(repr(dup.iloc[0]))}")
     text_cols = [c for c in df.columns if c != id_col]
     title_col = "title" if "title" in text_cols else next((c for c in text_cols if "title" in str(c).lower()), None)
     title_col = title_col or next((c for c in text_cols if re.sub(r"[^a-z]", "", str(c).lower()) in NAME_COLUMNS), None)
     items: dict[str, dict[str, str]] = {}
-    records = df[text_cols].astype(str).to_dict("records")
+    text = df[text_cols]
+    records = text.astype(object).where(text.notna(), "").astype(str).to_dict("records")  # a Parquet null: no text
     for raw_id, rec in zip(ids, records):
         rec = {str(k): _text(v) for k, v in rec.items()}
         if title_col and "title" not in rec:

@@ -244,6 +244,28 @@ def _parquet(path: Path, header_only: bool) -> pd.DataFrame:
         raise CrabError(f"{path}: cannot parse table ({reason(exc)})") from None
 
 
+def first_row(path: Path, headerless: bool = False) -> int:
+    """The number a message gives the table's first row: its line in a delimited file (2, after the header line; 1
+    without one), else its place (JSON lines, a JSON array, Parquet: 1)."""
+    return 2 if not headerless and (table_kind(path, named=True) or ".csv") in (".csv", ".tsv") else 1
+
+
+def id_cells(values: pd.Series) -> pd.Series:
+    """A column of ids as text, the way a text table spells them: a missing value (a Parquet null) is ``""``, and a
+    float column whose values are whole numbers (a Parquet column of integer ids that held a null) reads ``"7"``, not
+    ``"7.0"``."""
+    if values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
+        return values.map(lambda v: "" if v is None or (isinstance(v, float) and v != v) else str(v))
+    missing = values.isna().to_numpy()
+    if pd.api.types.is_float_dtype(values.dtype):
+        finite = values[~missing]
+        if len(finite) and bool((finite == finite.round()).all()) and float(finite.abs().max()) < 2**53:
+            values = values.astype("Int64")
+    text = values.astype(str).to_numpy(dtype=object)
+    text[missing] = ""
+    return pd.Series(text, index=values.index, name=values.name, dtype=object)
+
+
 def _refuse_twice(path: Path, names: list[str], where: str = "header") -> None:
     twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if twice is not None:

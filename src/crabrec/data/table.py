@@ -21,7 +21,7 @@ import pandas as pd
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.loaders import _group_interactions, _items_from_frame, _read_csv
-from crabrec.data.reading import COMPRESSIONS, KINDS, read_table, table_kind
+from crabrec.data.reading import COMPRESSIONS, KINDS, first_row, id_cells, read_table, table_kind
 from crabrec.errors import CrabError, clip
 
 log = logging.getLogger("crabrec")
@@ -136,7 +136,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     else:
         item_path = Path(cfg.item_table) if cfg.item_table else None
     inter = read_table(path, names=cfg.columns)
-    first_line = 1 if cfg.columns is not None else 2
+    first_line = first_row(path, headerless=cfg.columns is not None)
     cols = list(inter.columns)
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     if user is None:
@@ -148,7 +148,8 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     if cfg.time_col and cfg.time_col != DEFAULTS["time_col"] and time is None:
         raise _missing(path, "time", "data.time_col", cfg.time_col, TIME_NAMES, cols)
     for role, col in (("user", user), ("item", item)):
-        empty = np.flatnonzero(inter[col].astype(str).str.strip().to_numpy() == "")
+        inter[col] = id_cells(inter[col])
+        empty = np.flatnonzero(inter[col].str.strip().to_numpy() == "")
         if len(empty):
             raise CrabError(f"{path}: row {int(empty[0]) + first_line}: empty {role} id in column {col!r}")
     ts = timestamps(inter[time], path, time, first_line) if time else None
