@@ -232,6 +232,18 @@ def test_a_movielens_folder_runs_to_its_semantic_ids_with_genres_in_the_text(rel
     assert "their text is title, genres" in capsys.readouterr().err
 
 
+def test_the_files_read_beside_a_dataset_file_are_its_companions(tmp_path):
+    from crabrec.data.loaders import companion_files
+
+    for name in ("Toy.inter.json", "Toy.item.json", "ml.inter", "ml.item", "u.data", "u.item", "u.genre", "r.csv"):
+        (tmp_path / name).write_text("x")
+    assert companion_files(tmp_path / "Toy.inter.json") == [tmp_path / "Toy.item.json"]
+    assert companion_files(tmp_path / "ml.inter") == [tmp_path / "ml.item"]
+    assert companion_files(tmp_path / "u.data") == [tmp_path / "u.item", tmp_path / "u.genre"]
+    assert companion_files(tmp_path / "ratings.dat") == companion_files(tmp_path / "r.csv") == []
+    assert companion_files(tmp_path) == []
+
+
 def test_a_run_from_a_ratings_file_reruns_its_data_when_the_movie_file_beside_it_changes(tmp_path, capsys):
     folder = tmp_path / "ml-1m"
     folder.mkdir()

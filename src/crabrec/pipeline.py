@@ -144,10 +144,10 @@ class RunContext:
             out[key] = node
             if key in INPUT_FILES and isinstance(node, str) and node:  # what the file holds, not only its name
                 out[f"{key} content"] = content_hash(node)
-                if key == "data.path":  # the files a MovieLens ratings file is read with
-                    from crabrec.data.movielens import companions
+                if key == "data.path":  # the files a dataset given as one file is read with
+                    from crabrec.data.loaders import companion_files
 
-                    for other in companions(Path(node)):
+                    for other in companion_files(Path(node)):
                         out[f"{key} content {other.name}"] = content_hash(other)
         return out
 

@@ -104,6 +104,21 @@ def detect_format(path: Path) -> str:
     )
 
 
+def companion_files(path: Path) -> list[Path]:
+    """The files a layout reads beside a dataset given as one file, so that a run's cache key covers them too:
+    ``X.inter.json`` -> ``X.item.json``, ``X.inter`` -> ``X.item``, MovieLens' ``u.data`` -> ``u.item`` and
+    ``u.genre``, ``ratings.dat`` -> ``movies.dat``; none for anything else (or a folder, which is hashed whole)."""
+    if not path.is_file():
+        return []
+    name = path.name
+    beside = {"u.data": ["u.item", "u.genre"], "ratings.dat": ["movies.dat"]}.get(name, [])
+    if name.endswith(".inter.json"):
+        beside = [name.removesuffix(".inter.json") + ".item.json"]
+    elif name.endswith(".inter"):
+        beside = [name.removesuffix(".inter") + ".item"]
+    return [path.parent / n for n in beside if (path.parent / n).is_file()]
+
+
 # ----------------------------------------------------------------------------------------------- helpers
 
 

@@ -102,16 +102,6 @@ class Release:
         return [c.strip() for c in line.decode("utf-8", "replace").removeprefix("\ufeff").split(",")]
 
 
-def companions(path: Path) -> list[Path]:
-    """The files read with a MovieLens ratings file given alone (``ml-100k/u.data``: ``u.item``, ``u.genre``), so
-    that a run's cache key covers them too; none for anything else."""
-    if path.name == "u.data":
-        return [p for p in (path.parent / "u.item", path.parent / "u.genre") if p.is_file()]
-    if path.name == "ratings.dat" and (path.parent / "movies.dat").is_file():
-        return [path.parent / "movies.dat"]
-    return []
-
-
 def is_movielens(path: Path) -> bool:
     """A MovieLens ratings file (``u.data``, ``ratings.dat``); a folder or ``.zip`` holding one, or holding
     ``ratings.csv`` and ``movies.csv`` with the releases' own headers (tables named so otherwise are the table
