@@ -254,13 +254,15 @@ def id_cells(values: pd.Series) -> pd.Series:
     """A column of ids as text, the way a text table spells them: a missing value (a Parquet null) is ``""``, and a
     float column whose values are whole numbers (a Parquet column of integer ids that held a null) reads ``"7"``, not
     ``"7.0"``."""
-    if values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
-        return values.map(lambda v: "" if v is None or (isinstance(v, float) and v != v) else str(v))
     missing = values.isna().to_numpy()
     if pd.api.types.is_float_dtype(values.dtype):
         finite = values[~missing]
         if len(finite) and bool((finite == finite.round()).all()) and float(finite.abs().max()) < 2**53:
             values = values.astype("Int64")
+    elif not missing.any():  # (a text table's cells: strings already)
+        return values.astype(str)
+    elif values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
+        return values.map(lambda v: "" if v is None or (isinstance(v, float) and v != v) else str(v))
     text = values.astype(str).to_numpy(dtype=object)
     text[missing] = ""
     return pd.Series(text, index=values.index, name=values.name, dtype=object)
