@@ -366,8 +366,10 @@ def _group_interactions(
     if len(inter) == 0:
         raise CrabError(f"{where}: no interactions")
     user_codes, user_ids = pd.factorize(inter[user_col].astype(str), sort=False)
-    rank = np.empty(len(user_ids), dtype=np.int64)
-    rank[np.argsort(np.asarray(user_ids, dtype=object), kind="stable")] = np.arange(len(user_ids))
+    ids = np.asarray(user_ids, dtype=object)
+    by_id = np.argsort(ids, kind="stable")
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[by_id] = np.arange(len(ids))
     user = rank[user_codes]  # each row's user, as its place among the sorted user ids
     rows = np.arange(len(inter))
     order = np.lexsort((rows, ts, user) if ts is not None else (rows, user))
@@ -388,7 +390,7 @@ def _group_interactions(
         source=str(source),
         item_ids=item_ids,
         item_text=[items[i] for i in item_ids],
-        users=sorted(str(u) for u in user_ids),
+        users=[str(u) for u in ids[by_id]],
         sequences=[np.ascontiguousarray(s, dtype=np.int64) for s in np.split(codes.astype(np.int64), bounds)],
         timestamps=[np.ascontiguousarray(t) for t in times] if times is not None else None,
     )

@@ -22,6 +22,7 @@ import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pandas as pd
@@ -78,27 +79,28 @@ class Release:
         name = RELEASES.get(self.ratings or "")
         return name if name in self.members else None
 
+    def _named_by_user(self, name: str) -> bool:
+        return self.item_path is not None and name == self.item_path.name and name != self.ratings
+
     def where(self, name: str) -> str:
         """The file as messages name it: its path (inside an archive: the archive's path, then the member)."""
-        if self.item_path is not None and name == self.item_path.name and name != self.ratings:
+        if self._named_by_user(name):
             return str(self.item_path)
         return f"{self.path}/{self.members[name]}" if self.archive is not None else self.members[name]
 
+    def open(self, name: str) -> IO[bytes]:
+        if self._named_by_user(name):
+            return open(self.item_path, "rb")  # noqa: SIM115 (the caller closes it)
+        return self.archive.open(self.members[name]) if self.archive is not None else open(self.members[name], "rb")
+
     def read(self, name: str) -> bytes:
-        if self.item_path is not None and name == self.item_path.name and name != self.ratings:
-            return self.item_path.read_bytes()
-        if self.archive is not None:
-            return self.archive.read(self.members[name])
-        return Path(self.members[name]).read_bytes()
+        with self.open(name) as f:
+            return f.read()
 
     def header(self, name: str) -> list[str]:
         """The first line's comma-separated names (``ratings.csv``, ``movies.csv``)."""
-        if self.archive is not None:
-            with self.archive.open(self.members[name]) as f:
-                line = f.readline()
-        else:
-            with open(self.members[name], "rb") as f:
-                line = f.readline()
+        with self.open(name) as f:
+            line = f.readline()
         return [c.strip() for c in line.decode("utf-8", "replace").removeprefix("\ufeff").split(",")]
 
 

@@ -67,7 +67,7 @@ def read_table(
     if kind == ".parquet":
         frame = _parquet(path, header_only)
     elif kind in (".jsonl", ".ndjson", ".json"):
-        frame = _json_rows(path, _text(path, header_only and kind != ".json"), header_only)
+        frame = _json_rows(path, _text(path, header_only and kind != ".json"), header_only, kind == ".json")
     else:
         frame = _delimited(path, "\t" if sep is None and kind == ".tsv" else sep, header_only, names)
     if not header_only and len(frame) == 0:
@@ -178,22 +178,22 @@ def _text(path: Path, header_only: bool) -> str:
     return text.removeprefix("\ufeff")
 
 
-def _json_rows(path: Path, text: str, header_only: bool) -> pd.DataFrame:
-    """One JSON object per line, or one array of objects; a key missing on a row is an empty cell, a nested value
-    its JSON text."""
+def _json_rows(path: Path, text: str, header_only: bool, whole: bool = False) -> pd.DataFrame:
+    """One JSON object per line or (``whole``: a ``.json`` file) one array of objects; a key missing on a row is an
+    empty cell, a nested value its JSON text."""
     records: Iterable[tuple[int, dict]] | None = None
-    if text.lstrip()[:1] in ("[", "{"):
+    if whole and text.lstrip()[:1] in ("[", "{"):
         try:
-            whole = json.loads(text)
+            value = json.loads(text)
         except (ValueError, RecursionError):
-            whole = None  # JSON lines (or broken JSON: the lines say where)
-        if isinstance(whole, dict) and text.strip().count("\n"):
+            value = None  # JSON lines (or broken JSON: the lines say where)
+        if isinstance(value, dict) and text.strip().count("\n"):
             raise CrabError(
                 f"{path}: one JSON object, not a table; expected one object per line (its keys the columns) or an "
                 "array of such objects"
             )
-        if isinstance(whole, list):
-            records = _array_objects(path, whole)
+        if isinstance(value, list):
+            records = _array_objects(path, value)
     rows: list[dict[str, str]] = []
     columns: dict[str, None] = {}
     lines = records if records is not None else json_object_lines(path, text.splitlines(), "of columns")
