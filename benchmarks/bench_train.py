@@ -7,15 +7,16 @@
 MOR (nothing upstream is recomputed, RUN is never written), exactly as the pipeline runs it, under
 :func:`crabrec.train.profile.profile_training`: one warm-up step whose forward and backward arithmetic is counted
 (``FlopCounterMode``), ``--steps`` timed steps split into batch building, forward, backward and optimizer (the device
-synchronised at each phase's edges), and one validation. An epoch is projected as the mean step x the epoch's steps
-+ the validation. The peak is this device's own measured matrix-product rate (fp32 on the CPU, bf16 on CUDA, where
-training runs in bf16), so "of peak" is the model FLOP utilisation. ``--set`` changes the config as ``crabrec`` does
-(``train.*`` also reaches RW, D²LR and the CRAB fine-tune, which train the MOR decoder). Each ``--and`` starts
-another measurement with its own arguments in the same process (one start-up and one peak measurement for all).
-``--cudnn-attention`` lets one measurement's attention use cuDNN's kernel (which crabrec turns off on CUDA).
-``--trace N`` then runs N more steps (not timed) under ``torch.profiler`` and prints, per step, the operator calls,
-kernel launches, how long the device was busy and the heaviest operators: a GPU step far longer than its device
-time is bound by the host issuing work, not by the arithmetic.
+synchronised at each phase's edges), and one validation. A compiled model (``--set train.compile=true``) is timed
+compiled: the steps that compile it come after the counted one and are not timed. An epoch is projected as the mean
+step x the epoch's steps + the validation. The peak is this device's own measured matrix-product rate (fp32 on the
+CPU, bf16 on CUDA, where training runs in bf16), so "of peak" is the model FLOP utilisation. ``--set`` changes the
+config as ``crabrec`` does (``train.*`` also reaches RW, D²LR and the CRAB fine-tune, which train the MOR decoder).
+Each ``--and`` starts another measurement with its own arguments in the same process (one start-up and one peak
+measurement for all). ``--cudnn-attention`` lets one measurement's attention use cuDNN's kernel (which crabrec turns
+off on CUDA). ``--trace N`` then runs N more steps (not timed) under ``torch.profiler`` and prints, per step, the
+operator calls, kernel launches, how long the device was busy and the heaviest operators: a GPU step far longer than
+its device time is bound by the host issuing work, not by the arithmetic.
 """
 
 from __future__ import annotations
@@ -159,6 +160,11 @@ def measure(args: argparse.Namespace, device: str, name: str, peak: float) -> No
                 f"\n{LABEL[stage]}, cuda_graphs: {g['graphs']} graphs recorded; {r['replayed_steps']} of the timed "
                 f"steps replayed, at {1000 * r['replayed_step_s']:.1f} ms a step "
                 f"({r['replayed_rows_per_s']:,.0f} rows/s); {g['eager']} steps eager in all"
+            )
+        if r.get("compiled"):
+            print(
+                f"\n{LABEL[stage]}, compiled: {r['compile_warmup_steps']} steps compiling before the timed ones "
+                f"(not timed); {r['compilations_in_timed_steps']} graphs compiled during the timed steps"
             )
     for stage, r in results.items():
         if r.get("trace"):

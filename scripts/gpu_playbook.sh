@@ -10,8 +10,10 @@
 #           this GPU, with the model FLOP utilisation and a torch.profiler trace
 #           (kernel launches, device busy time): the SmolLM2 MOR, MOR h384 x 4 and TIGER at the paper's size
 #           (benchmarks/bench_train.py); the SmolLM2 MOR's step with cuDNN's attention allowed; the small models'
-#           steps again, replayed as CUDA graphs (cuda_graphs). One process for all the measurements
-#   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget
+#           steps again, replayed as CUDA graphs (cuda_graphs); the SmolLM2 MOR's step compiled (train.compile,
+#           its compiling steps untimed). One process for all the measurements
+#   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget, their steps
+#           replayed as CUDA graphs
 #   step 5  the accuracy-fairness frontier on step 1's run (on the same machine, after step 1): RR over its alphas and
 #           CRAB at gamma 0 splitting none or 10% of each level's tokens (FRONTIER_ARGS; ratio 0 is the control:
 #           the same fine-tune on the unchanged codebook), JOBS points at once; its frontier.md and frontier.json
@@ -34,9 +36,9 @@
 # "train.lr=0.002 train.epochs=3 crab.lr=0.001": the paper's 1e-4 over 10 epochs does not train in one lease, and
 # CRAB fine-tunes at half MOR's rate as in the quick preset; see docs/results/gpu.md), STEP1_UNTIL (the stages step 1
 # runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BENCH_SETS (KEY=VALUE settings for every model step 3 times
-# on the device, e.g. "train.compile=true tiger.compile=true"), BEAUTY_MINUTES (2), BEAUTY_SETS (more KEY=VALUE
-# settings for step 4's run, e.g. "tiger.batch_size=1024 tiger.lr=0.002": a launch-bound step costs about the same at
-# 4 times the rows; see docs/results/tiger.md), JOBS (3: Office models trained at once, and frontier points computed
+# on the device, e.g. "tiger.compile=true"), BEAUTY_MINUTES (2), BEAUTY_SETS (KEY=VALUE settings for step 4's run:
+# "train.cuda_graphs=true tiger.cuda_graphs=true"; add e.g. "tiger.batch_size=1024 tiger.lr=0.002": a launch-bound
+# step costs about the same at 4 times the rows; see docs/results/tiger.md), JOBS (3: Office models trained at once, and frontier points computed
 # at once), FRONTIER_ARGS (step 5's methods and grids), PART_MB (what a call carries beside the working tree), RUNS
 # (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA (data folders) and WORK (its scratch folder).
 set -euo pipefail
@@ -50,6 +52,8 @@ STEP1_UNTIL=${STEP1_UNTIL:-evaluate rr crab-eval rw-eval d2lr-eval}
 LLM_BACKBONE=backbones/smollm2-135m  # made on the device from the bundle's GGUF
 GRAPH_STAGES=train,tiger  # step 3: the models whose steps are measured again as CUDA graphs (the dry run: TIGER)
 BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
+# step 4's models replay their steps as CUDA graphs: on an H100, TIGER's step 3.4x and MOR's 1.3x faster (step 3)
+BEAUTY_SETS=${BEAUTY_SETS-train.cuda_graphs=true tiger.cuda_graphs=true}
 # step 5: RR's default alphas, and CRAB at gamma 0 (the H100's best point; 0.2 cost accuracy on both leases) with
 # ratio 0 as the control: does CRAB's gain come from rebalancing or from two more epochs of training? (RW's and D²LR's
 # points each retrain the LLM: `--only rw,d2lr` is a step of its own, about 3 x LLM_MINUTES with JOBS=3)
@@ -128,21 +132,22 @@ EOF
   done
   rm -rf $work
   echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU, back to back (about 13 minutes on an"
-  echo "H100: MOR alone, the step profile with its MFU and CUDA graphs, then the frontier with CRAB's control):"
+  echo "H100: the step profile with the LLM compiled, then Beauty's MOR and TIGER trained for 6 minutes each):"
   local cmd limit
   for i in $(seq 1 "$n"); do
     cmd="bash scripts/gpu_playbook.sh --step 0" limit=120
     if [ "$i" = "$n" ]; then
-      cmd="STEP1_UNTIL='evaluate rr' STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 1; STEP_SECONDS=170 bash scripts/gpu_playbook.sh --step 3"
-      limit=550
+      cmd="STEP_SECONDS=260 bash scripts/gpu_playbook.sh --step 3"
+      limit=290
     fi
     echo "  run(carry=[\".gpu-$i\"], command=\"$cmd\", timeout_s=$limit)"
   done
-  echo "  run(command=\"STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 5\", timeout_s=360)"
-  echo "Or Table 1's trained rows (MOR, RW, D²LR, RR, CRAB; about 8 minutes) and the profile, in the last part's call:"
-  echo "  STEP_SECONDS=400 bash scripts/gpu_playbook.sh --step 1; STEP_SECONDS=170 bash scripts/gpu_playbook.sh --step 3"
-  echo "Then, while device time is left: --step 4 (Beauty, about 3 minutes; where step 3's replayed steps are faster,"
-  echo "with BEAUTY_SETS='train.cuda_graphs=true tiger.cuda_graphs=true'); --step 2 is Office's whole Table 1."
+  echo "  run(command=\"BEAUTY_MINUTES=6 STEP_SECONDS=420 bash scripts/gpu_playbook.sh --step 4\", timeout_s=450)"
+  echo "Or Office on the LLM in the last part's call: MOR alone and the frontier with CRAB's control (step 5 after it),"
+  echo "  STEP1_UNTIL='evaluate rr' STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 1"
+  echo "or Table 1's trained rows (MOR, RW, D²LR, RR, CRAB; about 8 minutes):"
+  echo "  STEP_SECONDS=400 bash scripts/gpu_playbook.sh --step 1"
+  echo "--step 2 is Office's whole Table 1."
   echo "A call's timeout_s must leave room for unpacking, about 25 s, beyond STEP_SECONDS (else the call ends before the"
   echo "step gathers its metrics); a step stopped at its budget goes on when run again on the same machine."
 }
@@ -222,18 +227,27 @@ step3() {
     --and "$run" --stages train "${SETS[@]}" --set train.backbone="$LLM_BACKBONE" --cudnn-attention \
     --json "$OUT/bench_llm_cudnn.json" \
     --and "$run" --stages "$GRAPH_STAGES" --steps 60 "${SETS[@]}" "${SMALL[@]}" --set train.backbone= \
-    --set train.cuda_graphs=true --set tiger.cuda_graphs=true --json "$OUT/bench_graphs.json" || rc=$?
-  # the graphs' measurement goes into bench_small.json under "cuda_graphs": a call returns at most 8 files
-  [ -f "$OUT/bench_graphs.json" ] && $PY - "$OUT/bench_small.json" "$OUT/bench_graphs.json" <<'EOF'
-import json, pathlib, sys
-small, graphs = map(pathlib.Path, sys.argv[1:])
-data = {**json.loads(small.read_text()), "cuda_graphs": json.loads(graphs.read_text())}
-tmp = small.with_name(f".{small.name}.tmp")
-tmp.write_text(json.dumps(data, indent=1))
-tmp.replace(small)
-graphs.unlink()
-EOF
+    --set train.cuda_graphs=true --set tiger.cuda_graphs=true --json "$OUT/bench_graphs.json" \
+    --and "$run" --stages train "${SETS[@]}" --set train.backbone="$LLM_BACKBONE" --set train.compile=true \
+    --json "$OUT/bench_compiled.json" || rc=$?
+  # a call returns at most 8 files: the graphs' measurement goes into bench_small.json under "cuda_graphs", the
+  # compiled LLM's into bench_llm.json under "compiled"
+  nest "$OUT/bench_small.json" cuda_graphs "$OUT/bench_graphs.json"
+  nest "$OUT/bench_llm.json" compiled "$OUT/bench_compiled.json"
   return $rc
+}
+
+nest() {  # nest FILE KEY PART: PART's JSON goes into FILE's under KEY (FILE rewritten whole), then PART is removed
+  [ -f "$1" ] && [ -f "$3" ] || return 0
+  $PY - "$@" <<'EOF'
+import json, pathlib, sys
+into, key, part = pathlib.Path(sys.argv[1]), sys.argv[2], pathlib.Path(sys.argv[3])
+data = {**json.loads(into.read_text()), key: json.loads(part.read_text())}
+tmp = into.with_name(f".{into.name}.tmp")
+tmp.write_text(json.dumps(data, indent=1))
+tmp.replace(into)
+part.unlink()
+EOF
 }
 
 step5() {  # the frontier of step 1's run: the same settings, so that MOR and its evaluation are found, not retrained
@@ -346,6 +360,7 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
   SETS=(--steps 2 --set train.batch_size=16 --set tiger.batch_size=16)
   SMALL=(--set train.hidden=32 --set train.layers=2 --set train.heads=2 --set train.ff=64 --set tiger.layers=2)
   GRAPH_STAGES=tiger  # the CPU trains without graphs: one model shows the measurement's plumbing
+  export CRABREC_COMPILE_BACKEND=eager  # the compiled LLM: dynamo captures it, inductor's minute of codegen is spared
   BEAUTY_MINUTES=0.1
   JOBS=1  # on 2 cores, one at a time is faster (step 4 runs --jobs 2 here, as on the device)
   HIDE=(env PYTHONPATH="$PWD/scripts/gpu_image:$PYTHONPATH" CRABREC_ABSENT_MODULES="$(IFS=,; echo "${ABSENT[*]}")")

@@ -5,7 +5,8 @@
 
 A method shows when its evaluation finished on the device; its time is the stages the report would count. Where a
 folder also holds step 3's ``bench_small.json`` with its ``cuda_graphs`` measurement, the small models' eager steps
-are set beside their replayed ones.
+are set beside their replayed ones; where it holds ``bench_llm.json`` with ``compiled``, the LLM's eager step beside
+its compiled one.
 """
 
 from __future__ import annotations
@@ -158,6 +159,29 @@ def graph_table(bench: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def compiled_table(bench: dict[str, Any]) -> str:
+    """Step 3's LLM step, eager (its own measurement) against compiled (``compiled``, torch.compile with inductor)."""
+    compiled, peak = bench.get("compiled") or {}, bench.get("peak_flop_per_s") or 0.0
+    lines = [
+        f"The LLM's step eager and compiled ({bench.get('device', '?')}):",
+        "",
+        "| model | eager step (ms) | compiled step (ms) | faster | eager of peak | compiled of peak | graphs compiled "
+        "in the timed steps |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for stage, eager in bench.get("stages", {}).items():
+        other = (compiled.get("stages") or {}).get(stage)
+        if other is None:
+            continue
+        of_peak = [f"{100 * r['flop_per_s'] / peak:.1f}%" if peak else "–" for r in (eager, other)]
+        lines.append(
+            f"| MOR on the backbone | {1000 * eager['step_s']:.1f} | {1000 * other['step_s']:.1f} | "
+            f"{eager['step_s'] / other['step_s']:.2f}x | {of_peak[0]} | {of_peak[1]} | "
+            f"{other.get('compilations_in_timed_steps', '?')} |"
+        )
+    return "\n".join(lines)
+
+
 def metric_files(paths: list[Path]) -> list[Path]:
     out = []
     for path in paths:
@@ -194,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
         bench = folder / "bench_small.json"
         if bench.is_file() and "cuda_graphs" in (small := json.loads(bench.read_text(encoding="utf-8"))):
             print(graph_table(small) + "\n")
+        bench = folder / "bench_llm.json"
+        if bench.is_file() and "compiled" in (llm := json.loads(bench.read_text(encoding="utf-8"))):
+            print(compiled_table(llm) + "\n")
     return 0
 
 

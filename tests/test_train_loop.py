@@ -162,6 +162,50 @@ def test_a_profile_times_its_steps_then_traces_more_without_timing_them(tmp_path
     assert ops["aten_calls"] >= sum(op["calls"] for op in ops["top"]) > 0
 
 
+def test_a_profile_of_a_compiled_model_measures_it_compiled_and_times_no_compilation(tmp_path, monkeypatch):
+    """Under the profile, ``compile=true`` really compiles: the FLOP-counted step runs under a dispatch mode, after
+    which torch.compile would leave the model eager for good unless its caches are reset. The steps that compile are
+    not timed: a counted step, COMPILE_WARMUP compiling steps, then the timed ones. (Dynamo's ``eager`` backend
+    stands in for inductor: whether dynamo captures the model is the question, not inductor's code.)"""
+    import contextlib
+
+    monkeypatch.setenv("CRABREC_COMPILE_BACKEND", "eager")
+
+    from torch._dynamo.utils import counters
+
+    from crabrec.train.profile import COMPILE_WARMUP, ProfileDone, profile_training
+
+    model, rows = _tiny_problem()
+    calls = []
+
+    def loss(m, batch):
+        calls.append(len(batch["ids"]))
+        return target_loss(m, batch["ids"], batch["mask"], batch["labels"])
+
+    compiled_before = counters["frames"]["ok"]
+    cfg = TrainConfig(epochs=1, batch_size=4, warmup_steps=0, compile=True)  # 8 steps an epoch
+    with profile_training(2) as prof, contextlib.suppress(ProfileDone):
+        train(model, rows, loss, lambda m: 0.0, cfg, tmp_path, 0)
+    assert counters["frames"]["ok"] > compiled_before  # the model was compiled, not left eager
+    assert len(calls) == 1 + COMPILE_WARMUP + 2 and (prof.timed, prof.rows) == (2, 8)
+    summary = prof.summary()
+    assert summary["compiled"] and summary["compilations_in_timed_steps"] >= 0
+    assert prof.flops > 0  # counted on the eager first step
+
+
+def test_the_compile_backend_is_inductor_unless_the_environment_names_another(monkeypatch):
+    from crabrec.errors import CrabError
+    from crabrec.train.loop import compile_backend
+
+    monkeypatch.delenv("CRABREC_COMPILE_BACKEND", raising=False)
+    assert compile_backend() == "inductor"
+    monkeypatch.setenv("CRABREC_COMPILE_BACKEND", " Eager ")
+    assert compile_backend() == "eager"
+    monkeypatch.setenv("CRABREC_COMPILE_BACKEND", "tensorrt")
+    with pytest.raises(CrabError, match="CRABREC_COMPILE_BACKEND='tensorrt': expected one of inductor, aot_eager"):
+        compile_backend()
+
+
 def test_a_trace_summary_is_per_step_and_ranks_operators_by_device_then_host_time():
     from types import SimpleNamespace
 

@@ -169,6 +169,21 @@ class Rows:
     size: Callable[[np.ndarray], int] = len
 
 
+COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")
+
+
+def compile_backend() -> str:
+    """The torch.compile backend of ``compile=true``: inductor, or ``CRABREC_COMPILE_BACKEND`` (``aot_eager`` or
+    ``eager``: dynamo captures the model without inductor's code generation, to tell a capture problem from a
+    code-generation one, or to check the capture quickly)."""
+    import os
+
+    name = os.environ.get("CRABREC_COMPILE_BACKEND", "").strip().lower() or "inductor"
+    if name not in COMPILE_BACKENDS:
+        raise CrabError(f"CRABREC_COMPILE_BACKEND={name!r}: expected one of {', '.join(COMPILE_BACKENDS)}")
+    return name
+
+
 def mixed_precision(cuda: bool) -> str:
     """The trainer's precision: bf16 autocast on a GPU that has it, full precision elsewhere."""
     return "bf16" if cuda and torch.cuda.is_bf16_supported() else "no"
@@ -211,7 +226,7 @@ def train(
         gradient_accumulation_steps=cfg.grad_accum,
         cpu=not cuda,
         mixed_precision=mixed_precision(cuda),
-        dynamo_backend="inductor" if getattr(cfg, "compile", False) else "no",
+        dynamo_backend=compile_backend() if getattr(cfg, "compile", False) else "no",
         # a recorded step must not cache autocast's weight copies (they would outlive the recording)
         kwargs_handlers=[AutocastKwargs(cache_enabled=False)] if graphs else None,
     )
@@ -308,6 +323,7 @@ def train(
         plan = plans[epoch]
         if prof is not None:
             prof.device, prof.steps_per_epoch = str(accelerator.device), len(plan)
+            prof.compiled = bool(getattr(cfg, "compile", False))
             prof.rows_per_epoch = int(rows.size(np.concatenate(plan))) if plan else 0
         bar = progress(plan, f"epoch {epoch}", show=accelerator.is_main_process)
         world = accelerator.num_processes

@@ -7,6 +7,10 @@ step with :class:`torch.utils.flop_counter.FlopCounterMode` (that step is the wa
 validates once (timed) and stops by raising :class:`ProfileDone` before anything is saved. Outside such a block the
 loop's phases are no-ops.
 
+A compiled model (``compile=true``) is measured compiled: a call under the FLOP counter (a dispatch mode) makes
+torch.compile leave the model's frames eager for good, so the dynamo caches are reset after the counted step, and
+the next ``COMPILE_WARMUP`` steps, where the model is compiled (again for new batch shapes), are not timed either.
+
 With ``trace_steps`` it then runs that many more steps (not timed) under :mod:`torch.profiler` and keeps, per step,
 the operator calls, the kernel launches, how busy the device was and the operators that took the most time
 (:func:`trace_summary`): what a step is bound by on a GPU, where the phases alone cannot tell.
@@ -23,6 +27,7 @@ from typing import Any
 import torch
 
 PHASES = ("batch", "forward", "backward", "optimizer")
+COMPILE_WARMUP = 3  # untimed steps of a compiled model: its compilation, and again with dynamic shapes, and a spare
 
 
 class ProfileDone(Exception):
@@ -56,10 +61,19 @@ class Profile:
     replayed_wall: float = 0.0  # their wall time
     replayed_rows: int = 0  # and their training rows
     warm: bool = False  # the warm-up step (FLOPs counted, not timed) is done
+    compiled: bool = False  # the model trains under torch.compile (set by the loop)
+    untimed: int = 0  # steps after the counted one not timed so far (a compiled model's compilation steps)
+    compilations: int = 0  # graphs torch.compile made during the timed steps (each a recompilation; 0 is the goal)
+    _graphs_at_start: int = 0
     _step_start: float = 0.0
     _step_faults: int = 0
     _counter: Any = None
     _tracer: Any = None
+
+    @property
+    def compiling(self) -> bool:
+        """A compiled model's step that is still compiling (after the counted one; not timed)."""
+        return self.compiled and self.untimed < COMPILE_WARMUP
 
     def summary(self) -> dict[str, float]:
         """Per-step means, throughput and the projected epoch (mean step x the epoch's steps + one validation)."""
@@ -85,6 +99,9 @@ class Profile:
             "replayed_steps": self.replayed,
             "replayed_step_s": self.replayed_wall / max(self.replayed, 1),
             "replayed_rows_per_s": self.replayed_rows / max(self.replayed_wall, 1e-12),
+            "compiled": self.compiled,
+            "compile_warmup_steps": self.untimed,
+            "compilations_in_timed_steps": self.compilations,
         }
 
 
@@ -136,7 +153,7 @@ def phase(prof: Profile | None, name: str) -> Iterator[None]:
         if warmup and name == "backward" and prof._counter is not None:
             prof._counter.__exit__(None, None, None)
             prof.flops = float(prof._counter.get_total_flops())
-        elif not warmup and prof._tracer is None:
+        elif not warmup and prof._tracer is None and not prof.compiling:
             prof.seconds[name] += time.perf_counter() - start
 
 
@@ -203,6 +220,12 @@ def end_step(prof: Profile | None, rows: int, batch: dict[str, Any], replayed: b
     tokens = input_tokens(batch)
     if not prof.warm:
         prof.warm, prof.flop_rows, prof.flop_tokens = True, rows, tokens
+        if prof.compiled:  # the counted step left the compiled frames eager: compile from the next step on
+            torch._dynamo.reset()
+        return False
+    if prof.compiling:  # not timed
+        prof.untimed += 1
+        prof._graphs_at_start = _compiled_graphs()
         return False
     _sync(prof.device)
     if prof._tracer is not None:  # a traced step, after the timed ones
@@ -221,12 +244,21 @@ def end_step(prof: Profile | None, rows: int, batch: dict[str, Any], replayed: b
     prof.timed += 1
     prof.rows += rows
     prof.tokens += tokens
+    if prof.compiled:
+        prof.compilations = _compiled_graphs() - prof._graphs_at_start
     if prof.timed < prof.steps:
         return False
     if prof.trace_steps:
         _start_trace(prof)
         return False
     return True
+
+
+def _compiled_graphs() -> int:
+    """Graphs torch.compile has made in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
 
 
 def _start_trace(prof: Profile) -> None:
