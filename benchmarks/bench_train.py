@@ -199,6 +199,9 @@ def print_trace(label: str, t: dict[str, Any], step_ms: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from crabrec.progress import NORMAL, set_verbosity
+
+    set_verbosity(NORMAL)  # as the CLI: off a terminal, no bars (the backbone's weight loading)
     measurements = [parse(words) for words in split_measurements(sys.argv[1:] if argv is None else argv)]
     device = "cuda" if torch.cuda.is_available() else "cpu"
     peak = matmul_peak(device)

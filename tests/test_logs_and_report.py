@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 
 import pytest
 
@@ -41,6 +42,37 @@ def test_bars_only_on_a_terminal_without_tqdm_disable_or_quiet(monkeypatch, norm
     assert progress.bars_enabled()
     progress.set_verbosity(progress.QUIET)
     assert not progress.bars_enabled()
+
+
+def test_off_a_terminal_a_library_s_own_tqdm_bar_draws_no_frames_either():
+    """transformers' GGUF conversion draws a plain tqdm bar: off a terminal the process sets TQDM_DISABLE before tqdm
+    is imported (tqdm reads it then), unless the user set it."""
+    import subprocess
+    import sys
+
+    code = (
+        "from crabrec.progress import NORMAL, set_verbosity; set_verbosity(NORMAL); "
+        "from tqdm.auto import tqdm; list(tqdm(range(3), desc='a library bar'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    bare = subprocess.run([sys.executable, "-c", code.split("; ", 2)[2]], capture_output=True, text=True, env=env)
+    assert "a library bar: 100%" in bare.stderr  # without crabrec's rule: the bar
+
+
+def test_bars_come_back_on_a_terminal_after_a_call_that_turned_them_off(monkeypatch, normal):
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    progress.set_verbosity(progress.NORMAL)
+    assert os.environ.get("TQDM_DISABLE") == "1"  # for the libraries' bars
+    monkeypatch.setattr("sys.stderr", FakeTTY())
+    progress.set_verbosity(progress.NORMAL)
+    assert "TQDM_DISABLE" not in os.environ and progress.bars_enabled()
+    monkeypatch.setenv("TQDM_DISABLE", "0")  # the user's: never changed
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    progress.set_verbosity(progress.NORMAL)
+    assert os.environ["TQDM_DISABLE"] == "0"
 
 
 def test_a_run_logged_to_a_file_is_one_line_per_epoch_and_stage(office_slice, tmp_path, capsys, normal):

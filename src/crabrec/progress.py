@@ -2,7 +2,9 @@
 
 A bar is drawn only when stderr is a terminal, the standard ``TQDM_DISABLE`` is unset, and the command was not given
 ``--quiet``. Off a terminal (a log file, CI) long work reports through the log instead: one line per epoch and per
-stage. Third-party bars (Hugging Face, sentence-transformers) follow the same rule.
+stage. Third-party bars (Hugging Face, sentence-transformers, and plain tqdm bars in libraries, such as transformers'
+GGUF conversion: ``TQDM_DISABLE`` is set for the process, unless the user set it, before they import tqdm) follow
+the same rule.
 """
 
 from __future__ import annotations
@@ -17,17 +19,21 @@ T = TypeVar("T")
 
 QUIET, NORMAL, VERBOSE = logging.WARNING, logging.INFO, logging.DEBUG
 _level = NORMAL
+_set_tqdm_disable = False  # TQDM_DISABLE is ours (set by _silence_third_party_bars), not the user's
 
 
 def set_verbosity(level: int) -> None:
     """The command's verbosity (``QUIET``, ``NORMAL`` or ``VERBOSE``): the crabrec log level, and whether bars show."""
     from crabrec import distributed
 
-    global _level
+    global _level, _set_tqdm_disable
     if distributed.launched() and not distributed.is_main():  # one process reports: the others only warn
         level = max(level, QUIET)
     _level = level
     logging.getLogger("crabrec").setLevel(level)
+    if _set_tqdm_disable:  # an earlier call's: decide afresh
+        os.environ.pop("TQDM_DISABLE", None)
+        _set_tqdm_disable = False
     if not bars_enabled():
         _silence_third_party_bars()
 
@@ -54,8 +60,13 @@ def progress(iterable: Iterable[T], desc: str, show: bool = True, **kwargs: Any)
 
 
 def _silence_third_party_bars() -> None:
-    """Hugging Face's bars (downloads, weight loading) off, for libraries already imported and those to come."""
+    """Hugging Face's bars (downloads, weight loading) off, for libraries already imported and those to come; plain
+    tqdm bars off in libraries that import tqdm from now on (tqdm reads ``TQDM_DISABLE`` when it is imported)."""
+    global _set_tqdm_disable
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "TQDM_DISABLE" not in os.environ:
+        os.environ["TQDM_DISABLE"] = "1"
+        _set_tqdm_disable = True
     if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
 
