@@ -50,6 +50,34 @@ def test_level_loss_is_the_cross_entropy_of_each_level_on_its_own_tokens():
         torch.testing.assert_close(row.log_softmax(-1)[:, inside], full[:, level, inside].log_softmax(-1))
 
 
+def test_a_compiled_tiger_trains_on_the_level_loss_through_the_compiled_forward(monkeypatch):
+    """Under ``tiger.compile`` the model is torch.compile's wrapper, which is no LevelT5 and holds it as ``_orig_mod``:
+    the loss is still the per-level one (not the whole-vocabulary forward), reached through the wrapper's call (so
+    that the compiled code runs it). A plain wrapper of the same shape stands in for tracing, which takes long."""
+    from crabrec.models.tiger import LevelT5, tiger_loss
+
+    model = build_small().eval()
+    compiled = torch.compile(model, backend="eager")  # not called: building it traces nothing
+    assert compiled._orig_mod is model and not isinstance(compiled, LevelT5)
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self._orig_mod, self.calls = inner, []
+
+        def forward(self, **kwargs):
+            self.calls.append(sorted(kwargs))
+            return self._orig_mod(**kwargs)
+
+    called, level_loss = [], LevelT5.level_loss
+    monkeypatch.setattr(LevelT5, "level_loss", lambda self, *a: called.append(1) or level_loss(self, *a))
+    ids, mask, labels, _ = batch()
+    wrapper = Wrapper(model)
+    got = tiger_loss(wrapper, {"ids": ids, "mask": mask, "labels": labels})
+    assert called and wrapper.calls == [["attention_mask", "input_ids", "labels", "per_level_loss"]]
+    torch.testing.assert_close(got, model(input_ids=ids, attention_mask=mask, labels=labels).loss, rtol=1e-6, atol=1e-6)
+
+
 def test_training_loss_from_the_levels_logits_equals_the_forwards_loss_and_gradients():
     from crabrec.models.decoder import IGNORE
     from crabrec.models.tiger import tiger_loss

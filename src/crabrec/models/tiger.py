@@ -49,7 +49,11 @@ class LevelT5(T5ForConditionalGeneration):
             self._outside = table
         return table
 
-    def forward(self, *args, labels: torch.Tensor | None = None, **kwargs):
+    def forward(self, *args, labels: torch.Tensor | None = None, per_level_loss: bool = False, **kwargs):
+        """T5's forward with the per-level logits; ``per_level_loss=True`` returns :meth:`level_loss` instead (through
+        ``forward``, so that a compiled model compiles it)."""
+        if per_level_loss:
+            return self.level_loss(kwargs["input_ids"], kwargs["attention_mask"], labels)
         cache = kwargs.get("cache") or kwargs.get("past_key_values")
         first = int(cache.get_seq_length()) if cache is not None else 0  # before the call extends it
         if labels is not None and kwargs.get("decoder_input_ids") is None:
@@ -227,9 +231,10 @@ def encode_inputs(
 
 def tiger_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Token cross-entropy over the target's SID tokens (T5 shifts the labels right internally); a per-level model
-    computes it from its levels' logits only (:meth:`LevelT5.level_loss`)."""
-    if isinstance(model, LevelT5):
-        return model.level_loss(batch["ids"], batch["mask"], batch["labels"])
+    computes it from its levels' logits only (:meth:`LevelT5.level_loss`), also when compiled (``_orig_mod``: the
+    compiled wrapper is no LevelT5, and calling the method on the module inside would bypass the compilation)."""
+    if isinstance(getattr(model, "_orig_mod", model), LevelT5):
+        return model(input_ids=batch["ids"], attention_mask=batch["mask"], labels=batch["labels"], per_level_loss=True)
     out = model(input_ids=batch["ids"], attention_mask=batch["mask"], labels=batch["labels"])
     return out.loss
 
