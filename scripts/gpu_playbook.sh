@@ -10,8 +10,8 @@
 #           this GPU, with the model FLOP utilisation and a torch.profiler trace
 #           (kernel launches, device busy time): the SmolLM2 MOR, MOR h384 x 4 and TIGER at the paper's size
 #           (benchmarks/bench_train.py); the SmolLM2 MOR's step with cuDNN's attention allowed; the small models'
-#           steps again, replayed as CUDA graphs (cuda_graphs); the SmolLM2 MOR's step compiled (train.compile,
-#           its compiling steps untimed). One process for all the measurements
+#           steps again, replayed as CUDA graphs (cuda_graphs); the SmolLM2 MOR's step with its frozen weights in
+#           bfloat16 (train.backbone_dtype), and compiled (train.compile, its compiling steps untimed). One process
 #   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget, their steps
 #           replayed as CUDA graphs
 #   step 5  the accuracy-fairness frontier on step 1's run (on the same machine, after step 1): RR over its alphas and
@@ -132,7 +132,7 @@ EOF
   done
   rm -rf $work
   echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU, back to back (about 13 minutes on an"
-  echo "H100: the step profile with the LLM compiled, then Beauty's MOR and TIGER trained for 6 minutes each):"
+  echo "H100: the step profile with the LLM in bfloat16 and compiled, then Beauty's MOR and TIGER for 6 minutes each):"
   local cmd limit
   for i in $(seq 1 "$n"); do
     cmd="bash scripts/gpu_playbook.sh --step 0" limit=120
@@ -228,11 +228,14 @@ step3() {
     --json "$OUT/bench_llm_cudnn.json" \
     --and "$run" --stages "$GRAPH_STAGES" --steps 60 "${SETS[@]}" "${SMALL[@]}" --set train.backbone= \
     --set train.cuda_graphs=true --set tiger.cuda_graphs=true --json "$OUT/bench_graphs.json" \
+    --and "$run" --stages train "${SETS[@]}" --set train.backbone="$LLM_BACKBONE" --set train.backbone_dtype=bfloat16 \
+    --json "$OUT/bench_bf16.json" \
     --and "$run" --stages train "${SETS[@]}" --set train.backbone="$LLM_BACKBONE" --set train.compile=true \
     --json "$OUT/bench_compiled.json" || rc=$?
   # a call returns at most 8 files: the graphs' measurement goes into bench_small.json under "cuda_graphs", the
-  # compiled LLM's into bench_llm.json under "compiled"
+  # LLM's with its frozen weights in bfloat16 and compiled into bench_llm.json under "bf16_backbone" and "compiled"
   nest "$OUT/bench_small.json" cuda_graphs "$OUT/bench_graphs.json"
+  nest "$OUT/bench_llm.json" bf16_backbone "$OUT/bench_bf16.json"
   nest "$OUT/bench_llm.json" compiled "$OUT/bench_compiled.json"
   return $rc
 }

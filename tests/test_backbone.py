@@ -93,6 +93,41 @@ def test_backbone_prompt_lora_export_and_beam(tmp_path):
     assert torch.equal(torch.from_numpy(io2.tokens[trie.representative()])[sid], theirs)
 
 
+def test_a_bfloat16_backbone_trains_float32_parameters_and_exports_float32_merged_exactly(tmp_path):
+    """``train.backbone_dtype=bfloat16``: the frozen weights are bfloat16, LoRA and the SID rows float32; it trains;
+    the export merges in float32: each merged weight is the bfloat16 weight plus LoRA's product, saved float32."""
+    from safetensors.torch import load_file
+
+    cb = small_codebook()
+    model, tokenizer, _ = load_backbone(tiny_llm(tmp_path / "llm"), list(cb.sizes), seed=0, dtype="bfloat16")
+    io = decoder_io(cb, tokenizer)
+    params = dict(model.named_parameters())
+    assert all(p.dtype == torch.float32 for p in params.values() if p.requires_grad)
+    frozen = {p.dtype for p in params.values() if not p.requires_grad}
+    assert frozen == {torch.bfloat16}
+    rng = np.random.default_rng(1)
+    hist, length, target = rng.integers(0, cb.n_items, (6, 4)), np.array([4, 3, 2, 1, 4, 2]), np.full(6, 7)
+    ids, mask, labels = encode_rows(hist, length, target, io.tokens, io.train_prompt)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=5e-2)
+    losses = []
+    for _ in range(15):
+        loss = target_loss(model, ids, mask, labels)
+        losses.append(float(loss.detach()))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    assert losses[-1] < 0.75 * losses[0]
+
+    out = tmp_path / "merged"
+    export_backbone(tokenizer)(model, out)
+    saved = load_file(out / "model.safetensors")
+    assert {w.dtype for w in saved.values()} == {torch.float32}
+    layer = model.base_model.model.model.layers[0].self_attn.q_proj
+    lora = (layer.lora_B["default"].weight @ layer.lora_A["default"].weight) * layer.scaling["default"]
+    want = layer.base_layer.weight.float() + lora
+    torch.testing.assert_close(saved["model.layers.0.self_attn.q_proj.weight"], want, rtol=0, atol=1e-7)
+
+
 def test_backbone_tokens_named_by_level():
     assert sid_token_names([2, 3]) == ["<a_0>", "<a_1>", "<b_0>", "<b_1>", "<b_2>"]
 

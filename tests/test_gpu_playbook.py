@@ -95,10 +95,14 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
     graphs = json.loads((out / "bench_small.json").read_text())["cuda_graphs"]  # the small models with cuda_graphs
     assert list(graphs["stages"]) == ["tiger"] and "tiger.cuda_graphs=true" in graphs["sets"]  # on the GPU: MOR too
     assert not (out / "bench_graphs.json").exists()  # folded into bench_small.json: a call returns at most 8 files
-    compiled = json.loads((out / "bench_llm.json").read_text())["compiled"]["stages"]["train"]  # the LLM compiled
+    llm = json.loads((out / "bench_llm.json").read_text())  # the LLM's variants, folded into bench_llm.json
+    compiled = llm["compiled"]["stages"]["train"]
     assert compiled["compiled"] and compiled["compile_warmup_steps"] == 3 and compiled["step_s"] > 0
-    assert not (out / "bench_compiled.json").exists()  # folded into bench_llm.json
-    assert "| MOR on the backbone | " in tables.stdout.split("The LLM's step eager and compiled")[1]
+    assert "train.backbone_dtype=bfloat16" in llm["bf16_backbone"]["sets"]
+    assert not (out / "bench_compiled.json").exists() and not (out / "bench_bf16.json").exists()
+    variants = tables.stdout.split("The LLM's step, eager and its variants")[1]
+    for label in ("| eager, frozen weights in float32 | ", "| frozen weights in bfloat16 | ", "| compiled | "):
+        assert label in variants, label
     frontier = json.loads((out / "office-llm-frontier.json").read_text())  # step 5 (here CRAB's points alone)
     assert {p["method"] for p in frontier["points"]} == {"mor", "crab"} and "crab" in frontier["selected"]
     frontier_md = (out / "office-llm-frontier.md").read_text()

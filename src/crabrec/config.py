@@ -258,6 +258,12 @@ class TrainConfig(LoopConfig):
     backbone: str | None = Field(
         None, description="a local Hugging Face causal-LM folder: LoRA fine-tune it instead of the from-scratch decoder"
     )
+    backbone_dtype: Literal["float32", "bfloat16"] = keyed_when_set(
+        "float32",
+        description="the backbone's frozen weights in float32 or bfloat16 (what LoRA and the SID rows train stays "
+        "float32; the saved model is float32). bfloat16 halves their memory, and under a GPU's bf16 autocast they "
+        "need no cast at each use; on a CPU it is slower",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_hidden(self) -> TrainConfig:

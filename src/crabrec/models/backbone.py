@@ -110,8 +110,10 @@ def rebalanced_tokenizer(original: Path, base: int, sizes: list[int]):
     return tokenizer
 
 
-def load_backbone(path: Path, sizes: list[int], seed: int):
-    """``(peft model, tokenizer, base)``: the backbone with SID tokens and LoRA on attention."""
+def load_backbone(path: Path, sizes: list[int], seed: int, dtype: str = "float32"):
+    """``(peft model, tokenizer, base)``: the backbone with SID tokens and LoRA on attention, its frozen weights in
+    ``dtype``; what trains (LoRA, the SID rows) is float32 whatever ``dtype`` (the optimizer's updates keep their
+    precision)."""
     from transformers import AutoModelForCausalLM
 
     from crabrec.models.lora import BACKBONE_ALPHA, BACKBONE_R, add_lora
@@ -120,9 +122,13 @@ def load_backbone(path: Path, sizes: list[int], seed: int):
         raise CrabError(f"{path}: not a Hugging Face model folder (config.json + tokenizer expected)")
     torch.manual_seed(seed)
     tokenizer = load_tokenizer(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
     base, new_ids = attach_sid_tokens(model, tokenizer, sizes)
-    return add_lora(model, BACKBONE_R, BACKBONE_ALPHA, trainable_tokens=new_ids), tokenizer, base
+    model = add_lora(model, BACKBONE_R, BACKBONE_ALPHA, trainable_tokens=new_ids)
+    for param in model.parameters():
+        if param.requires_grad and param.dtype != torch.float32:
+            param.data = param.data.float()
+    return model, tokenizer, base
 
 
 def export_backbone(tokenizer):

@@ -30,7 +30,8 @@ def add_lora(model, r: int, alpha: int, dropout: float = 0.0, trainable_tokens: 
 
 
 def export_merged(model, path: Path) -> None:
-    """Save a plain HF model (LoRA merged into the weights) at ``path``."""
+    """Save a plain HF model (LoRA merged into the weights) at ``path``, in float32: a backbone trained with its
+    frozen weights in bfloat16 is merged in float32 (exact: every bfloat16 value is one in float32)."""
     if hasattr(model, "merge_and_unload"):
-        model = copy.deepcopy(model).merge_and_unload()
+        model = copy.deepcopy(model).float().merge_and_unload()
     model.save_pretrained(path)

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import torch
 
 from crabrec.config import Overlay, TrainConfig
 from crabrec.data.dataset import Samples, Splits
@@ -100,7 +101,12 @@ def initial_decoder(codebook, cfg: TrainConfig, seed: int):
 
     backbone = cfg.backbone
     if backbone:
-        model, tokenizer, _ = load_backbone(Path(backbone), list(codebook.sizes), seed)
+        if cfg.backbone_dtype == "bfloat16" and not torch.cuda.is_available():
+            log.warning(
+                "train.backbone_dtype=bfloat16 without a GPU: the CPU trains in full precision, and bfloat16 "
+                "arithmetic on a CPU without bf16 units is several times slower than float32"
+            )
+        model, tokenizer, _ = load_backbone(Path(backbone), list(codebook.sizes), seed, cfg.backbone_dtype)
         return model, decoder_io(codebook, tokenizer), export_backbone(tokenizer)
     return build_decoder(N_SPECIAL + codebook.vocab_size, cfg, seed=seed), decoder_io(codebook), None
 
