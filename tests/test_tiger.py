@@ -229,6 +229,25 @@ def test_codebook_embeddings_keep_each_levels_geometry_at_t5s_spread():
     assert np.isnan(table[-SIZES[2] :]).all()  # the constant level: no geometry to keep
 
 
+def test_codebook_embeddings_of_fewer_centroids_than_axes_fill_the_rest_with_draws():
+    """A small catalogue's codebook: 19 centroids of width 40 span at most 19 principal axes, fewer than d_model 32.
+    Every level's rows are still d_model wide: the 19 principal coordinates (a rotation of the centred centroids),
+    then N(0, 1) draws. (They were 19 wide, and stacking them with the dedup level's 32-wide rows failed.)"""
+    from crabrec.models.tiger import codebook_embeddings
+
+    cw = centroids(dim=40)
+    table = codebook_embeddings(cw, SIZES, d_model=32, seed=0).astype(np.float64)
+    axes = sum(SIZES)
+    assert table.shape == (axes, 32) and np.isnan(table[-SIZES[2] :]).all()
+    start = 0
+    for level, size in enumerate(SIZES[:2]):
+        rows, centred = table[start : start + size], cw[level] - cw[level].mean(axis=0)
+        spread = np.sqrt((centred**2).sum() / (size * axes))  # the projection's standard deviation
+        np.testing.assert_allclose(rows[:, :axes] @ rows[:, :axes].T, centred @ centred.T / spread**2, atol=1e-5)
+        assert np.isfinite(rows[:, axes:]).all() and rows[:, axes:].std() > 0.5  # the draws
+        start += size
+
+
 def test_codebook_init_sets_the_sid_rows_and_keeps_the_rest_of_t5s_draw():
     from crabrec.errors import CrabError
     from crabrec.models.decoder import N_SPECIAL

@@ -206,6 +206,17 @@ def test_the_compile_backend_is_inductor_unless_the_environment_names_another(mo
         compile_backend()
 
 
+def test_a_bad_compile_backend_stops_a_run_before_any_stage_after_the_data(office_slice, tmp_path, capsys, monkeypatch):
+    from tests.conftest import cli
+
+    monkeypatch.setenv("CRABREC_COMPILE_BACKEND", "tvm")
+    args = ["run", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}", "--set", "tiger.compile=true"]
+    assert cli(args)[0] == 2
+    err = capsys.readouterr().err
+    assert "crabrec: error: CRABREC_COMPILE_BACKEND='tvm': expected one of inductor, aot_eager, eager" in err
+    assert "[embed]" not in err  # nothing after the data stage ran
+
+
 def test_a_trace_summary_is_per_step_and_ranks_operators_by_device_then_host_time():
     from types import SimpleNamespace
 

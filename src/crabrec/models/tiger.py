@@ -179,7 +179,8 @@ def codebook_embeddings(codewords: Sequence[np.ndarray], level_sizes: Sequence[i
     levels' centred centroids together (so the levels share one basis and keep their relative geometry); each level
     is then scaled so that its entries have standard deviation 1, T5's initial spread of an embedding. A level whose
     centroids are all equal (the dedup level, whose codes are not centroids) gets NaN rows: the caller keeps its
-    random draw. When ``d_model`` exceeds the centroids' width the missing axes are filled with N(0, 1) draws."""
+    random draw. When ``d_model`` exceeds the principal axes there are (the centroids' width, or their number in a
+    small codebook) the missing axes are filled with N(0, 1) draws."""
     centred = []
     for level, size in enumerate(level_sizes):
         c = np.asarray(codewords[level], dtype=np.float64)
@@ -187,9 +188,9 @@ def codebook_embeddings(codewords: Sequence[np.ndarray], level_sizes: Sequence[i
             raise CrabError(f"tiger.init=codebook: level {level} has {c.shape[0]} centroids for {size} tokens")
         centred.append(c - c.mean(axis=0))
     stacked = np.concatenate(centred)
-    width = min(d_model, stacked.shape[1])
-    _, _, vt = np.linalg.svd(stacked, full_matrices=False)
-    basis = vt[:width].T
+    _, _, vt = np.linalg.svd(stacked, full_matrices=False)  # min(rows, width) axes: fewer than width when few rows
+    basis = vt[:d_model].T
+    width = basis.shape[1]
     rng = np.random.default_rng(seed)
     out = []
     for c in centred:

@@ -93,6 +93,10 @@ def checked_config(cfg: Any, n_items: int) -> Any:
             f"evaluate.ks/fairness_ks go up to {top} but evaluate.beam={cfg.evaluate.beam} ranks fewer items; "
             "raise evaluate.beam"
         )
+    if any(getattr(getattr(cfg, name), "compile", False) is True for name in type(cfg).model_fields):
+        from crabrec.train.loop import compile_backend
+
+        compile_backend()  # CRABREC_COMPILE_BACKEND checked before any stage runs, not when training starts
     if cfg.train.backbone:
         from pathlib import Path
 
