@@ -75,6 +75,30 @@ def test_bars_come_back_on_a_terminal_after_a_call_that_turned_them_off(monkeypa
     assert os.environ["TQDM_DISABLE"] == "0"
 
 
+def test_every_process_that_sets_its_verbosity_hides_the_libraries_deprecation_noise(normal):
+    """peft reads a property transformers deprecated: a FutureWarning no user can act on. The CLI and each worker
+    process (a stage run beside others, as the CRAB fine-tune) set their verbosity, and that hides it."""
+    import subprocess
+    import sys
+    import warnings
+
+    noise = "`is_gradient_checkpointing` is deprecated and will be removed in v6."
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.resetwarnings()
+        warnings.simplefilter("always")
+        progress.set_verbosity(progress.NORMAL)
+        warnings.warn(noise, FutureWarning, 1)
+        warnings.warn("another FutureWarning", FutureWarning, 1)
+    assert [str(w.message) for w in seen] == ["another FutureWarning"]
+    worker = (  # a worker process sets itself up apart (its own threads, handlers and filters)
+        "import warnings; from crabrec.parallel import worker_setup; worker_setup('finetune', 1, 20); "
+        f"warnings.warn({noise!r}, FutureWarning); warnings.warn('another FutureWarning', FutureWarning)"
+    )
+    res = subprocess.run([sys.executable, "-W", "always", "-c", worker], capture_output=True, text=True)
+    assert res.returncode == 0 and "another FutureWarning" in res.stderr
+    assert "is_gradient_checkpointing" not in res.stderr
+
+
 def test_a_run_logged_to_a_file_is_one_line_per_epoch_and_stage(office_slice, tmp_path, capsys, normal):
     args = ["run", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}", *TINY, "--until", "evaluate"]
     assert cli(args)[0] == 0

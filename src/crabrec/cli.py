@@ -7,7 +7,6 @@ import inspect
 import logging
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,8 +201,6 @@ def _setup_logging() -> None:
     log.handlers[:] = [handler]
     log.propagate = False
     set_verbosity(NORMAL)
-    # peft reads a property that transformers has deprecated: library-to-library noise, nothing a user can act on
-    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
 
 def _print_version(value: bool) -> None:
