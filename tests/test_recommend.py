@@ -283,6 +283,8 @@ def bad_files(tmp_path, item: str, user: str):
         (["--input", "nouser.csv", "--output", "o.csv"], "nouser.csv: user_ids[1] 'zz': not a user of this run"),
         (["--user-id", "zz"], "user_id 'zz': not a user of this run"),
         (["--user-id", "zz", "--user", "1"], "give --user-id (the data's user id) or --user"),
+        (["--user", "u3"], "--user u3: expected the run's user index, a whole number; for a user of the data by"),
+        (["--user", "u3"], "a whole number; for a user of the data by their id, give --user-id u3"),
         (["--input", "unknown.jsonl", "--output", "o.csv"], "unknown.jsonl: history 1: 1 item id(s) not in"),
         (["--input", "notjson.jsonl", "--output", "o.csv"], "notjson.jsonl line 2: not JSON"),
         (["--input", "empty.csv", "--output", "o.csv"], "empty.csv: no rows"),

@@ -771,7 +771,7 @@ def recommend(
             help="A user of the run's data, by their id in it: without --history, every item it holds for them."
         ),
     ] = None,
-    user: Annotated[int | None, typer.Option(help="The run's user index (TIGER reads it).")] = None,
+    user: Annotated[str | None, typer.Option(help="The run's user index, a number (TIGER reads it).")] = None,
     input_file: Annotated[
         str | None,
         typer.Option("--input", help="A file of histories or user ids (.csv, .parquet, .jsonl; docs/guides/serve.md)."),
@@ -795,6 +795,12 @@ def recommend(
     from crabrec.io import writable_file
     from crabrec.recommender import load
 
+    if user is not None and not user.strip().lstrip("-").isdigit():
+        raise CrabError(
+            f"--user {user}: expected the run's user index, a whole number; for a user of the data by their id, "
+            f"give --user-id {user}"
+        )
+    user = None if user is None else int(user)
     if (history is None and user_id is None) == (input_file is None):
         raise CrabError("give --history ID,ID,... or --user-id ID, or --input FILE")
     if user_id is not None and user is not None:
