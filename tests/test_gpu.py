@@ -101,3 +101,48 @@ def test_cuda_graphs_replay_tiger_steps_and_train_the_eager_model(tmp_path, capl
     assert any("1 graphs recorded, 11 steps replayed, 1 eager" in r.getMessage() for r in caplog.records)
     for name, value in weights[False].items():
         torch.testing.assert_close(weights[True][name], value, rtol=1e-3, atol=1e-4)
+
+
+def test_a_bfloat16_backbone_trains_under_autocast_validates_and_saves_float32(tmp_path):
+    """``train.backbone_dtype=bfloat16`` on a GPU: the frozen weights bfloat16, LoRA and the SID rows float32, trained
+    under the loop's bf16 autocast; validation decodes beams with the model as trained; the saved model is float32
+    and decodes the same beams."""
+    from safetensors.torch import load_file
+
+    from crabrec.models.backbone import decoder_io, export_backbone, load_backbone, tiny_backbone
+    from crabrec.rankers import load_generator
+    from crabrec.train.loop import Rows, train
+
+    rng = np.random.default_rng(3)
+    codes = np.unique(rng.integers(0, 6, (40, 3)), axis=0)
+    cb = Codebook(codes=codes, sizes=[6, 6, 6], item_ids=[str(i) for i in range(len(codes))])
+    model, tokenizer, _ = load_backbone(tiny_backbone(tmp_path / "llm"), list(cb.sizes), seed=0, dtype="bfloat16")
+    io = decoder_io(cb, tokenizer)
+    trie = SidTrie.build(cb)
+    hist, length, target = rng.integers(0, cb.n_items, (128, 4)), rng.integers(1, 5, 128), np.full(128, 7)
+    probe = encode_rows(hist[:8], length[:8], None, io.tokens, io.test_prompt)
+    beams = []
+
+    def make(rows):
+        ids, mask, labels = encode_rows(hist[rows], length[rows], target[rows], io.tokens, io.train_prompt)
+        return {"ids": ids, "mask": mask, "labels": labels}
+
+    def validate(m) -> float:
+        device = next(m.parameters()).device
+        sid, _ = beam_search(m, trie, probe[0].to(device), probe[1].to(device), 8, io.base)
+        beams.append(sid.cpu())
+        return 0.0
+
+    loss = lambda m, b: target_loss(m, b["ids"], b["mask"], b["labels"])  # noqa: E731
+    cfg = TrainConfig(epochs=2, batch_size=32, lr=2e-2, warmup_steps=0)
+    result = train(model, Rows(128, make), loss, validate, cfg, tmp_path / "out", 0, export=export_backbone(tokenizer))
+    assert result.history[-1]["loss"] < result.history[0]["loss"] and beams
+    params = dict(model.named_parameters())
+    assert {p.dtype for p in params.values() if p.requires_grad} == {torch.float32}
+    assert {p.dtype for p in params.values() if not p.requires_grad} == {torch.bfloat16}
+    saved = tmp_path / "out" / "model"
+    assert {w.dtype for w in load_file(saved / "model.safetensors").values()} == {torch.float32}
+    merged = load_generator(saved, cb)
+    assert next(merged.parameters()).is_cuda
+    sid, _ = beam_search(merged, trie, probe[0].cuda(), probe[1].cuda(), 8, io.base)
+    assert sid.shape == beams[-1].shape
