@@ -132,17 +132,17 @@ EOF
   done
   rm -rf $work
   echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU, back to back (about 13 minutes on an"
-  echo "H100: the step profile with the LLM in bfloat16 and compiled, then Beauty's MOR and TIGER for 6 minutes each):"
+  echo "H100: the step profile with the LLM in bfloat16 and compiled, then Beauty's MOR and TIGER for 5 minutes each):"
   local cmd limit
   for i in $(seq 1 "$n"); do
     cmd="bash scripts/gpu_playbook.sh --step 0" limit=120
     if [ "$i" = "$n" ]; then
-      cmd="STEP_SECONDS=260 bash scripts/gpu_playbook.sh --step 3"
-      limit=290
+      cmd="STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 3"
+      limit=360
     fi
     echo "  run(carry=[\".gpu-$i\"], command=\"$cmd\", timeout_s=$limit)"
   done
-  echo "  run(command=\"BEAUTY_MINUTES=6 STEP_SECONDS=420 bash scripts/gpu_playbook.sh --step 4\", timeout_s=450)"
+  echo "  run(command=\"BEAUTY_MINUTES=5 STEP_SECONDS=360 bash scripts/gpu_playbook.sh --step 4\", timeout_s=390)"
   echo "Or Office on the LLM in the last part's call: MOR alone and the frontier with CRAB's control (step 5 after it),"
   echo "  STEP1_UNTIL='evaluate rr' STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 1"
   echo "or Table 1's trained rows (MOR, RW, D²LR, RR, CRAB; about 8 minutes):"
