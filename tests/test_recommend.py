@@ -102,6 +102,8 @@ def test_api_errors(tiny_run, tmp_path):
         rec.recommend_batch([[known], [known]], users=[1])
     with pytest.raises(CrabError, match=r"users\[0\]: expected a user index"):
         rec.recommend([known], user=-1)
+    with pytest.raises(CrabError, match=r"got 'u3' \(users of the data by their ids go in user_ids\)"):
+        rec.recommend([known], user="u3")
     with pytest.raises(CrabError, match="--method 'nope': expected one of"):
         crabrec.load(tiny_run, "nope")
     with pytest.raises(CrabError, match="not a run directory"):
@@ -268,6 +270,7 @@ def bad_files(tmp_path, item: str, user: str):
     (tmp_path / "notjson.jsonl").write_text('{"history": ["1"]}\n{oops\n')
     (tmp_path / "empty.csv").write_text("history\n")
     (tmp_path / "users.jsonl").write_text(json.dumps({"history": [item], "user": -3}) + "\n")
+    (tmp_path / "struser.jsonl").write_text(json.dumps({"history": [item], "user": "u3"}) + "\n")
     (tmp_path / "partial.jsonl").write_text(json.dumps({"history": [item], "user": 1}) + '\n{"history": ["1"]}\n')
     (tmp_path / "cell.jsonl").write_text(json.dumps({"history": {"a": 1}}) + "\n")
     (tmp_path / "h.txt").write_text("x")
@@ -289,6 +292,7 @@ def bad_files(tmp_path, item: str, user: str):
         (["--input", "notjson.jsonl", "--output", "o.csv"], "notjson.jsonl line 2: not JSON"),
         (["--input", "empty.csv", "--output", "o.csv"], "empty.csv: no rows"),
         (["--input", "users.jsonl", "--output", "o.csv"], "users.jsonl row 0: user -3: expected a user index"),
+        (["--input", "struser.jsonl", "--output", "o.csv"], "(users of the data by their ids go in a `user_id` column"),
         (["--input", "partial.jsonl", "--output", "o.csv"], "partial.jsonl: `user` is missing on some rows"),
         (["--input", "cell.jsonl", "--output", "o.csv"], "cell.jsonl row 0: history {'a': 1}: expected item ids"),
         (["--input", "h.txt", "--output", "o.csv"], "h.txt: unknown extension '.txt'"),

@@ -183,6 +183,9 @@ def bad_requests(item: str) -> list[tuple[bytes, int, str]]:
         (json.dumps({"history": [item], "method": "crab"}).encode(), 422, "method 'crab': not served here"),
         (json.dumps({"history": [item], "extra": 1}).encode(), 422, "extra: "),
         (json.dumps({"history": [item], "users": [1]}).encode(), 422, "`user` goes with `history`"),
+        (json.dumps({"user": "u3"}).encode(), 422, "user: expected the run's user index, an integer; users of"),
+        (json.dumps({"user": "u3"}).encode(), 422, "users of the data by their ids go in `user_id`"),
+        (json.dumps({"histories": [[item]], "users": ["u3"]}).encode(), 422, "users.0: expected the run's user index"),
         (json.dumps({"histories": [[item]] * 2, "users": [1]}).encode(), 422, "users: expected one per history"),
         (json.dumps({"history": [item], "user": -1}).encode(), 422, "expected a user index"),
         (json.dumps({"history": [item], "user": 10**30}).encode(), 422, "expected a user index"),  # past int64

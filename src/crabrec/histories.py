@@ -46,7 +46,8 @@ def read_histories(path: str | Path) -> tuple[list[list[str] | None], list[int] 
         raise CrabError(f"{path}: both `user` and `user_id` columns; give one (user_id: the data's user ids)")
     for r, u in enumerate(users or []):
         if not is_user_index(u):
-            raise CrabError(f"{path} row {r}: user {clip(repr(u), 40)}: expected a user index from 0 to 2^63 - 1")
+            hint = " (users of the data by their ids go in a `user_id` column)" if isinstance(u, str) else ""
+            raise CrabError(f"{path} row {r}: user {clip(repr(u), 40)}: expected a user index from 0 to 2^63 - 1{hint}")
     for r, u in enumerate(user_ids or []):
         if not isinstance(u, str) or not u.strip():
             raise CrabError(f"{path} row {r}: user_id {clip(repr(u), 40)}: expected a user id (a string)")

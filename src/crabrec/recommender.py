@@ -203,7 +203,8 @@ class Recommender:
     @staticmethod
     def user_index(user: Any, row: int) -> int:
         if not is_user_index(user):
-            raise CrabError(f"users[{row}]: expected a user index from 0 to 2^63 - 1, got {clip(repr(user), 40)}")
+            hint = " (users of the data by their ids go in user_ids)" if isinstance(user, str) else ""
+            raise CrabError(f"users[{row}]: expected a user index from 0 to 2^63 - 1, got {clip(repr(user), 40)}{hint}")
         return int(user)
 
     def top(self, items: np.ndarray, scores: np.ndarray, k: int) -> list[Recommendation]:

@@ -251,7 +251,11 @@ def schema_error(exc: ValidationError) -> str:
         loc = [p for n, p in enumerate(err["loc"]) if n == 0 or isinstance(p, int)]  # no branch tags ("str" ...)
         where = ".".join(map(str, loc)) or "body"
         in_ids = bool(loc) and loc[0] in ("history", "histories") and len(loc) > 1 + (loc[0] == "histories")
-        seen.setdefault(where, "expected an item id (a string or an integer)" if in_ids else err["msg"])
+        msg = "expected an item id (a string or an integer)" if in_ids else err["msg"]
+        if loc and loc[0] in ("user", "users") and str(err.get("type", "")).startswith("int"):
+            ids = "user_id" if loc[0] == "user" else "user_ids"  # a data user id given as the run's index, say
+            msg = f"expected the run's user index, an integer; users of the data by their ids go in `{ids}`"
+        seen.setdefault(where, msg)
     where, msg = next(iter(seen.items()))
     more = f" (and {len(seen) - 1} more)" if len(seen) > 1 else ""
     return f"{where}: {msg}{more}"
