@@ -38,8 +38,8 @@
 # runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BENCH_SETS (KEY=VALUE settings for every model step 3 times
 # on the device, e.g. "tiger.compile=true"), BEAUTY_MINUTES (2), BEAUTY_SETS (KEY=VALUE settings for step 4's run:
 # "train.cuda_graphs=true tiger.cuda_graphs=true"; add e.g. "tiger.batch_size=1024 tiger.lr=0.002": a launch-bound
-# step costs about the same at 4 times the rows; see docs/results/tiger.md), JOBS (3: Office models trained at once, and frontier points computed
-# at once), FRONTIER_ARGS (step 5's methods and grids), PART_MB (what a call carries beside the working tree), RUNS
+# step costs about the same at 4 times the rows; see docs/results/tiger.md), JOBS (3: Office models trained at once,
+# and frontier points computed at once), FRONTIER_ARGS (step 5's methods and grids), PART_MB (what a call carries beside the working tree), RUNS
 # (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA (data folders) and WORK (its scratch folder).
 set -euo pipefail
 SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")

@@ -103,8 +103,8 @@ def initial_decoder(codebook, cfg: TrainConfig, seed: int):
     if backbone:
         if cfg.backbone_dtype == "bfloat16" and not torch.cuda.is_available():
             log.warning(
-                "train.backbone_dtype=bfloat16 without a GPU: the CPU trains in full precision, and bfloat16 "
-                "arithmetic on a CPU without bf16 units is several times slower than float32"
+                "train.backbone_dtype=bfloat16 without a GPU: the frozen weights compute in bfloat16 here, which a "
+                "CPU without bf16 units does several times slower than float32"
             )
         model, tokenizer, _ = load_backbone(Path(backbone), list(codebook.sizes), seed, cfg.backbone_dtype)
         return model, decoder_io(codebook, tokenizer), export_backbone(tokenizer)
