@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import TINY, cli
 
@@ -76,3 +83,44 @@ def test_a_stage_failing_in_a_worker_is_one_line_and_exit_2(office_slice, tmp_pa
     assert "crabrec: error: training diverged" in err and "Traceback" not in err
     assert not (runs / "bad" / "stages" / "sasrec.json").exists()
     assert (runs / "bad" / "stages" / "tiger.json").exists()
+
+
+_ORPHAN = """
+import os, sys, time
+from crabrec.parallel import worker_pool
+
+with worker_pool(1) as pool:
+    pid = pool.submit(os.getpid).result()
+    pool.submit(time.sleep, 120)  # the worker is busy, as a training stage would be
+    print(pid, flush=True)
+    time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Running (not ended, not a zombie left for a parent that does not reap)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_worker_ends_when_the_command_that_started_it_is_killed(tmp_path):
+    """SIGKILL gives the main process no chance to clean up: its busy worker still ends within seconds, so no
+    trainer outlives a killed `crabrec run` and goes on writing into its run."""
+    main = subprocess.Popen([sys.executable, "-c", _ORPHAN], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        worker = int(main.stdout.readline())
+        assert _alive(worker)
+        main.kill()
+        main.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(worker), f"worker {worker} outlived its killed parent"
+    finally:
+        main.kill()
+        if "worker" in locals() and _alive(worker):
+            os.kill(worker, signal.SIGKILL)

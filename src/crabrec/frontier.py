@@ -196,21 +196,20 @@ def compute_points(cfg: RunConfig, todo: list[tuple[Any, str, RunConfig]], rows:
     run in that many worker processes, the CPU cores shared among them (``train.threads`` when set), the points that
     train a model handed out first; a point's results depend only on its settings and its processes' thread count.
     The first failing point stops the points not yet started, and its error is raised once the others finish."""
-    from crabrec.parallel import auto_count, cores
+    from crabrec.parallel import auto_count, cores, worker_pool
 
     jobs = min(jobs or auto_count(cfg, len(todo)), len(todo))
     if jobs < 2:
         return [compute_point(method.name, name, sub, cfg.run_dir, rows) for method, name, sub in todo]
     import logging
-    import multiprocessing
-    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_EXCEPTION, wait
 
     threads = cfg.train.threads or max(1, cores() // jobs)
     log = logging.getLogger("crabrec")
     log.info("frontier: %d points in %d processes, %d thread(s) each", len(todo), jobs, threads)
     order = sorted(range(len(todo)), key=lambda i: todo[i][0].trains is None)  # training points first: the longest
     worker = (threads, log.level)
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with worker_pool(jobs) as pool:
         futures = {}
         try:
             for i in order:

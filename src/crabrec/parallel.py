@@ -10,13 +10,17 @@ as soon as the stages it needs are finished, so that no worker waits idle for th
 runs its stage through the usual cache (:meth:`RunContext.ensure`), so a stage writes its artifacts and state exactly
 as in a sequential run; the main process then finds them finished and writes the report. A stage's thread count
 depends only on ``N`` and the machine, so a command repeated gives the same artifacts. Results under another thread
-count differ by floating-point rounding.
+count differ by floating-point rounding. A worker ends when the process that started it ends, however it ends
+(:func:`worker_pool`): a killed command leaves no trainer behind writing into its run.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
+import threading
+import time
 from typing import Any
 
 from crabrec.errors import CrabError
@@ -98,8 +102,7 @@ def run_side_by_side(ctx: RunContext, names: list[str], jobs: int) -> None:
     config = ctx.config.model_dump(mode="json")  # the config class is built at start-up: send its values
     level = logging.getLogger("crabrec").level
 
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, wait
 
     queue, scheduled, finished = [*todo, *after], {*todo, *after}, set()
 
@@ -116,7 +119,7 @@ def run_side_by_side(ctx: RunContext, names: list[str], jobs: int) -> None:
 
     running: dict = {}
     failed: BaseException | None = None
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with worker_pool(jobs) as pool:
         while True:
             while failed is None and len(running) < jobs:
                 name = next((n for n in queue if ready(n)), None)
@@ -140,6 +143,45 @@ def run_side_by_side(ctx: RunContext, names: list[str], jobs: int) -> None:
                 ctx.force.discard(name)
     if failed is not None:
         raise failed
+
+
+def worker_pool(jobs: int):
+    """``jobs`` worker processes (spawned: no state inherited from this one) that end when this process ends, even
+    killed (SIGTERM, SIGKILL, out of memory): a stage left running would go on writing into a run that another
+    command may already be using."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(jobs, mp_context=context, initializer=_die_with_parent, initargs=(os.getpid(),))
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a worker process, first: end when ``parent`` ends. Linux signals it (``PR_SET_PDEATHSIG``); elsewhere a
+    thread checks every second whether the process has been handed to another parent."""
+    if not _death_signal():
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # it ended before the request above could take effect
+        os._exit(1)
+
+
+def _death_signal() -> bool:
+    """Ask Linux for SIGTERM when the parent ends; False where that cannot be asked."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    import signal
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM) == 0  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 def _compute(values: dict[str, Any], name: str, fresh: bool, threads: int, level: int) -> tuple[str, bool]:
