@@ -36,7 +36,8 @@
 # "train.lr=0.002 train.epochs=3 crab.lr=0.001": the paper's 1e-4 over 10 epochs does not train in one lease, and
 # CRAB fine-tunes at half MOR's rate as in the quick preset; see docs/results/gpu.md), STEP1_UNTIL (the stages step 1
 # runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BENCH_SETS (KEY=VALUE settings for every model step 3 times
-# on the device, e.g. "tiger.compile=true"), BEAUTY_MINUTES (2), BEAUTY_SETS (KEY=VALUE settings for step 4's run:
+# on the device, e.g. "tiger.compile=true"), STEP3_MEASURE (step 3's measurements, some of "llm small cudnn graphs
+# bf16 compiled", in that order; default all), BEAUTY_MINUTES (2), BEAUTY_SETS (KEY=VALUE settings for step 4's run:
 # "train.cuda_graphs=true tiger.cuda_graphs=true"; add e.g. "tiger.batch_size=1024 tiger.lr=0.002": a launch-bound
 # step costs about the same at 4 times the rows; see docs/results/tiger.md), JOBS (3: Office models trained at once,
 # and frontier points computed at once), FRONTIER_ARGS (step 5's methods and grids), PART_MB (what a call carries beside the working tree), RUNS
@@ -52,6 +53,8 @@ STEP1_UNTIL=${STEP1_UNTIL:-evaluate rr crab-eval rw-eval d2lr-eval}
 LLM_BACKBONE=backbones/smollm2-135m  # made on the device from the bundle's GGUF
 GRAPH_STAGES=train,tiger  # step 3: the models whose steps are measured again as CUDA graphs (the dry run: TIGER)
 BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
+STEP3_ALL="llm small cudnn graphs bf16 compiled"
+STEP3_MEASURE=${STEP3_MEASURE:-$STEP3_ALL}  # step 3's measurements, in this order (a lease may want only some)
 # step 4's models replay their steps as CUDA graphs: on an H100, TIGER's step 3.4x and MOR's 1.3x faster (step 3)
 BEAUTY_SETS=${BEAUTY_SETS-train.cuda_graphs=true tiger.cuda_graphs=true}
 # step 5: RR's default alphas, and CRAB at gamma 0 (the H100's best point; 0.2 cost accuracy on both leases) with
@@ -87,6 +90,9 @@ while [ $# -gt 0 ]; do
 done
 [ -z "$STEP" ] || [[ $STEP =~ ^[0-5]$ ]] || die "--step $STEP: expected 0, 1, 2, 3, 4 or 5"
 [ $MODE = device ] && [ -z "$STEP$INNER" ] && die "on the device, name a step: --step 0..5 (or --pack / --dry-run here)"
+for m in $STEP3_MEASURE; do  # before any device time is spent on a typo
+  [[ " $STEP3_ALL " == *" $m "* ]] || die "STEP3_MEASURE: unknown measurement '$m' (expected some of: $STEP3_ALL)"
+done
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Here (the development machine): the bundle and its parts
@@ -218,20 +224,23 @@ step3() {
   # the CUDA-only tests first (skipped on the CPU): GPU beams against the CPU's, the loop on the GPU, recorded steps
   "${HIDE[@]}" $PY -m pytest -q -p no:cacheprovider tests/test_gpu.py || echo "tests/test_gpu.py failed (above)"
   # the backbone named: the run's own settings may not (the bundle's run is made without one); then the LLM's step
-  # with cuDNN's attention allowed, as PyTorch would choose (crabrec turns it off on CUDA); last, the small models'
-  # steps replayed as CUDA graphs (a shape's first step eager, its second recorded: more steps)
-  "${HIDE[@]}" $PY benchmarks/bench_train.py "$run" --stages train "${SETS[@]}" --set train.backbone="$LLM_BACKBONE" \
-    --trace 3 --json "$OUT/bench_llm.json" \
-    --and "$run" --stages train,tiger "${SETS[@]}" "${SMALL[@]}" --set train.backbone= --trace 3 \
-    --json "$OUT/bench_small.json" \
-    --and "$run" --stages train "${SETS[@]}" --set train.backbone="$LLM_BACKBONE" --cudnn-attention \
-    --json "$OUT/bench_llm_cudnn.json" \
-    --and "$run" --stages "$GRAPH_STAGES" --steps 60 "${SETS[@]}" "${SMALL[@]}" --set train.backbone= \
-    --set train.cuda_graphs=true --set tiger.cuda_graphs=true --json "$OUT/bench_graphs.json" \
-    --and "$run" --stages train "${SETS[@]}" --set train.backbone="$LLM_BACKBONE" --set train.backbone_dtype=bfloat16 \
-    --json "$OUT/bench_bf16.json" \
-    --and "$run" --stages train "${SETS[@]}" --set train.backbone="$LLM_BACKBONE" --set train.compile=true \
-    --json "$OUT/bench_compiled.json" || rc=$?
+  # with cuDNN's attention allowed, as PyTorch would choose (crabrec turns it off on CUDA); the small models' steps
+  # replayed as CUDA graphs (a shape's first step eager, its second recorded: more steps); last, the LLM's variants
+  local llm=("$run" --stages train "${SETS[@]}" --set train.backbone="$LLM_BACKBONE") args=() m
+  local small=("$run" "${SETS[@]}" "${SMALL[@]}" --set train.backbone=)
+  for m in $STEP3_MEASURE; do
+    [ ${#args[@]} -eq 0 ] || args+=(--and)
+    case $m in
+      llm) args+=("${llm[@]}" --trace 3 --json "$OUT/bench_llm.json") ;;
+      small) args+=("${small[@]}" --stages train,tiger --trace 3 --json "$OUT/bench_small.json") ;;
+      cudnn) args+=("${llm[@]}" --cudnn-attention --json "$OUT/bench_llm_cudnn.json") ;;
+      graphs) args+=("${small[@]}" --stages "$GRAPH_STAGES" --steps 60 --set train.cuda_graphs=true
+                     --set tiger.cuda_graphs=true --json "$OUT/bench_graphs.json") ;;
+      bf16) args+=("${llm[@]}" --set train.backbone_dtype=bfloat16 --trace 3 --json "$OUT/bench_bf16.json") ;;
+      compiled) args+=("${llm[@]}" --set train.compile=true --trace 3 --json "$OUT/bench_compiled.json") ;;
+    esac
+  done
+  [ ${#args[@]} -eq 0 ] || "${HIDE[@]}" $PY benchmarks/bench_train.py "${args[@]}" || rc=$?
   # a call returns at most 8 files: the graphs' measurement goes into bench_small.json under "cuda_graphs", the
   # LLM's with its frozen weights in bfloat16 and compiled into bench_llm.json under "bf16_backbone" and "compiled"
   nest "$OUT/bench_small.json" cuda_graphs "$OUT/bench_graphs.json"

@@ -4,9 +4,9 @@
     python scripts/playbook_tables.py FILES_AT [FILES_AT ...]   # folders holding *-metrics.json, or the files
 
 A method shows when its evaluation finished on the device; its time is the stages the report would count. Where a
-folder also holds step 3's ``bench_small.json`` with its ``cuda_graphs`` measurement, the small models' eager steps
-are set beside their replayed ones; where it holds ``bench_llm.json`` with ``bf16_backbone`` or ``compiled``, the
-LLM's eager step beside those variants.
+folder holds step 3's measurements, the small models' eager steps are set beside their replayed ones (``cuda_graphs``)
+and the LLM's eager step beside its variants (``bf16_backbone``, ``compiled``): nested in ``bench_small.json`` and
+``bench_llm.json`` as the step leaves them, or in their own files where the step was stopped before nesting them.
 """
 
 from __future__ import annotations
@@ -160,39 +160,66 @@ def graph_table(bench: dict[str, Any]) -> str:
 
 
 VARIANTS = {"bf16_backbone": "frozen weights in bfloat16", "compiled": "compiled"}  # step 3's LLM, under these keys
+PARTS = {"cuda_graphs": "bench_graphs.json", "bf16_backbone": "bench_bf16.json", "compiled": "bench_compiled.json"}
+
+
+def step3_bench(folder: Path, name: str) -> dict[str, Any] | None:
+    """Step 3's ``name`` (``bench_small.json``, ``bench_llm.json``) in ``folder``, with the measurements nested into it
+    (``PARTS``) taken from their own files where the step was stopped before nesting them; None if absent."""
+    path = folder / name
+    bench = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    for key, part in PARTS.items():
+        if (folder / part).is_file() and (bench is None or key not in bench):
+            bench = bench or {}
+            bench[key] = json.loads((folder / part).read_text(encoding="utf-8"))
+    return bench
 
 
 def variant_table(bench: dict[str, Any]) -> str:
     """Step 3's LLM step, eager (its own measurement) against its variants: the frozen weights in bfloat16
     (``bf16_backbone``) and compiled (``compiled``, torch.compile with inductor)."""
-    peak = bench.get("peak_flop_per_s") or 0.0
+    measured = [bench, *(bench.get(key) or {} for key in VARIANTS)]
+    peak = next((m["peak_flop_per_s"] for m in measured if m.get("peak_flop_per_s")), 0.0)
+    device = next((m["device"] for m in measured if m.get("device")), "?")
     lines = [
-        f"The LLM's step, eager and its variants ({bench.get('device', '?')}):",
+        f"The LLM's step, eager and its variants ({device}):",
         "",
-        "| variant | step (ms) | faster | of peak | graphs compiled in the timed steps |",
-        "|---|---|---|---|---|",
+        "| variant | step (ms) | faster | of peak | device busy | kernel launches / step | top operators (device ms "
+        "/ step) | graphs compiled in the timed steps |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     eager = (bench.get("stages") or {}).get("train")
-    if eager is None:
-        return ""
     rows = [("eager, frozen weights in float32", eager)]
     rows += [(label, ((bench.get(key) or {}).get("stages") or {}).get("train")) for key, label in VARIANTS.items()]
+    if all(r is None for _, r in rows):
+        return ""
     for label, r in rows:
         if r is None:
             continue
         of_peak = f"{100 * r['flop_per_s'] / peak:.1f}%" if peak else "–"
+        faster = f"{eager['step_s'] / r['step_s']:.2f}x" if eager else "–"
         compiled = r.get("compilations_in_timed_steps", "–") if r.get("compiled") else "–"
+        trace = r.get("trace") or {}
+        busy = f"{100 * trace['device_busy_ms'] / (1000 * r['step_s']):.0f}%" if trace else "–"
+        launches = f"{trace['kernel_launches']:,.0f}" if trace else "–"
+        top = ", ".join(f"`{t['name'].removeprefix('aten::')}` {t['device_ms']:.1f}" for t in trace.get("top", [])[:4])
         lines.append(
-            f"| {label} | {1000 * r['step_s']:.1f} | {eager['step_s'] / r['step_s']:.2f}x | {of_peak} | {compiled} |"
+            f"| {label} | {1000 * r['step_s']:.1f} | {faster} | {of_peak} | {busy} | {launches} | {top or '–'} | "
+            f"{compiled} |"
         )
     return "\n".join(lines)
 
 
+STEP3_FILES = ("bench_llm.json", "bench_small.json", *PARTS.values())
+
+
 def metric_files(paths: list[Path]) -> list[Path]:
+    """The ``*-metrics.json`` files of ``paths`` (folders or files); a folder of step 3's alone has none."""
     out = []
     for path in paths:
         found = sorted(path.glob("*-metrics.json")) if path.is_dir() else [path]
-        if not found or not all(f.is_file() for f in found):
+        step3 = path.is_dir() and any((path / name).is_file() for name in STEP3_FILES)
+        if not (found or step3) or not all(f.is_file() for f in found):
             raise ValueError(f"{path}: no *-metrics.json there (a playbook step's returned folder expected)")
         out += found
     return out
@@ -220,13 +247,13 @@ def main(argv: list[str] | None = None) -> int:
         device = "; ".join(line for line in env.read_text().splitlines() if line.strip()) if env.is_file() else ""
         print(f"## {path}" + (f" ({device})" if device else "") + "\n")
         print(tables(data) + "\n")
-    for folder in sorted({path.parent for path, _ in found}):
-        bench = folder / "bench_small.json"
-        if bench.is_file() and "cuda_graphs" in (small := json.loads(bench.read_text(encoding="utf-8"))):
+    for folder in sorted({path.parent for path, _ in found} | {path for path in args.paths if path.is_dir()}):
+        small = step3_bench(folder, "bench_small.json")
+        if small and "stages" in small and "cuda_graphs" in small:
             print(graph_table(small) + "\n")
-        bench = folder / "bench_llm.json"
-        if bench.is_file() and set(VARIANTS) & set(llm := json.loads(bench.read_text(encoding="utf-8"))):
-            print(variant_table(llm) + "\n")
+        llm = step3_bench(folder, "bench_llm.json")
+        if llm and (table := variant_table(llm)):
+            print(table + "\n")
     return 0
 
 

@@ -180,3 +180,36 @@ def test_the_device_side_waits_for_every_part_then_unpacks_and_installs_once(tmp
     (tmp_path / "stash" / "ready").unlink()
     bad = playbook("--step", "0", PARTS=str(tmp_path / "call2"), **env)
     assert bad.returncode == 2 and "the parts do not add up to the bundle" in bad.stderr
+
+
+def test_a_typo_in_step3s_measurements_stops_before_any_device_time(tmp_path):
+    res = playbook("--step", "3", STEP3_MEASURE="llm compield", STASH=str(tmp_path / "stash"))
+    assert res.returncode == 2
+    assert "STEP3_MEASURE: unknown measurement 'compield' (expected some of: llm small cudnn graphs" in res.stderr
+
+
+def _bench(step_ms: float, **extra) -> dict:
+    row = {"step_s": step_ms / 1000, "flop_per_s": 4e13, **extra}
+    return {"device": "GPU X", "peak_flop_per_s": 8e14, "stages": {"train": row}}
+
+
+def test_tables_read_step3s_measurements_left_unnested_by_a_step_stopped_at_its_budget(tmp_path):
+    """A step 3 cut short returns its measurements as separate files and no metrics file: the LLM's variants are
+    still set beside its eager step, with what the trace says the device spent its time on."""
+    trace = {"device_busy_ms": 100.0, "kernel_launches": 6000, "top": [{"name": "aten::copy_", "device_ms": 29.2}]}
+    (tmp_path / "bench_llm.json").write_text(json.dumps(_bench(200.0, trace=trace)))
+    (tmp_path / "bench_compiled.json").write_text(
+        json.dumps(_bench(100.0, compiled=True, compilations_in_timed_steps=0))
+    )
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "playbook_tables.py"), str(tmp_path)], capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stderr
+    assert "| eager, frozen weights in float32 | 200.0 | 1.00x | 5.0% | 50% | 6,000 | `copy_` 29.2 | – |" in res.stdout
+    assert "| compiled | 100.0 | 2.00x | 5.0% | – | – | – | 0 |" in res.stdout
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "playbook_tables.py"), str(empty)], capture_output=True, text=True
+    )
+    assert res.returncode == 2 and "no *-metrics.json there" in res.stderr
