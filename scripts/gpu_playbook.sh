@@ -38,10 +38,11 @@
 # runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BENCH_SETS (KEY=VALUE settings for every model step 3 times
 # on the device, e.g. "tiger.compile=true"), STEP3_MEASURE (step 3's measurements, some of "llm small cudnn graphs
 # bf16 compiled", in that order; default all), BEAUTY_MINUTES (2), BEAUTY_SETS (KEY=VALUE settings for step 4's run:
-# "train.cuda_graphs=true tiger.cuda_graphs=true"; add e.g. "tiger.batch_size=1024 tiger.lr=0.002": a launch-bound
-# step costs about the same at 4 times the rows; see docs/results/tiger.md), JOBS (3: Office models trained at once,
-# and frontier points computed at once), FRONTIER_ARGS (step 5's methods and grids), PART_MB (what a call carries beside the working tree), RUNS
-# (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA (data folders) and WORK (its scratch folder).
+# "train.cuda_graphs=true tiger.cuda_graphs=true tiger.plateau_factor=1 tiger.patience=10"; add e.g.
+# "tiger.batch_size=1024 tiger.lr=0.002": a launch-bound step costs about the same at 4 times the rows; see
+# docs/results/tiger.md), JOBS (3: Office models trained at once, and frontier points computed at once), FRONTIER_ARGS
+# (step 5's methods and grids), PART_MB (what a call carries beside the working tree), RUNS (runs), STASH, PARTS, and
+# for the dry run OFFICE_DATA / BEAUTY_DATA (data folders) and WORK (its scratch folder).
 set -euo pipefail
 SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/.."
@@ -55,8 +56,11 @@ GRAPH_STAGES=train,tiger  # step 3: the models whose steps are measured again as
 BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
 STEP3_ALL="llm small cudnn graphs bf16 compiled"
 STEP3_MEASURE=${STEP3_MEASURE:-$STEP3_ALL}  # step 3's measurements, in this order (a lease may want only some)
-# step 4's models replay their steps as CUDA graphs: on an H100, TIGER's step 3.4x and MOR's 1.3x faster (step 3)
-BEAUTY_SETS=${BEAUTY_SETS-train.cuda_graphs=true tiger.cuda_graphs=true}
+# step 4's models replay their steps as CUDA graphs (on an H100, TIGER's step 3.4-4.5x and MOR's 1.3-2x faster), and
+# TIGER keeps its learning rate (plateau_factor 1: constant; early stopping after 10 validations without improvement):
+# under the preset's halving on every validation that does not improve, it stopped at cornac's default-recipe level
+# with its rate down to 1/64 (docs/results/gpu.md); GRID's recipe keeps a constant rate
+BEAUTY_SETS=${BEAUTY_SETS-train.cuda_graphs=true tiger.cuda_graphs=true tiger.plateau_factor=1 tiger.patience=10}
 # step 5: RR's default alphas, and CRAB at gamma 0 (the H100's best point; 0.2 cost accuracy on both leases) with
 # ratio 0 as the control: does CRAB's gain come from rebalancing or from two more epochs of training? (RW's and D²LR's
 # points each retrain the LLM: `--only rw,d2lr` is a step of its own, about 3 x LLM_MINUTES with JOBS=3)
@@ -137,18 +141,19 @@ EOF
     i=$((i + 1))
   done
   rm -rf $work
-  echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU, back to back (about 13 minutes on an"
-  echo "H100: the step profile with the LLM in bfloat16 and compiled, then Beauty's MOR and TIGER for 5 minutes each):"
+  echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU (about 13 minutes on an H100: Beauty's"
+  echo "MOR and TIGER, TIGER at a constant learning rate for 7 minutes, then the LLM's step eager and compiled), back to"
+  echo "back: the machine is handed back after 30 s without a call, and a fresh one needs every part carried again:"
   local cmd limit
   for i in $(seq 1 "$n"); do
     cmd="bash scripts/gpu_playbook.sh --step 0" limit=120
     if [ "$i" = "$n" ]; then
-      cmd="STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 3"
-      limit=360
+      cmd="BEAUTY_MINUTES=7 STEP_SECONDS=480 bash scripts/gpu_playbook.sh --step 4"
+      limit=510
     fi
     echo "  run(carry=[\".gpu-$i\"], command=\"$cmd\", timeout_s=$limit)"
   done
-  echo "  run(command=\"BEAUTY_MINUTES=5 STEP_SECONDS=360 bash scripts/gpu_playbook.sh --step 4\", timeout_s=390)"
+  echo "  run(command=\"STEP3_MEASURE='llm compiled bf16' STEP_SECONDS=230 bash scripts/gpu_playbook.sh --step 3\", timeout_s=250)"
   echo "Or Office on the LLM in the last part's call: MOR alone and the frontier with CRAB's control (step 5 after it),"
   echo "  STEP1_UNTIL='evaluate rr' STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 1"
   echo "or Table 1's trained rows (MOR, RW, D²LR, RR, CRAB; about 8 minutes):"
