@@ -10,8 +10,9 @@
 #           this GPU, with the model FLOP utilisation and a torch.profiler trace
 #           (kernel launches, device busy time): the SmolLM2 MOR, MOR h384 x 4 and TIGER at the paper's size
 #           (benchmarks/bench_train.py); the SmolLM2 MOR's step with cuDNN's attention allowed; the small models'
-#           steps again, replayed as CUDA graphs (cuda_graphs); the SmolLM2 MOR's step with its frozen weights in
-#           bfloat16 (train.backbone_dtype), and compiled (train.compile, its compiling steps untimed). One process
+#           steps again, replayed as CUDA graphs (cuda_graphs), and so at WIDE_BATCH rows a step (wide); the SmolLM2
+#           MOR's step with its frozen weights in bfloat16 (train.backbone_dtype), and compiled (train.compile, its
+#           compiling steps untimed); all in one process (STEP3_MEASURE picks some)
 #   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget, their steps
 #           replayed as CUDA graphs
 #   step 5  the accuracy-fairness frontier on step 1's run (on the same machine, after step 1): RR over its alphas and
@@ -37,12 +38,14 @@
 # CRAB fine-tunes at half MOR's rate as in the quick preset; see docs/results/gpu.md), STEP1_UNTIL (the stages step 1
 # runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BENCH_SETS (KEY=VALUE settings for every model step 3 times
 # on the device, e.g. "tiger.compile=true"), STEP3_MEASURE (step 3's measurements, some of "llm small cudnn graphs
-# bf16 compiled", in that order; default all), BEAUTY_MINUTES (2), BEAUTY_SETS (KEY=VALUE settings for step 4's run:
-# "train.cuda_graphs=true tiger.cuda_graphs=true tiger.plateau_factor=1 tiger.patience=10"; add e.g.
-# "tiger.batch_size=1024 tiger.lr=0.002": a launch-bound step costs about the same at 4 times the rows; see
-# docs/results/tiger.md), JOBS (3: Office models trained at once, and frontier points computed at once), FRONTIER_ARGS
-# (step 5's methods and grids), PART_MB (what a call carries beside the working tree), RUNS (runs), STASH, PARTS, and
-# for the dry run OFFICE_DATA / BEAUTY_DATA (data folders) and WORK (its scratch folder).
+# wide bf16 compiled", run in the order given; default all), WIDE_BATCH (2048: the rows per step of "wide", the small
+# models' steps replayed as CUDA graphs at a batch where the host no longer bounds them), BEAUTY_MINUTES (2),
+# BEAUTY_SETS (KEY=VALUE settings for step 4's run: "train.cuda_graphs=true tiger.cuda_graphs=true
+# tiger.plateau_factor=1 tiger.patience=10"; add e.g. "tiger.batch_size=1024 tiger.lr=0.002": a launch-bound step
+# costs about the same at 4 times the rows; see docs/results/tiger.md), JOBS (3: Office models trained at once, and
+# frontier points computed at once), FRONTIER_ARGS (step 5's methods and grids), PART_MB (what a call carries beside
+# the working tree), RUNS (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA (data folders) and WORK
+# (its scratch folder).
 set -euo pipefail
 SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/.."
@@ -54,8 +57,9 @@ STEP1_UNTIL=${STEP1_UNTIL:-evaluate rr crab-eval rw-eval d2lr-eval}
 LLM_BACKBONE=backbones/smollm2-135m  # made on the device from the bundle's GGUF
 GRAPH_STAGES=train,tiger  # step 3: the models whose steps are measured again as CUDA graphs (the dry run: TIGER)
 BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
-STEP3_ALL="llm small cudnn graphs bf16 compiled"
-STEP3_MEASURE=${STEP3_MEASURE:-$STEP3_ALL}  # step 3's measurements, in this order (a lease may want only some)
+STEP3_ALL="llm small cudnn graphs wide bf16 compiled"
+STEP3_MEASURE=${STEP3_MEASURE:-$STEP3_ALL}  # step 3's measurements, in the order given (a lease may want only some)
+WIDE_BATCH=${WIDE_BATCH:-2048}
 # step 4's models replay their steps as CUDA graphs (on an H100, TIGER's step 3.4-4.5x and MOR's 1.3-2x faster), and
 # TIGER keeps its learning rate (plateau_factor 1: constant; early stopping after 10 validations without improvement):
 # under the preset's halving on every validation that does not improve, it stopped at cornac's default-recipe level
@@ -142,7 +146,7 @@ EOF
   done
   rm -rf $work
   echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU (about 13 minutes on an H100: Beauty's"
-  echo "MOR and TIGER, TIGER at a constant learning rate for 7 minutes, then the LLM's step eager and compiled), back to"
+  echo "MOR and TIGER, TIGER at a constant learning rate for 7 minutes, then the step profile, the LLM compiled last), back to"
   echo "back: the machine is handed back after 30 s without a call, and a fresh one needs every part carried again:"
   local cmd limit
   for i in $(seq 1 "$n"); do
@@ -153,7 +157,7 @@ EOF
     fi
     echo "  run(carry=[\".gpu-$i\"], command=\"$cmd\", timeout_s=$limit)"
   done
-  echo "  run(command=\"STEP3_MEASURE='llm compiled bf16' STEP_SECONDS=230 bash scripts/gpu_playbook.sh --step 3\", timeout_s=250)"
+  echo "  run(command=\"STEP3_MEASURE='llm wide bf16 compiled' STEP_SECONDS=230 bash scripts/gpu_playbook.sh --step 3\", timeout_s=250)"
   echo "Or Office on the LLM in the last part's call: MOR alone and the frontier with CRAB's control (step 5 after it),"
   echo "  STEP1_UNTIL='evaluate rr' STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 1"
   echo "or Table 1's trained rows (MOR, RW, D²LR, RR, CRAB; about 8 minutes):"
@@ -241,14 +245,18 @@ step3() {
       cudnn) args+=("${llm[@]}" --cudnn-attention --json "$OUT/bench_llm_cudnn.json") ;;
       graphs) args+=("${small[@]}" --stages "$GRAPH_STAGES" --steps 60 --set train.cuda_graphs=true
                      --set tiger.cuda_graphs=true --json "$OUT/bench_graphs.json") ;;
+      wide) args+=("${small[@]}" --stages "$GRAPH_STAGES" --steps 30 --set train.batch_size="$WIDE_BATCH"
+                   --set tiger.batch_size="$WIDE_BATCH" --set train.cuda_graphs=true --set tiger.cuda_graphs=true
+                   --json "$OUT/bench_wide.json") ;;
       bf16) args+=("${llm[@]}" --set train.backbone_dtype=bfloat16 --trace 3 --json "$OUT/bench_bf16.json") ;;
       compiled) args+=("${llm[@]}" --set train.compile=true --trace 3 --json "$OUT/bench_compiled.json") ;;
     esac
   done
   [ ${#args[@]} -eq 0 ] || "${HIDE[@]}" $PY benchmarks/bench_train.py "${args[@]}" || rc=$?
-  # a call returns at most 8 files: the graphs' measurement goes into bench_small.json under "cuda_graphs", the
-  # LLM's with its frozen weights in bfloat16 and compiled into bench_llm.json under "bf16_backbone" and "compiled"
+  # a call returns at most 8 files: the graphs' measurements go into bench_small.json under "cuda_graphs" and "wide",
+  # the LLM's with its frozen weights in bfloat16 and compiled into bench_llm.json under "bf16_backbone" and "compiled"
   nest "$OUT/bench_small.json" cuda_graphs "$OUT/bench_graphs.json"
+  nest "$OUT/bench_small.json" wide "$OUT/bench_wide.json"
   nest "$OUT/bench_llm.json" bf16_backbone "$OUT/bench_bf16.json"
   nest "$OUT/bench_llm.json" compiled "$OUT/bench_compiled.json"
   return $rc
@@ -377,6 +385,7 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
   SETS=(--steps 2 --set train.batch_size=16 --set tiger.batch_size=16)
   SMALL=(--set train.hidden=32 --set train.layers=2 --set train.heads=2 --set train.ff=64 --set tiger.layers=2)
   GRAPH_STAGES=tiger  # the CPU trains without graphs: one model shows the measurement's plumbing
+  WIDE_BATCH=32
   export CRABREC_COMPILE_BACKEND=eager  # the compiled LLM: dynamo captures it, inductor's minute of codegen is spared
   BEAUTY_MINUTES=0.1
   JOBS=1  # on 2 cores, one at a time is faster (step 4 runs --jobs 2 here, as on the device)

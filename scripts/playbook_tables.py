@@ -159,8 +159,38 @@ def graph_table(bench: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def wide_table(bench: dict[str, Any]) -> str:
+    """Step 3's small models replayed from CUDA graphs at their own batch (``cuda_graphs``) and at a wide one
+    (``wide``): how far the rows per step lift the share of the device's peak once the host no longer bounds a step."""
+    label = {"train": "MOR", "tiger": "TIGER"}
+    lines = [
+        f"Replayed steps at the training batch and at a wide one ({bench.get('device', '?')}):",
+        "",
+        "| model | rows / step | replayed step (ms) | rows / s | of peak |",
+        "|---|---|---|---|---|",
+    ]
+    for key in ("cuda_graphs", "wide"):
+        measured = bench.get(key) or {}
+        peak = measured.get("peak_flop_per_s") or bench.get("peak_flop_per_s") or 0.0
+        for stage, r in (measured.get("stages") or {}).items():
+            step = r.get("replayed_step_s") or 0.0
+            if not step:
+                continue
+            rows = r["rows_per_epoch"] / max(1, r["steps_per_epoch"])
+            flops = r["flop_per_s"] * r["step_s"]  # a step's arithmetic as recorded (a replayed batch's padding too)
+            of_peak = f"{100 * flops / step / peak:.1f}%" if peak else "–"
+            speed = r.get("replayed_rows_per_s", 0)
+            lines.append(f"| {label.get(stage, stage)} | {rows:,.0f} | {1000 * step:.1f} | {speed:,.0f} | {of_peak} |")
+    return "\n".join(lines) if len(lines) > 4 else ""
+
+
 VARIANTS = {"bf16_backbone": "frozen weights in bfloat16", "compiled": "compiled"}  # step 3's LLM, under these keys
-PARTS = {"cuda_graphs": "bench_graphs.json", "bf16_backbone": "bench_bf16.json", "compiled": "bench_compiled.json"}
+PARTS = {
+    "cuda_graphs": "bench_graphs.json",
+    "wide": "bench_wide.json",
+    "bf16_backbone": "bench_bf16.json",
+    "compiled": "bench_compiled.json",
+}
 
 
 def step3_bench(folder: Path, name: str) -> dict[str, Any] | None:
@@ -251,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         small = step3_bench(folder, "bench_small.json")
         if small and "stages" in small and "cuda_graphs" in small:
             print(graph_table(small) + "\n")
+        if small and "wide" in small and (table := wide_table(small)):
+            print(table + "\n")
         llm = step3_bench(folder, "bench_llm.json")
         if llm and (table := variant_table(llm)):
             print(table + "\n")

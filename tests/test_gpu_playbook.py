@@ -94,7 +94,10 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
                 assert row["trace"]["aten_calls"] > 0 and row["trace"]["top"]  # what the host issues per step
     graphs = json.loads((out / "bench_small.json").read_text())["cuda_graphs"]  # the small models with cuda_graphs
     assert list(graphs["stages"]) == ["tiger"] and "tiger.cuda_graphs=true" in graphs["sets"]  # on the GPU: MOR too
+    wide = json.loads((out / "bench_small.json").read_text())["wide"]  # the same at WIDE_BATCH rows a step
+    assert "tiger.batch_size=32" in wide["sets"] and list(wide["stages"]) == ["tiger"]
     assert not (out / "bench_graphs.json").exists()  # folded into bench_small.json: a call returns at most 8 files
+    assert not (out / "bench_wide.json").exists()
     llm = json.loads((out / "bench_llm.json").read_text())  # the LLM's variants, folded into bench_llm.json
     compiled = llm["compiled"]["stages"]["train"]
     assert compiled["compiled"] and compiled["compile_warmup_steps"] == 3 and compiled["step_s"] > 0
