@@ -185,11 +185,9 @@ def wide_table(bench: dict[str, Any]) -> str:
 
 
 VARIANTS = {"bf16_backbone": "frozen weights in bfloat16", "compiled": "compiled"}  # step 3's LLM, under these keys
-PARTS = {
-    "cuda_graphs": "bench_graphs.json",
-    "wide": "bench_wide.json",
-    "bf16_backbone": "bench_bf16.json",
-    "compiled": "bench_compiled.json",
+PARTS = {  # each file step 3 nests its measurements into: key -> the measurement's own file
+    "bench_small.json": {"cuda_graphs": "bench_graphs.json", "wide": "bench_wide.json"},
+    "bench_llm.json": {"bf16_backbone": "bench_bf16.json", "compiled": "bench_compiled.json"},
 }
 
 
@@ -198,7 +196,7 @@ def step3_bench(folder: Path, name: str) -> dict[str, Any] | None:
     (``PARTS``) taken from their own files where the step was stopped before nesting them; None if absent."""
     path = folder / name
     bench = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    for key, part in PARTS.items():
+    for key, part in PARTS[name].items():
         if (folder / part).is_file() and (bench is None or key not in bench):
             bench = bench or {}
             bench[key] = json.loads((folder / part).read_text(encoding="utf-8"))
@@ -240,7 +238,7 @@ def variant_table(bench: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-STEP3_FILES = ("bench_llm.json", "bench_small.json", *PARTS.values())
+STEP3_FILES = (*PARTS, *(part for parts in PARTS.values() for part in parts.values()))
 
 
 def metric_files(paths: list[Path]) -> list[Path]:
