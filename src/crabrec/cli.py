@@ -506,7 +506,7 @@ def import_gguf_cmd(
     if gguf is not None and not Path(gguf).is_file():
         raise CrabError(f"--gguf {gguf}: no such file")
     path = import_gguf(Path(out), dtype, Path(gguf) if gguf else None)
-    typer.echo(f"backbone written to {path}; train with `crabrec train --model mor --backbone {path}`")
+    typer.echo(f"backbone written to {path}; train with `crabrec train --method mor --backbone {path}`")
 
 
 @backbone_app.command("tiny")
@@ -532,7 +532,7 @@ def tiny_cmd(
 def evaluate(
     opts: RunOptions,
     model: Annotated[str, ANY_METHOD] = "mor",
-    rerank: Annotated[str | None, typer.Option(help="rr: the same as --model rr.")] = None,
+    rerank: Annotated[str | None, typer.Option(help="rr: the same as --method rr.")] = None,
     force: ForceOpt = False,
 ) -> None:
     """Test metrics (metrics.json + rankings.parquet) of a method, training it first if needed; --force re-runs the
