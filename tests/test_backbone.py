@@ -27,6 +27,8 @@ from crabrec.sid.codebook import Codebook
 
 from .conftest import cli
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def tiny_llm(path: Path) -> Path:
     """The random 2-layer Llama of ``crabrec backbone tiny`` (a word-level tokenizer over the prompt's words)."""
@@ -128,6 +130,74 @@ def test_a_bfloat16_backbone_trains_float32_parameters_and_exports_float32_merge
     torch.testing.assert_close(saved["model.layers.0.self_attn.q_proj.weight"], want, rtol=0, atol=1e-7)
 
 
+def _step(model, ids, mask, labels, autocast: bool = False):
+    """Loss and the trainable parameters' gradients of one step (under CPU bf16 autocast if asked)."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        loss = target_loss(model, ids, mask, labels)
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]
+
+
+def _unfuse(model) -> None:
+    for module in model.modules():
+        if hasattr(module, "unfused_forward"):
+            module.forward = module.unfused_forward
+
+
+def test_fused_norms_and_kept_lora_inputs_change_no_value(tmp_path):
+    """The backbone's RMS norms run through ``rms_norm`` (2 a layer + the final one): on the CPU the same loss and
+    gradients bit for bit. A norm of another formula (Gemma's ``1 + weight``) is left as it is. Under autocast a
+    bfloat16 backbone's LoRA branches take their input as it comes: the same loss and gradients as peft's casts to
+    float32 and back, with fewer copies."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from crabrec.models.backbone import fuse_rms_norms
+
+    cb, path = small_codebook(), tiny_llm(tmp_path / "llm")
+    model, tokenizer, _ = load_backbone(path, list(cb.sizes), seed=0)
+    assert sum(hasattr(m, "unfused_forward") for m in model.modules()) == 2 * 2 + 1
+    io = decoder_io(cb, tokenizer)
+    rng = np.random.default_rng(1)
+    hist, length, target = rng.integers(0, cb.n_items, (6, 4)), np.array([4, 3, 2, 1, 4, 2]), np.full(6, 7)
+    batch = encode_rows(hist, length, target, io.tokens, io.train_prompt)
+    fused = _step(model, *batch)
+    plain, _, _ = load_backbone(path, list(cb.sizes), seed=0)
+    _unfuse(plain)
+    unfused = _step(plain, *batch)
+    assert torch.equal(fused[0], unfused[0]) and all(torch.equal(a, b) for a, b in zip(fused[1], unfused[1]))
+
+    class GemmaRMSNorm(torch.nn.Module):  # scales by 1 + weight: not rms_norm
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight, self.eps = torch.nn.Parameter(torch.zeros(8)), 1e-6
+
+        def forward(self, x):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1 + self.weight)
+
+    assert fuse_rms_norms(torch.nn.Sequential(GemmaRMSNorm())) == 0
+
+    class Copies(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += func.overloadpacket.__name__ == "_to_copy"
+            return func(*args, **(kwargs or {}))
+
+    results = []
+    for keep in (True, False):
+        bf16, _, _ = load_backbone(path, list(cb.sizes), seed=0, dtype="bfloat16")
+        if not keep:  # peft's own cast to the adapter's float32
+            for module in bf16.modules():
+                vars(module).pop("_cast_input_dtype", None)
+        with Copies() as copies:
+            results.append((*_step(bf16, *batch, autocast=True), copies.n))
+    (loss_k, grads_k, copies_k), (loss_p, grads_p, copies_p) = results
+    assert torch.equal(loss_k, loss_p) and all(torch.equal(a, b) for a, b in zip(grads_k, grads_p))
+    assert copies_k < copies_p
+
+
 def test_backbone_tokens_named_by_level():
     assert sid_token_names([2, 3]) == ["<a_0>", "<a_1>", "<b_0>", "<b_1>", "<b_2>"]
 
@@ -168,3 +238,23 @@ def test_smollm2_imports_trains_and_evaluates_on_a_tiny_slice(tmp_path):
     assert 0.0 <= metrics["HR@10"] <= 1.0
     log = json.loads((tmp_path / "runs" / "llm" / "models" / "mor" / "train_log.json").read_text())
     assert np.isfinite(log[0]["loss"])
+
+
+def test_the_byte_count_of_a_step_sees_the_fused_norms_and_the_dropped_casts(tmp_path):
+    """benchmarks/bench_llm_bytes.py on the tiny Llama: each norm counted once each way as the fused kernel, the same
+    matrix products in every variant, and fewer bytes with crabrec's norms and LoRA inputs than without."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_llm_bytes", ROOT / "benchmarks" / "bench_llm_bytes.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    path = tiny_llm(tmp_path / "llm")
+    counts = {(d, now): bench.count_step(path, d, now, rows=8, length=40) for d in ("float32", "bfloat16")
+              for now in (False, True)}  # fmt: skip
+    for (dtype, now), c in counts.items():
+        fused = {k: v for k, v in c.calls.items() if k.startswith("fused rms_norm")}
+        assert fused == ({f"fused rms_norm ({dtype})": 5, f"fused rms_norm backward ({dtype})": 5} if now else {})
+    mm = {key: sum(v for k, v in c.bytes.items() if k.startswith("mm ")) for key, c in counts.items()}
+    assert len(set(mm.values())) == 1 and next(iter(mm.values())) > 0
+    for dtype in ("float32", "bfloat16"):
+        assert sum(counts[dtype, True].bytes.values()) < sum(counts[dtype, False].bytes.values())

@@ -123,7 +123,7 @@ def mor_model(ctx: RunContext, old, new):
 
     from transformers import AutoModelForCausalLM
 
-    from crabrec.models.backbone import rebalanced_tokenizer
+    from crabrec.models.backbone import fuse_rms_norms, rebalanced_tokenizer
     from crabrec.models.decoder import N_SPECIAL, add_dropout
     from crabrec.rankers import generator_io
     from crabrec.runfiles import load_checked
@@ -133,6 +133,7 @@ def mor_model(ctx: RunContext, old, new):
     if not ctx.cfg.train.backbone:
         return add_dropout(model), None, N_SPECIAL
     base = generator_io(mor, old).base
+    fuse_rms_norms(model)  # as MOR trained on it (the same values on the CPU)
     return model, rebalanced_tokenizer(Path(ctx.cfg.train.backbone), base, list(new.sizes)), base
 
 

@@ -7,7 +7,10 @@ evaluation never needs ``peft``.
 from __future__ import annotations
 
 import copy
+import types
 from pathlib import Path
+
+import torch
 
 from crabrec.errors import CrabError
 
@@ -26,7 +29,31 @@ def add_lora(model, r: int, alpha: int, dropout: float = 0.0, trainable_tokens: 
         raise CrabError(f"{type(model).__name__}: no attention projections named {list(ATTENTION)} to put LoRA on")
     extra = {"trainable_token_indices": {"embed_tokens": trainable_tokens}} if trainable_tokens else {}
     config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets, **extra)
-    return get_peft_model(model, config)
+    return keep_input_dtype_under_autocast(get_peft_model(model, config))
+
+
+def keep_input_dtype_under_autocast(model):
+    """``model`` with its LoRA branches taking their input as it comes while autocast is on.
+
+    peft casts a branch's input to the adapter's dtype (float32) before the adapter's matrix product, which autocast
+    then casts straight back to bfloat16. On a bfloat16 activation stream (``train.backbone_dtype: bfloat16``) that
+    is two full-size copies each way per adapted projection, about an eighth of the bytes a step moves. Skipping them
+    changes no value without LoRA dropout (MOR's adapter; bfloat16 -> float32 -> bfloat16 is exact); with dropout,
+    only the random mask may be drawn differently on a GPU. Without autocast the cast stays: there it is what makes a
+    bfloat16 input meet float32 adapter weights. A float32 stream (the default) has nothing to cast either way."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    for layer in model.modules():
+        if isinstance(layer, BaseTunerLayer) and hasattr(layer, "_cast_input_dtype"):
+            layer._cast_input_dtype = types.MethodType(_cast_outside_autocast, layer)
+    return model
+
+
+def _cast_outside_autocast(layer, x, dtype):
+    skip = not getattr(layer, "cast_input_dtype_enabled", True)  # peft's own switch still holds
+    if x is None or x.dtype == dtype or skip or torch.is_autocast_enabled(x.device.type):
+        return x
+    return x.to(dtype=dtype)
 
 
 def export_merged(model, path: Path) -> None:
