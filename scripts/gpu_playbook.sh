@@ -146,7 +146,7 @@ EOF
   done
   rm -rf $work
   echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU (about 13 minutes on an H100: Beauty's"
-  echo "MOR and TIGER, TIGER at a constant learning rate for 7 minutes, then the step profile, the LLM compiled last), back to"
+  echo "MOR and TIGER, TIGER at a constant learning rate for 7 minutes, then the step profile, the LLM's variants first), back to"
   echo "back: the machine is handed back after 30 s without a call, and a fresh one needs every part carried again:"
   local cmd limit
   for i in $(seq 1 "$n"); do
@@ -157,7 +157,7 @@ EOF
     fi
     echo "  run(carry=[\".gpu-$i\"], command=\"$cmd\", timeout_s=$limit)"
   done
-  echo "  run(command=\"STEP3_MEASURE='llm wide bf16 compiled' STEP_SECONDS=230 bash scripts/gpu_playbook.sh --step 3\", timeout_s=250)"
+  echo "  run(command=\"STEP3_MEASURE='llm bf16 compiled wide' STEP_SECONDS=230 bash scripts/gpu_playbook.sh --step 3\", timeout_s=250)"
   echo "Or Office on the LLM in the last part's call: MOR alone and the frontier with CRAB's control (step 5 after it),"
   echo "  STEP1_UNTIL='evaluate rr' STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 1"
   echo "or Table 1's trained rows (MOR, RW, D²LR, RR, CRAB; about 8 minutes):"
