@@ -5,15 +5,15 @@ it eagerly under bf16 autocast: counted on the CPU with fake tensors (shapes and
 
 On an H100 the SmolLM2-135M step is bound by memory traffic, not arithmetic: its matrix products take 20 of its 122
 device milliseconds, and elementwise operators and dtype copies most of the rest (docs/results/gpu.md). This counts
-that traffic without a GPU, so a change can be judged before a GPU is lent: every operator of the forward and
-backward pass of ``target_loss`` on ``--rows`` prompt rows of ``--length`` tokens (a 4-token answer), each counted
-with the bytes of the tensors it reads and writes. Views are free. A norm run through
-:func:`crabrec.models.backbone.fuse_rms_norms` is counted as the one fused kernel CUDA runs for it (it reads the
-activation and writes its result forward, reads the gradient and the activation and writes the input's gradient
-backward), since the CPU computes it as separate operators. The tensors sit on a fake CPU device, so autocast's
-CPU lists apply; for a Llama they cast the same operators as CUDA's (the matrix products; the norms upcast by
+that traffic without a GPU, so a change can be judged before a GPU is lent. It runs the forward and backward pass of
+:func:`crabrec.models.decoder.target_loss` on ``--rows`` prompt rows of ``--length`` tokens (a 4-token answer) and
+counts every operator with the bytes of the tensors it reads and writes. Views are free. A norm run through
+:func:`crabrec.models.backbone.fuse_rms_norms` is counted as the one fused kernel CUDA runs for it (forward, it reads
+the activation and writes its result; backward, it reads the gradient and the activation and writes the input's
+gradient), since the CPU computes it as separate operators. The tensors sit on a fake CPU device, so autocast's CPU
+lists apply; for a Llama they cast the same operators as CUDA's (the matrix products; the norms upcast by
 themselves). Four variants: the frozen weights in float32 (the default) or bfloat16 (``train.backbone_dtype``),
-each with crabrec's norms and LoRA inputs (``now``) and as peft and transformers run them (``plain``).
+each with crabrec's norms and LoRA inputs and as transformers and peft run them (``plain``).
 """
 
 from __future__ import annotations
@@ -140,6 +140,8 @@ def to_fake(model, fake: FakeTensorMode) -> None:
 
 
 def count_step(backbone: Path, dtype: str, now: bool, rows: int, length: int, answer: int = 4) -> ByteCount:
+    from crabrec.models.decoder import IGNORE, target_loss
+
     model, base = load(backbone, dtype)
     counter = ByteCount()
     if now:
@@ -154,13 +156,11 @@ def count_step(backbone: Path, dtype: str, now: bool, rows: int, length: int, an
         ids = torch.randint(0, base, (rows, length))
         pad = torch.arange(length)[None, :] < (torch.arange(rows)[:, None] % 4) * 8  # left padding, 0-24 tokens
         mask = (~pad).long()
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        gold = ids[:, -answer:]
+        labels = torch.full((rows, length), IGNORE)
+        labels[:, -answer:] = ids[:, -answer:]
         with counter:
-            with torch.autocast("cpu", dtype=torch.bfloat16):  # the trainer's autocast; row form keeps the answer
-                out = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=answer + 1)
-                logits = out.logits[:, :-1].float()
-                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), gold.reshape(-1))
+            with torch.autocast("cpu", dtype=torch.bfloat16):  # the trainer's autocast
+                loss = target_loss(model, ids, mask, labels, width=answer)
             loss.backward()
     return counter
 

@@ -5,8 +5,9 @@
 
 A method shows when its evaluation finished on the device; its time is the stages the report would count. Where a
 folder holds step 3's measurements, the small models' eager steps are set beside their replayed ones (``cuda_graphs``)
-and the LLM's eager step beside its variants (``bf16_backbone``, ``compiled``): nested in ``bench_small.json`` and
-``bench_llm.json`` as the step leaves them, or in their own files where the step was stopped before nesting them.
+and the LLM's eager step beside its variants (``bf16_backbone``, ``compiled``, ``cuda_graphs``): nested in
+``bench_small.json`` and ``bench_llm.json`` as the step leaves them, or in their own files where the step was
+stopped before nesting them.
 """
 
 from __future__ import annotations
@@ -184,10 +185,18 @@ def wide_table(bench: dict[str, Any]) -> str:
     return "\n".join(lines) if len(lines) > 4 else ""
 
 
-VARIANTS = {"bf16_backbone": "frozen weights in bfloat16", "compiled": "compiled"}  # step 3's LLM, under these keys
+VARIANTS = {  # step 3's LLM, under these keys
+    "bf16_backbone": "frozen weights in bfloat16",
+    "compiled": "compiled",
+    "cuda_graphs": "frozen weights in bfloat16, replayed CUDA graphs",
+}
 PARTS = {  # each file step 3 nests its measurements into: key -> the measurement's own file
     "bench_small.json": {"cuda_graphs": "bench_graphs.json", "wide": "bench_wide.json"},
-    "bench_llm.json": {"bf16_backbone": "bench_bf16.json", "compiled": "bench_compiled.json"},
+    "bench_llm.json": {
+        "bf16_backbone": "bench_bf16.json",
+        "compiled": "bench_compiled.json",
+        "cuda_graphs": "bench_llm_graphs.json",
+    },
 }
 
 
@@ -205,7 +214,8 @@ def step3_bench(folder: Path, name: str) -> dict[str, Any] | None:
 
 def variant_table(bench: dict[str, Any]) -> str:
     """Step 3's LLM step, eager (its own measurement) against its variants: the frozen weights in bfloat16
-    (``bf16_backbone``) and compiled (``compiled``, torch.compile with inductor)."""
+    (``bf16_backbone``), compiled (``compiled``, torch.compile with inductor) and replayed from CUDA graphs
+    (``cuda_graphs``, with bfloat16 weights: the replayed steps' time, the replayed share beside it)."""
     measured = [bench, *(bench.get(key) or {} for key in VARIANTS)]
     peak = next((m["peak_flop_per_s"] for m in measured if m.get("peak_flop_per_s")), 0.0)
     device = next((m["device"] for m in measured if m.get("device")), "?")
@@ -224,15 +234,19 @@ def variant_table(bench: dict[str, Any]) -> str:
     for label, r in rows:
         if r is None:
             continue
-        of_peak = f"{100 * r['flop_per_s'] / peak:.1f}%" if peak else "–"
-        faster = f"{eager['step_s'] / r['step_s']:.2f}x" if eager else "–"
+        step_s, flop_per_s = r["step_s"], r["flop_per_s"]
+        if r.get("replayed_steps"):  # the replayed steps alone: the eager ones record the graphs
+            step_s, flop_per_s = r["replayed_step_s"], flop_per_s * r["step_s"] / r["replayed_step_s"]
+            label += f" ({r['replayed_steps']} of {r['timed_steps']} steps replayed)"
+        of_peak = f"{100 * flop_per_s / peak:.1f}%" if peak else "–"
+        faster = f"{eager['step_s'] / step_s:.2f}x" if eager else "–"
         compiled = r.get("compilations_in_timed_steps", "–") if r.get("compiled") else "–"
         trace = r.get("trace") or {}
         busy = f"{100 * trace['device_busy_ms'] / (1000 * r['step_s']):.0f}%" if trace else "–"
         launches = f"{trace['kernel_launches']:,.0f}" if trace else "–"
         top = ", ".join(f"`{t['name'].removeprefix('aten::')}` {t['device_ms']:.1f}" for t in trace.get("top", [])[:4])
         lines.append(
-            f"| {label} | {1000 * r['step_s']:.1f} | {faster} | {of_peak} | {busy} | {launches} | {top or '–'} | "
+            f"| {label} | {1000 * step_s:.1f} | {faster} | {of_peak} | {busy} | {launches} | {top or '–'} | "
             f"{compiled} |"
         )
     return "\n".join(lines)

@@ -103,8 +103,11 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
     assert compiled["compiled"] and compiled["compile_warmup_steps"] == 3 and compiled["step_s"] > 0
     assert "train.backbone_dtype=bfloat16" in llm["bf16_backbone"]["sets"]
     assert not (out / "bench_compiled.json").exists() and not (out / "bench_bf16.json").exists()
+    assert "train.cuda_graphs=true" in llm["cuda_graphs"]["sets"]  # on the CPU its steps run eagerly
+    assert not (out / "bench_llm_graphs.json").exists()
     variants = tables.stdout.split("The LLM's step, eager and its variants")[1]
-    for label in ("| eager, frozen weights in float32 | ", "| frozen weights in bfloat16 | ", "| compiled | "):
+    for label in ("| eager, frozen weights in float32 | ", "| frozen weights in bfloat16 | ", "| compiled | ",
+                  "| frozen weights in bfloat16, replayed CUDA graphs | "):  # fmt: skip
         assert label in variants, label
     frontier = json.loads((out / "office-llm-frontier.json").read_text())  # step 5 (here CRAB's points alone)
     assert {p["method"] for p in frontier["points"]} == {"mor", "crab"} and "crab" in frontier["selected"]
@@ -204,12 +207,17 @@ def test_tables_read_step3s_measurements_left_unnested_by_a_step_stopped_at_its_
     (tmp_path / "bench_compiled.json").write_text(
         json.dumps(_bench(100.0, compiled=True, compilations_in_timed_steps=0))
     )
+    replayed = {"replayed_steps": 30, "timed_steps": 40, "replayed_step_s": 0.05}  # 150 ms a step with the eager ones
+    (tmp_path / "bench_llm_graphs.json").write_text(json.dumps(_bench(150.0, **replayed)))
     res = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "playbook_tables.py"), str(tmp_path)], capture_output=True, text=True
     )
     assert res.returncode == 0, res.stderr
     assert "| eager, frozen weights in float32 | 200.0 | 1.00x | 5.0% | 50% | 6,000 | `copy_` 29.2 | – |" in res.stdout
     assert "| compiled | 100.0 | 2.00x | 5.0% | – | – | – | 0 |" in res.stdout
+    assert "| frozen weights in bfloat16, replayed CUDA graphs (30 of 40 steps replayed) | 50.0 | 4.00x | 15.0% |" in (
+        res.stdout
+    )  # the replayed steps' own time and rate
     empty = tmp_path / "empty"
     empty.mkdir()
     res = subprocess.run(

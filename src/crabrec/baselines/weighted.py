@@ -26,6 +26,7 @@ def weighted_loss(weight_fn: WeightFn):
             batch["labels"],
             position_ids=batch.get("positions"),
             token_weight=weight,
+            width=batch.get("answer_width"),
         )
 
     return loss

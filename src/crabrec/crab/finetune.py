@@ -29,7 +29,14 @@ class CrabLoss:
         self._sums: dict[str, torch.Tensor] = {}
 
     def __call__(self, model, batch: dict[str, Any]) -> torch.Tensor:
-        rec = target_loss(model, batch["ids"], batch["mask"], batch["labels"], position_ids=batch.get("positions"))
+        rec = target_loss(
+            model,
+            batch["ids"],
+            batch["mask"],
+            batch["labels"],
+            position_ids=batch.get("positions"),
+            width=batch.get("answer_width"),
+        )
         if self.gamma == 0:
             return rec
         inner = getattr(model, "module", model)  # under several processes the loop hands over the DDP wrapper

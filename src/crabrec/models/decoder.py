@@ -100,10 +100,12 @@ def encode_rows(
     target: np.ndarray | None,
     tokens: np.ndarray,
     prompt: Prompt | None = None,
+    multiple: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Left-padded ``[prompt] history SIDs [prompt] (+ target SID [+ answer end])`` -> ``(ids, mask, labels)``.
 
-    Labels cover the answer (target SID and ``prompt.answer_end``), which always ends the row."""
+    Labels cover the answer (target SID and ``prompt.answer_end``), which always ends the row. The width is the
+    longest row's, rounded up to a ``multiple`` (few batch shapes for recorded steps)."""
     n, _ = history.shape
     prompt = prompt or Prompt()
     seqs, answer = [], 0
@@ -117,7 +119,7 @@ def encode_rows(
             answer = len(tail)
             body += tail
         seqs.append(body)
-    max_len = max(len(s) for s in seqs)
+    max_len = -(-max(len(s) for s in seqs) // multiple) * multiple
     ids = torch.full((n, max_len), PAD, dtype=torch.long)
     mask = torch.zeros((n, max_len), dtype=torch.long)
     labels = torch.full((n, max_len), IGNORE, dtype=torch.long) if target is not None else None
@@ -142,19 +144,24 @@ def target_loss(
     reduction: str = "mean",
     position_ids: torch.Tensor | None = None,
     token_weight: torch.Tensor | None = None,
+    width: int | None = None,
 ):
     """Token cross-entropy on the labelled tokens (``reduction='none'`` gives ``[B, L]`` in row form).
 
     ``mask`` is a 2-D padding mask (row form) or a 4-D additive mask (packed form, with ``position_ids``).
     ``token_weight`` (aligned with ``labels``) gives ``Σ w·CE / #labelled tokens`` (baselines' weighted losses).
+    ``width`` is the row form's answer width, when known (the row batcher's ``answer_width``): otherwise it is read
+    back from ``labels``, which a recorded step cannot do. No key/value cache is built (a training step reads none).
     """
     if position_ids is None:  # row form: the answer ends every row, so only its logits are needed
-        width = int((labels[0] != IGNORE).sum())
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), logits_to_keep=width + 1)
+        width = answer_width(labels) if width is None else width
+        out = model(
+            input_ids=ids, attention_mask=mask, position_ids=positions(mask), logits_to_keep=width + 1, use_cache=False
+        )
         labels = labels[:, -width - 1 :]
         token_weight = None if token_weight is None else token_weight[:, -width - 1 :]
     else:
-        out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids, use_cache=False)
     logits = out.logits[:, :-1].float()
     gold = labels[:, 1:]
     ce = torch.nn.functional.cross_entropy(
@@ -165,7 +172,7 @@ def target_loss(
         label_smoothing=label_smoothing(model),
     ).view(gold.shape)
     if reduction == "none":
-        width = int((labels[0] != IGNORE).sum())
+        width = answer_width(labels) if width is None else width
         return ce[:, -width:]
     valid = (gold != IGNORE).sum()
     if token_weight is not None:
@@ -173,9 +180,14 @@ def target_loss(
     return ce.sum() / valid.clamp(min=1)
 
 
+def answer_width(labels: torch.Tensor) -> int:
+    """The row form's answer width: the labelled tokens of a row (every row has the same)."""
+    return int((labels[0] != IGNORE).sum()) if len(labels) else 0
+
+
 def label_targets(labels: torch.Tensor, target: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     """Row form: ``(item, level)`` of every labelled token (-1 elsewhere); the target SID is the row's tail."""
-    width = int((labels[0] != IGNORE).sum()) if len(labels) else 0
+    width = answer_width(labels)
     item = torch.full_like(labels, -1)
     level = torch.full_like(labels, -1)
     if width:

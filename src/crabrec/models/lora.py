@@ -29,7 +29,34 @@ def add_lora(model, r: int, alpha: int, dropout: float = 0.0, trainable_tokens: 
         raise CrabError(f"{type(model).__name__}: no attention projections named {list(ATTENTION)} to put LoRA on")
     extra = {"trainable_token_indices": {"embed_tokens": trainable_tokens}} if trainable_tokens else {}
     config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets, **extra)
-    return keep_input_dtype_under_autocast(get_peft_model(model, config))
+    return token_indices_on_the_device(keep_input_dtype_under_autocast(get_peft_model(model, config)))
+
+
+def token_indices_on_the_device(model):
+    """``model`` with its trainable-token layers keeping their token indices on the weights' device.
+
+    peft builds the embedding (and the tied output layer) with the trainable rows at every forward pass, from a tensor
+    it makes anew from a Python list and copies to the device each time. A recorded step (``cuda_graphs``) cannot
+    copy from host memory, and an eager one waits for it. The indices are the same at every call: here they are made
+    once per device and kept. The weights computed are the same."""
+    from peft.tuners.trainable_tokens.layer import TrainableTokensLayer
+
+    for layer in model.modules():
+        if isinstance(layer, TrainableTokensLayer) and hasattr(layer, "get_merged_weights"):
+            layer.get_merged_weights = types.MethodType(_merged_weights, layer)
+            layer.device_token_indices = {}
+    return model
+
+
+def _merged_weights(layer, active_adapters):
+    weight = layer.base_layer.weight
+    for name in active_adapters:
+        key = (name, weight.device)
+        if key not in layer.device_token_indices:
+            layer.device_token_indices[key] = torch.tensor(layer.token_indices[name], device=weight.device)
+        delta = layer.trainable_tokens_delta[name].to(weight)
+        weight = weight.index_copy(dim=0, index=layer.device_token_indices[key], source=delta)
+    return weight
 
 
 def keep_input_dtype_under_autocast(model):

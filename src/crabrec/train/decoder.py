@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import torch
 
-from crabrec.config import Overlay, TrainConfig
+from crabrec.config import TrainConfig
 from crabrec.data.dataset import Samples, Splits
 from crabrec.errors import CrabError
 from crabrec.runfiles import first_rows
@@ -28,23 +27,34 @@ def decoder_loss(model, batch: dict[str, Any]):
     """Token cross-entropy on the target SID (the recommendation loss)."""
     from crabrec.models.decoder import target_loss
 
-    return target_loss(model, batch["ids"], batch["mask"], batch["labels"], position_ids=batch.get("positions"))
+    return target_loss(
+        model,
+        batch["ids"],
+        batch["mask"],
+        batch["labels"],
+        position_ids=batch.get("positions"),
+        width=batch.get("answer_width"),
+    )
 
 
-def row_batcher(samples: Samples, tokens: np.ndarray, prompt=None):
-    """``make(rows)``: one sequence per (history -> target) row."""
-    from crabrec.models.decoder import encode_rows, label_targets
+def row_batcher(samples: Samples, tokens: np.ndarray, prompt=None, multiple: int = 1):
+    """``make(rows)``: one sequence per (history -> target) row, left-padded to a ``multiple`` of tokens. The batch
+    carries its answer width as a number (``answer_width``), so that the loss need not read it back from the
+    device."""
+    from crabrec.models.decoder import answer_width, encode_rows, label_targets
 
     def make(rows: np.ndarray) -> dict[str, Any]:
         h, n, t = samples.history[rows], samples.length[rows], samples.target[rows]
-        ids, mask, labels = encode_rows(h, n, t, tokens, prompt)
+        ids, mask, labels = encode_rows(h, n, t, tokens, prompt, multiple)
         item, level = label_targets(labels, samples.target[rows])
-        return {"ids": ids, "mask": mask, "labels": labels, "label_item": item, "label_level": level}
+        batch = {"ids": ids, "mask": mask, "labels": labels, "label_item": item, "label_level": level}
+        return {**batch, "answer_width": answer_width(labels)}
 
     return make
 
 
-GRAPH_PAD = (8, 32)  # cuda_graphs: packed batches padded to a multiple of 8 chains and 32 tokens (few shapes)
+GRAPH_PAD = (8, 32)  # cuda_graphs: packed batches padded to a multiple of 8 chains and 32 tokens; rows to 32 tokens
+# (also when compiled)
 
 
 def packed_batcher(samples: Samples, tokens: np.ndarray, batch_size: int, seed: int, multiple=(1, 1)):
@@ -128,16 +138,12 @@ def train_decoder(
     from crabrec.decode.trie import SidTrie
 
     tokens = io.tokens
-    rows = Rows(
-        len(splits.train), row_batcher(splits.train, tokens, io.train_prompt), length_plan(splits.train, cfg, seed)
-    )
+    graphs = getattr(cfg, "cuda_graphs", False)
+    few_shapes = graphs or getattr(cfg, "compile", False)  # a graph or a compiled kernel per batch shape
+    batcher = row_batcher(splits.train, tokens, io.train_prompt, GRAPH_PAD[1] if few_shapes else 1)
+    rows = Rows(len(splits.train), batcher, length_plan(splits.train, cfg, seed))
     if cfg.packing == "packed" and io.train_prompt is None:  # a backbone's prompt rows are trained row by row
-        pad = GRAPH_PAD if getattr(cfg, "cuda_graphs", False) else (1, 1)
-        rows = Rows(*packed_batcher(splits.train, tokens, cfg.batch_size, seed, pad))
-    elif getattr(cfg, "cuda_graphs", False):  # the loss reads each batch's answer width back: not recordable
-        log.info("cuda_graphs: row-form batches (a backbone's prompts, packing=rows) cannot be recorded; training "
-                 "without graphs")  # fmt: skip
-        cfg = Overlay(cfg, SimpleNamespace(cuda_graphs=False), ("cuda_graphs",))  # cfg may be an Overlay itself
+        rows = Rows(*packed_batcher(splits.train, tokens, cfg.batch_size, seed, GRAPH_PAD if graphs else (1, 1)))
     validate = sid_validator(SidTrie.build(codebook), tokens, splits.valid, cfg, io)
     result = train(model, rows, loss_fn or decoder_loss, validate, cfg, out_dir, seed, **loop)
     return training_summary(result, out_dir)

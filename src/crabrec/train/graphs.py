@@ -16,8 +16,9 @@ What a replay needs, and what this module sees to:
 * gradients are unset before each eager step and each recording, so that a backward pass assigns them;
 * autocast runs without its weight cache (the trainer's ``AutocastKwargs(cache_enabled=False)``);
 * the loss reads nothing back to the host and keeps nothing outside tensors: a replay runs no Python (CRAB's loss
-  keeps its running sums in tensors updated in place; RW's and D²LR's weight tables go to the device once). A loss
-  that reads back fails its recording (graphs off, said once); row-form decoder batches are never offered.
+  keeps its running sums in tensors updated in place; RW's and D²LR's weight tables go to the device once; a row-form
+  batch carries its answer width as a number, part of the graph's key). A loss that reads back fails its recording
+  (graphs off, said once).
 
 The recording itself is :func:`cuda_recorder`; tests substitute one that replays by calling the step again, which runs
 everything above on the CPU.
@@ -105,11 +106,18 @@ def prime_optimizer(optimizer: torch.optim.Optimizer) -> None:
 
 
 def batch_shape(batch: Batch) -> tuple | None:
-    """What a recorded graph is bound to: each tensor's name, shape, dtype and device; None when the batch carries
-    anything else (such a batch always runs eagerly)."""
-    if not all(isinstance(v, torch.Tensor) for v in batch.values()):
-        return None
-    return tuple((k, tuple(v.shape), v.dtype, str(v.device)) for k, v in sorted(batch.items()))
+    """What a recorded graph is bound to: each tensor's name, shape, dtype and device, and each number's value (the
+    row form's answer width: a step reads it as a constant); None when the batch carries anything else (such a batch
+    always runs eagerly)."""
+    key = []
+    for name, value in sorted(batch.items()):
+        if isinstance(value, torch.Tensor):
+            key.append((name, tuple(value.shape), value.dtype, str(value.device)))
+        elif type(value) is int:
+            key.append((name, value))
+        else:
+            return None
+    return tuple(key)
 
 
 class StepGraphs:
@@ -145,7 +153,8 @@ class StepGraphs:
         if key is not None and key in self.graphs:
             static, replay, loss = self.graphs[key]
             for name, value in batch.items():
-                static[name].copy_(value, non_blocking=True)
+                if isinstance(value, torch.Tensor):  # a number is part of the key: the same as recorded
+                    static[name].copy_(value, non_blocking=True)
             replay()
             self.replays, self.replayed = self.replays + 1, True
             return loss.clone()
@@ -158,7 +167,7 @@ class StepGraphs:
         return self.step(batch).detach()
 
     def _record(self, key: tuple, batch: Batch) -> bool:
-        static = {name: value.clone() for name, value in batch.items()}
+        static = {name: value.clone() if isinstance(value, torch.Tensor) else value for name, value in batch.items()}
         try:
             prime_optimizer(self.optimizer)
             self.unset_grads()
