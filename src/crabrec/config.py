@@ -217,7 +217,8 @@ class LoopConfig(Strict):
     cuda_graphs: bool = keyed_when_set(
         False,
         description="on a GPU, record each batch shape's training step (forward, backward, update) as a CUDA graph "
-        "and replay it with one launch: for steps bound by kernel launches (the small from-scratch models). A "
+        "and replay it with one launch: for steps bound by kernel launches (the small from-scratch models, an LLM "
+        "backbone's rows). A "
         "shape's first step runs eagerly, its second is recorded; needs grad_accum 1 and one process (otherwise, "
         "and on the CPU, training runs without graphs)",
     )
