@@ -38,8 +38,8 @@
 # CRAB fine-tunes at half MOR's rate as in the quick preset; see docs/results/gpu.md), STEP1_UNTIL (the stages step 1
 # runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BENCH_SETS (KEY=VALUE settings for every model step 3 times
 # on the device, e.g. "tiger.compile=true"), STEP3_MEASURE (step 3's measurements, some of "llm small cudnn graphs
-# wide bf16 compiled llmgraphs", run in the order given; default all; llmgraphs: the LLM's step with its frozen
-# weights in bfloat16, replayed as CUDA graphs), WIDE_BATCH (2048: the rows per step of "wide", the small
+# wide bf16 compiled llmgraphs", run in the order given; default all; compiled and llmgraphs: the LLM's step with its
+# frozen weights in bfloat16, compiled or replayed as CUDA graphs), WIDE_BATCH (2048: the rows per step of "wide", the small
 # models' steps replayed as CUDA graphs at a batch where the host no longer bounds them), BEAUTY_MINUTES (2),
 # BEAUTY_SETS (KEY=VALUE settings for step 4's run: "train.cuda_graphs=true tiger.cuda_graphs=true
 # tiger.plateau_factor=1 tiger.patience=10"; add e.g. "tiger.batch_size=1024 tiger.lr=0.002": a launch-bound step
@@ -59,8 +59,10 @@ LLM_BACKBONE=backbones/smollm2-135m  # made on the device from the bundle's GGUF
 GRAPH_STAGES=train,tiger  # step 3: the models whose steps are measured again as CUDA graphs (the dry run: TIGER)
 BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
 STEP3_ALL="llm small cudnn graphs wide bf16 compiled llmgraphs"
-# llmgraphs: the eager step's fastest form, replayed; more steps, as each batch shape is first run, then recorded
-LLM_GRAPH_SETS=(--steps 40 --set train.backbone_dtype=bfloat16)
+# llmgraphs and compiled: the LLM's step in its fastest eager form (frozen weights in bfloat16), replayed or compiled;
+# the replayed one over more steps, as each batch shape is first run, then recorded
+LLM_FAST_SETS=(--set train.backbone_dtype=bfloat16)
+LLM_GRAPH_STEPS=(--steps 40)
 STEP3_MEASURE=${STEP3_MEASURE:-$STEP3_ALL}  # step 3's measurements, in the order given (a lease may want only some)
 WIDE_BATCH=${WIDE_BATCH:-2048}
 # step 4's models replay their steps as CUDA graphs (on an H100, TIGER's step 3.4-4.5x and MOR's 1.3-2x faster), and
@@ -252,8 +254,9 @@ step3() {
                    --set tiger.batch_size="$WIDE_BATCH" --set train.cuda_graphs=true --set tiger.cuda_graphs=true
                    --json "$OUT/bench_wide.json") ;;
       bf16) args+=("${llm[@]}" --set train.backbone_dtype=bfloat16 --trace 3 --json "$OUT/bench_bf16.json") ;;
-      compiled) args+=("${llm[@]}" --set train.compile=true --trace 3 --json "$OUT/bench_compiled.json") ;;
-      llmgraphs) args+=("${llm[@]}" "${LLM_GRAPH_SETS[@]}" --set train.cuda_graphs=true --trace 3
+      compiled) args+=("${llm[@]}" "${LLM_FAST_SETS[@]}" --set train.compile=true --trace 3
+                       --json "$OUT/bench_compiled.json") ;;
+      llmgraphs) args+=("${llm[@]}" "${LLM_FAST_SETS[@]}" "${LLM_GRAPH_STEPS[@]}" --set train.cuda_graphs=true --trace 3
                         --json "$OUT/bench_llm_graphs.json") ;;
     esac
   done
@@ -393,7 +396,7 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
   GRAPH_STAGES=tiger  # the CPU trains without graphs: one model shows the measurement's plumbing
   WIDE_BATCH=32
   export CRABREC_COMPILE_BACKEND=eager  # the compiled LLM: dynamo captures it, inductor's minute of codegen is spared
-  LLM_GRAPH_SETS=()  # bfloat16 is slow on a CPU, and its steps run eagerly here anyway (no CUDA graphs on a CPU)
+  LLM_FAST_SETS=() LLM_GRAPH_STEPS=()  # bfloat16 is slow on a CPU; no CUDA graphs on a CPU (its steps run eagerly)
   BEAUTY_MINUTES=0.1
   JOBS=1  # on 2 cores, one at a time is faster (step 4 runs --jobs 2 here, as on the device)
   HIDE=(env PYTHONPATH="$PWD/scripts/gpu_image:$PYTHONPATH" CRABREC_ABSENT_MODULES="$(IFS=,; echo "${ABSENT[*]}")")

@@ -187,7 +187,7 @@ def wide_table(bench: dict[str, Any]) -> str:
 
 VARIANTS = {  # step 3's LLM, under these keys
     "bf16_backbone": "frozen weights in bfloat16",
-    "compiled": "compiled",
+    "compiled": "frozen weights in bfloat16, compiled",
     "cuda_graphs": "frozen weights in bfloat16, replayed CUDA graphs",
 }
 PARTS = {  # each file step 3 nests its measurements into: key -> the measurement's own file
@@ -214,8 +214,8 @@ def step3_bench(folder: Path, name: str) -> dict[str, Any] | None:
 
 def variant_table(bench: dict[str, Any]) -> str:
     """Step 3's LLM step, eager (its own measurement) against its variants: the frozen weights in bfloat16
-    (``bf16_backbone``), compiled (``compiled``, torch.compile with inductor) and replayed from CUDA graphs
-    (``cuda_graphs``, with bfloat16 weights: the replayed steps' time, the replayed share beside it)."""
+    (``bf16_backbone``), and with those compiled (``compiled``, torch.compile with inductor) or replayed from CUDA
+    graphs (``cuda_graphs``: the replayed steps' time, the replayed share beside it)."""
     measured = [bench, *(bench.get(key) or {} for key in VARIANTS)]
     peak = next((m["peak_flop_per_s"] for m in measured if m.get("peak_flop_per_s")), 0.0)
     device = next((m["device"] for m in measured if m.get("device")), "?")

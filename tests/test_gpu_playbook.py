@@ -106,7 +106,8 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
     assert "train.cuda_graphs=true" in llm["cuda_graphs"]["sets"]  # on the CPU its steps run eagerly
     assert not (out / "bench_llm_graphs.json").exists()
     variants = tables.stdout.split("The LLM's step, eager and its variants")[1]
-    for label in ("| eager, frozen weights in float32 | ", "| frozen weights in bfloat16 | ", "| compiled | ",
+    for label in ("| eager, frozen weights in float32 | ", "| frozen weights in bfloat16 | ",
+                  "| frozen weights in bfloat16, compiled | ",
                   "| frozen weights in bfloat16, replayed CUDA graphs | "):  # fmt: skip
         assert label in variants, label
     frontier = json.loads((out / "office-llm-frontier.json").read_text())  # step 5 (here CRAB's points alone)
@@ -214,7 +215,7 @@ def test_tables_read_step3s_measurements_left_unnested_by_a_step_stopped_at_its_
     )
     assert res.returncode == 0, res.stderr
     assert "| eager, frozen weights in float32 | 200.0 | 1.00x | 5.0% | 50% | 6,000 | `copy_` 29.2 | – |" in res.stdout
-    assert "| compiled | 100.0 | 2.00x | 5.0% | – | – | – | 0 |" in res.stdout
+    assert "| frozen weights in bfloat16, compiled | 100.0 | 2.00x | 5.0% | – | – | – | 0 |" in res.stdout
     assert "| frozen weights in bfloat16, replayed CUDA graphs (30 of 40 steps replayed) | 50.0 | 4.00x | 15.0% |" in (
         res.stdout
     )  # the replayed steps' own time and rate
