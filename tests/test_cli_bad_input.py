@@ -120,11 +120,26 @@ def case_config_unknown_key(tmp: Path) -> tuple[list[str], str]:
 
 
 def case_config_ill_typed(tmp: Path) -> tuple[list[str], str]:
-    return ["--set", "data.kcore=many"], "data.kcore: Input should be a valid integer"
+    return ["--set", "data.kcore=many"], "--set: data.kcore: Input should be a valid integer"
 
 
 def case_config_negative(tmp: Path) -> tuple[list[str], str]:
-    return ["--set", "data.max_history=0"], "data.max_history: Input should be greater than or equal to 1"
+    return ["--set", "data.max_history=0"], "--set: data.max_history: Input should be greater than or equal to 1"
+
+
+def case_config_file_and_option_each_named(tmp: Path) -> tuple[list[str], str]:
+    (tmp / "c.yaml").write_text("data:\n  kcore: -2\n")
+    return ["--config", str(tmp / "c.yaml"), "--set", "data.max_history=0"], (
+        "c.yaml: data.kcore: Input should be greater than or equal to 0 (got -2); --set: data.max_history: Input "
+        "should be greater than or equal to 1 (got 0)"
+    )
+
+
+def case_config_settings_that_clash_name_the_file_and_the_option(tmp: Path) -> tuple[list[str], str]:
+    (tmp / "c.yaml").write_text("train:\n  cuda_graphs: true\n")
+    return ["--config", str(tmp / "c.yaml"), "--set", "train.grad_accum=2"], (
+        "c.yaml with --set: train: Value error, cuda_graphs=true records whole steps: it needs grad_accum=1, not 2"
+    )
 
 
 def case_config_invalid_yaml(tmp: Path) -> tuple[list[str], str]:
@@ -151,6 +166,16 @@ def test_bad_input_one_line_error(case, tmp_path, capsys):
     assert err.startswith("crabrec: error: ")
     assert expected in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_commands_own_option_is_named_in_its_error(tmp_path, capsys):
+    """A bad value given through a command's own option names that option (typer's name for it), not the config."""
+    code, _, err = run_cli(["tokenize", "--levels", "99", "--set", f"runs_dir={tmp_path}"], capsys)
+    assert code == 2 and "--levels: tokenize.levels: Input should be less than or equal to 8 (got 99)" in err, err
+    code, _, err = run_cli(["rebalance", "--lambda", "-1", "--set", f"runs_dir={tmp_path}"], capsys)
+    assert code == 2 and "--lambda: crab.lam: Input should be greater than or equal to 0" in err, err
+    code, _, err = run_cli(["data", "stats", "--seed", "-1"], capsys)
+    assert code == 2 and "--seed: seed: Input should be greater than or equal to 0 (got -1)" in err, err
 
 
 def test_short_users_are_dropped_with_a_warning(tmp_path, capsys):

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from crabrec.config import RunConfig, deep_merge, load_config, parse_overrides
+from crabrec.config import RunConfig, deep_merge, given_keys, load_config, parse_overrides
 from crabrec.errors import CrabError, clip, reason
 
 APP_HELP = (
@@ -84,6 +84,9 @@ VERBOSITY_OPTIONS = {"quiet": QuietOpt, "verbose": VerboseOpt}  # every command 
 PRESET_NAMES = ("office-quick", "office-paper")  # the presets' run names, meant for the embedded data
 
 
+OPTION_OF = {"crab.lam": "--lambda"}  # command options not named after their setting (codebook_size: --codebook-size)
+
+
 @dataclass
 class RunOptions:
     """What every run command takes to know its run: ``RUN_DIR`` or preset <- --config <- flags <- --set."""
@@ -109,11 +112,26 @@ class RunOptions:
             named.setdefault("data", {})["format"] = self.data_format
         if self.seed is not None:
             named["seed"] = self.seed
-        overrides = deep_merge(named, parse_overrides(self.sets or []))
+        typed = parse_overrides(self.sets or [])
+        overrides = deep_merge(named, typed)
+        origin = {  # where each value the user typed came from, for an error about it: a command's own option
+            key: OPTION_OF.get(key) or "--" + key.rpartition(".")[2].replace("_", "-")  # named as typer names it
+            for key in given_keys({k: v for k, v in named.items() if k in sections}, "")
+        }
+        for key, option, value in (
+            ("data.path", "--data", self.data),
+            ("data.item_table", "--items", self.items),
+            ("data.format", "--format", self.data_format),
+            ("seed", "--seed", self.seed),
+            ("name", "--name", self.name),
+        ):
+            if value is not None:
+                origin[key] = option
+        origin.update(given_keys(typed, "--set"))
         if self.run_dir is None:
             if self.name is not None:
                 overrides["name"] = self.name
-            cfg = load_config(self.config, overrides, self.preset)
+            cfg = load_config(self.config, overrides, self.preset, origin)
             if self.data and "name" not in overrides and cfg.name in PRESET_NAMES:  # own data: its own run folder
                 from crabrec.data.table import dataset_name
 
@@ -139,7 +157,7 @@ class RunOptions:
         if not (path / "config.yaml").is_file():
             raise CrabError(f"{self.run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
         location = {"name": path.resolve().name, "runs_dir": str(path.resolve().parent)}
-        return load_config(str(path / "config.yaml"), deep_merge(overrides, location), self.preset)
+        return load_config(str(path / "config.yaml"), deep_merge(overrides, location), self.preset, origin)
 
 
 def run_command(fn: Callable[..., None]) -> Callable[..., None]:

@@ -566,10 +566,15 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 def load_config(
-    path: str | list[str] | None = None, overrides: dict[str, Any] | None = None, preset: str | None = None
+    path: str | list[str] | None = None,
+    overrides: dict[str, Any] | None = None,
+    preset: str | None = None,
+    given: dict[str, str] | None = None,
 ) -> RunConfig:
     """Preset (default quick) <- YAML file(s) <- overrides, validated into a :class:`RunConfig`. Several files are
-    layered in order, each over the ones before (``--config office_llm.yaml --config smoke.yaml``)."""
+    layered in order, each over the ones before (``--config office_llm.yaml --config smoke.yaml``). ``given`` maps
+    the dotted keys of the overrides a user typed to the option that set them (``--set``, ``--data``): an invalid
+    value names that option instead of the file."""
     paths = [path] if isinstance(path, str) else list(path or [])
     user: dict[str, Any] = {}
     for one in paths:
@@ -583,7 +588,7 @@ def load_config(
     merged = moved_keys(deep_merge(deep_merge(base, user), overrides or {}), path or "config")
     if preset:
         merged["preset"] = preset
-    return validate_config(merged, source=path or "config")
+    return validate_config(merged, source=path or "config", given=given)
 
 
 # Settings that moved into their method's own section (``Method.settings``): an old config still loads, with a warning.
@@ -622,15 +627,48 @@ def moved_keys(data: dict[str, Any], source: str) -> dict[str, Any]:
     return out
 
 
-def validate_config(data: dict[str, Any], source: str = "config") -> RunConfig:
+def validate_config(data: dict[str, Any], source: str = "config", given: dict[str, str] | None = None) -> RunConfig:
+    """``data`` as a :class:`RunConfig`; a problem is one line that names where the value came from: the option in
+    ``given`` (dotted key -> option) that set its key, else ``source``."""
     try:
         return run_config_model().model_validate(data)
     except ValidationError as exc:
-        raise CrabError(f"{source}: {format_validation_error(exc)}") from None
+        groups: dict[str, list[str]] = {}
+        for loc, text in validation_problems(exc):
+            groups.setdefault(value_origin(loc, source, given or {}), []).append(text)
+        raise CrabError("; ".join(f"{where}: {'; '.join(texts)}" for where, texts in groups.items())) from None
+
+
+def value_origin(loc: str, source: str, given: dict[str, str]) -> str:
+    """Where the value at ``loc`` came from: the option that set it (or a section above it), else ``source``; a
+    section-level problem (two settings that do not go together) names ``source`` and the options inside it."""
+    for key, option in given.items():
+        if loc == key or loc.startswith(key + "."):
+            return option
+    inside = sorted({option for key, option in given.items() if key.startswith(loc + ".") or loc == "<root>"})
+    return f"{source} with {', '.join(inside)}" if inside else source
+
+
+def given_keys(overrides: dict[str, Any], option: str, prefix: str = "") -> dict[str, str]:
+    """Every dotted leaf key of ``overrides`` -> ``option`` (a mapping given as one value counts as its own key
+    only where it is empty)."""
+    out: dict[str, str] = {}
+    for key, value in overrides.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(given_keys(value, option, dotted + "."))
+        else:
+            out[dotted] = option
+    return out
 
 
 def format_validation_error(exc: ValidationError) -> str:
     """All problems of a pydantic error on one line: ``key: what was expected (got value)``."""
+    return "; ".join(text for _, text in validation_problems(exc))
+
+
+def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """Each problem of a pydantic error once: ``(key, "key: what was expected (got value)")``."""
     parts, seen = [], set()
     for err in exc.errors():
         # a union (e.g. one ratio or a list) reports once per branch, tagged like "constrained-float": keep the first
@@ -641,10 +679,10 @@ def format_validation_error(exc: ValidationError) -> str:
         seen.add(loc)
         if err["type"] == "extra_forbidden":
             near = close_keys(loc)
-            parts.append(f"{loc}: unknown key" + (f" (did you mean {' or '.join(near)}?)" if near else ""))
+            parts.append((loc, f"{loc}: unknown key" + (f" (did you mean {' or '.join(near)}?)" if near else "")))
         else:
-            parts.append(f"{loc}: {err['msg']} (got {clip(repr(err.get('input')))})")
-    return "; ".join(parts)
+            parts.append((loc, f"{loc}: {err['msg']} (got {clip(repr(err.get('input')))})"))
+    return parts
 
 
 def close_keys(key: str, limit: int = 3) -> list[str]:
