@@ -151,6 +151,10 @@ def case_config_missing(tmp: Path) -> tuple[list[str], str]:
     return ["--config", str(tmp / "missing.yaml")], "missing.yaml: file not found"
 
 
+def case_config_is_a_folder(tmp: Path) -> tuple[list[str], str]:
+    return ["--config", str(tmp)], f"config {tmp}: a folder, not a YAML file"
+
+
 def case_bad_override(tmp: Path) -> tuple[list[str], str]:
     return ["--set", "justakey"], "expected KEY=VALUE"
 
@@ -174,6 +178,8 @@ def test_a_commands_own_option_is_named_in_its_error(tmp_path, capsys):
     assert code == 2 and "--levels: tokenize.levels: Input should be less than or equal to 8 (got 99)" in err, err
     code, _, err = run_cli(["rebalance", "--lambda", "-1", "--set", f"runs_dir={tmp_path}"], capsys)
     assert code == 2 and "--lambda: crab.lam: Input should be greater than or equal to 0" in err, err
+    code, _, err = run_cli(["evaluate", "--method", "nosuch"], capsys)  # --model is its alias, not its name
+    assert code == 2 and "--method 'nosuch': expected one of mor," in err, err
     code, _, err = run_cli(["data", "stats", "--seed", "-1"], capsys)
     assert code == 2 and "--seed: seed: Input should be greater than or equal to 0 (got -1)" in err, err
 

@@ -562,7 +562,7 @@ def evaluate(
 
     if rerank not in (None, "rr"):
         raise CrabError(f"--rerank {rerank!r}: expected rr")
-    chosen = get(rerank or model, flag="--model")
+    chosen = get(rerank or model, flag="--rerank" if rerank else "--method")
     cfg = opts.resolve()
     run_stage(cfg, chosen.evaluates, chosen.evaluates if force else None)
     _print_metrics(cfg, chosen.name)

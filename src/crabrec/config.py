@@ -513,7 +513,7 @@ def preset_dict(name: str) -> dict[str, Any]:
 def _read_yaml(path: str) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
-        raise CrabError(f"config {path}: file not found")
+        raise CrabError(f"config {path}: " + ("a folder, not a YAML file" if p.is_dir() else "file not found"))
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
