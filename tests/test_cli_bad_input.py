@@ -178,6 +178,8 @@ def test_a_commands_own_option_is_named_in_its_error(tmp_path, capsys):
     assert code == 2 and "--levels: tokenize.levels: Input should be less than or equal to 8 (got 99)" in err, err
     code, _, err = run_cli(["rebalance", "--lambda", "-1", "--set", f"runs_dir={tmp_path}"], capsys)
     assert code == 2 and "--lambda: crab.lam: Input should be greater than or equal to 0" in err, err
+    code, _, err = run_cli(["recommend", str(tmp_path), "--user", "0"], capsys)  # an index, not a user to look up
+    assert code == 2 and "--user 0 goes with --history" in err and "--user-id ID" in err, err
     code, _, err = run_cli(["evaluate", "--method", "nosuch"], capsys)  # --model is its alias, not its name
     assert code == 2 and "--method 'nosuch': expected one of mor," in err, err
     code, _, err = run_cli(["data", "stats", "--seed", "-1"], capsys)

@@ -819,6 +819,11 @@ def recommend(
             f"give --user-id {user}"
         )
     user = None if user is None else int(user)
+    if user is not None and history is None and user_id is None and input_file is None:
+        raise CrabError(
+            f"--user {user} goes with --history (the run's user index, which TIGER reads); to recommend for a user "
+            "of the data after their own items, give --user-id ID"
+        )
     if (history is None and user_id is None) == (input_file is None):
         raise CrabError("give --history ID,ID,... or --user-id ID, or --input FILE")
     if user_id is not None and user is not None:
