@@ -104,7 +104,7 @@ def test_api_errors(tiny_run, tmp_path):
         rec.recommend([known], user=-1)
     with pytest.raises(CrabError, match=r"got 'u3' \(users of the data by their ids go in user_ids\)"):
         rec.recommend([known], user="u3")
-    with pytest.raises(CrabError, match="--method 'nope': expected one of"):
+    with pytest.raises(CrabError, match="method 'nope': expected one of"):
         crabrec.load(tiny_run, "nope")
     with pytest.raises(CrabError, match="not a run directory"):
         crabrec.load(tmp_path, "mor")
@@ -305,7 +305,7 @@ def bad_files(tmp_path, item: str, user: str):
         ([], "give --history ID,ID,... or --user-id ID, or --input FILE"),
         (["--history", f"{item},zz"], "history: 1 item id(s) not in this run's catalogue"),
         (["--history", item, "-k", "0"], "k=0: expected an integer from 1 to"),
-        (["--history", item, "--method", "bogus"], "--method 'bogus': expected one of"),
+        (["--history", item, "--method", "bogus"], "method 'bogus': expected one of"),
     ]
 
 

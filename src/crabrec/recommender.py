@@ -249,9 +249,9 @@ def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -
     root = Path(run_dir)
     if not (root / "config.yaml").is_file():
         raise CrabError(f"{run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
-    chosen = get(method)
+    chosen = get(method, flag="method")  # the CLI's --method and the Python API's method=
     if chosen.ranker is None:
-        raise CrabError(f"--method {method!r}: this method cannot rank histories")
+        raise CrabError(f"method {method!r}: this method cannot rank histories")
     if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int) or beam < 1):
         raise CrabError(f"beam={beam!r}: expected an integer ≥ 1")
     location = {"name": root.resolve().name, "runs_dir": str(root.resolve().parent)}
