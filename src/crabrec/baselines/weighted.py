@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from crabrec.models.decoder import target_loss
+from crabrec.models.decoder import batch_loss
 
 WeightFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -19,14 +19,6 @@ WeightFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 def weighted_loss(weight_fn: WeightFn):
     def loss(model, batch: dict[str, Any]) -> torch.Tensor:
         weight = weight_fn(batch["label_item"], batch["label_level"])
-        return target_loss(
-            model,
-            batch["ids"],
-            batch["mask"],
-            batch["labels"],
-            position_ids=batch.get("positions"),
-            token_weight=weight,
-            width=batch.get("answer_width"),
-        )
+        return batch_loss(model, batch, token_weight=weight)
 
     return loss

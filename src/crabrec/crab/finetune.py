@@ -14,7 +14,7 @@ import torch
 
 from crabrec.config import CrabConfig
 from crabrec.crab.alignment import Hierarchy, alignment_loss
-from crabrec.models.decoder import N_SPECIAL, target_loss
+from crabrec.models.decoder import N_SPECIAL, batch_loss
 
 
 class CrabLoss:
@@ -29,14 +29,7 @@ class CrabLoss:
         self._sums: dict[str, torch.Tensor] = {}
 
     def __call__(self, model, batch: dict[str, Any]) -> torch.Tensor:
-        rec = target_loss(
-            model,
-            batch["ids"],
-            batch["mask"],
-            batch["labels"],
-            position_ids=batch.get("positions"),
-            width=batch.get("answer_width"),
-        )
+        rec = batch_loss(model, batch)
         if self.gamma == 0:
             return rec
         inner = getattr(model, "module", model)  # under several processes the loop hands over the DDP wrapper

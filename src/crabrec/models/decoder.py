@@ -180,6 +180,20 @@ def target_loss(
     return ce.sum() / valid.clamp(min=1)
 
 
+def batch_loss(model, batch: dict, **kwargs):
+    """:func:`target_loss` of a training batch, row form or packed (its ``positions``), with the row form's answer
+    width as the batch carries it; ``kwargs`` go to :func:`target_loss` (``token_weight``)."""
+    return target_loss(
+        model,
+        batch["ids"],
+        batch["mask"],
+        batch["labels"],
+        position_ids=batch.get("positions"),
+        width=batch.get("answer_width"),
+        **kwargs,
+    )
+
+
 def answer_width(labels: torch.Tensor) -> int:
     """The row form's answer width: the labelled tokens of a row (every row has the same)."""
     return int((labels[0] != IGNORE).sum()) if len(labels) else 0

@@ -25,16 +25,9 @@ log = logging.getLogger("crabrec")
 
 def decoder_loss(model, batch: dict[str, Any]):
     """Token cross-entropy on the target SID (the recommendation loss)."""
-    from crabrec.models.decoder import target_loss
+    from crabrec.models.decoder import batch_loss
 
-    return target_loss(
-        model,
-        batch["ids"],
-        batch["mask"],
-        batch["labels"],
-        position_ids=batch.get("positions"),
-        width=batch.get("answer_width"),
-    )
+    return batch_loss(model, batch)
 
 
 def row_batcher(samples: Samples, tokens: np.ndarray, prompt=None, multiple: int = 1):
