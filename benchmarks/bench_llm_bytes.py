@@ -116,10 +116,10 @@ def load(backbone: Path, dtype: str):
 
 
 def plain(model) -> None:
-    """Undo crabrec's norms and LoRA input handling: the model as transformers and peft run it."""
+    """Undo crabrec's norms, LoRA input handling and kept token indices: the model as transformers and peft run it."""
     for module in model.modules():
-        if "_cast_input_dtype" in vars(module):
-            del module._cast_input_dtype
+        vars(module).pop("_cast_input_dtype", None)
+        vars(module).pop("get_merged_weights", None)
         if hasattr(module, "unfused_forward"):
             module.forward = module.unfused_forward
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from crabrec.config import RunConfig, deep_merge, given_keys, load_config, parse_overrides
+from crabrec.config import RunConfig, deep_merge, dotted_keys, load_config, parse_overrides
 from crabrec.errors import CrabError, clip, reason
 
 APP_HELP = (
@@ -116,7 +116,7 @@ class RunOptions:
         overrides = deep_merge(named, typed)
         origin = {  # where each value the user typed came from, for an error about it: a command's own option
             key: OPTION_OF.get(key) or "--" + key.rpartition(".")[2].replace("_", "-")  # named as typer names it
-            for key in given_keys({k: v for k, v in named.items() if k in sections}, "")
+            for key in dotted_keys({k: v for k, v in named.items() if k in sections})
         }
         for key, option, value in (
             ("data.path", "--data", self.data),
@@ -127,7 +127,7 @@ class RunOptions:
         ):
             if value is not None:
                 origin[key] = option
-        origin.update(given_keys(typed, "--set"))
+        origin.update(dict.fromkeys(dotted_keys(typed), "--set"))
         if self.run_dir is None:
             if self.name is not None:
                 overrides["name"] = self.name

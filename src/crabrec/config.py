@@ -649,16 +649,15 @@ def value_origin(loc: str, source: str, given: dict[str, str]) -> str:
     return f"{source} with {', '.join(inside)}" if inside else source
 
 
-def given_keys(overrides: dict[str, Any], option: str, prefix: str = "") -> dict[str, str]:
-    """Every dotted leaf key of ``overrides`` -> ``option`` (a mapping given as one value counts as its own key
-    only where it is empty)."""
-    out: dict[str, str] = {}
+def dotted_keys(overrides: dict[str, Any], prefix: str = "") -> list[str]:
+    """Every dotted leaf key of ``overrides`` (``{"data": {"kcore": 3}}`` -> ``["data.kcore"]``; an empty mapping is a
+    leaf)."""
+    out: list[str] = []
     for key, value in overrides.items():
-        dotted = f"{prefix}{key}"
         if isinstance(value, dict) and value:
-            out.update(given_keys(value, option, dotted + "."))
+            out += dotted_keys(value, f"{prefix}{key}.")
         else:
-            out[dotted] = option
+            out.append(f"{prefix}{key}")
     return out
 
 

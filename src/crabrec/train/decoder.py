@@ -46,8 +46,8 @@ def row_batcher(samples: Samples, tokens: np.ndarray, prompt=None, multiple: int
     return make
 
 
-GRAPH_PAD = (8, 32)  # cuda_graphs: packed batches padded to a multiple of 8 chains and 32 tokens; rows to 32 tokens
-# (also when compiled)
+# cuda_graphs (and compile, for rows): packed batches padded to a multiple of 8 chains and 32 tokens, rows to 32 tokens
+GRAPH_PAD = (8, 32)
 
 
 def packed_batcher(samples: Samples, tokens: np.ndarray, batch_size: int, seed: int, multiple=(1, 1)):
