@@ -30,7 +30,7 @@
 # metrics and report under $OUT.
 #
 #   bash scripts/gpu_playbook.sh --dry-run [--step N]   # every step on the CPU with tiny settings (a test runs it;
-#                                                       # there 4 runs beside 1-3, 3 beside 2 and 5)
+#                                                       # there 3 and 4 run beside 1, 2 and 5, at a lower priority)
 #
 # Settings (environment): PY (python3), STEP_SECONDS (570), LLM_MINUTES (3.5: MOR, RW, D²LR and the CRAB fine-tune
 # training budget each on the LLM), OFFICE_SETS (more KEY=VALUE settings for the Office LLM run on the device;
@@ -63,6 +63,7 @@ STEP3_ALL="llm small cudnn graphs wide bf16 compiled llmgraphs"
 # the replayed one over more steps, as each batch shape is first run, then recorded
 LLM_FAST_SETS=(--set train.backbone_dtype=bfloat16)
 LLM_GRAPH_STEPS=(--steps 40)
+TRACE=(--trace 3)  # steps traced after the timed ones (torch.profiler): the operators a step issues
 STEP3_MEASURE=${STEP3_MEASURE:-$STEP3_ALL}  # step 3's measurements, in the order given (a lease may want only some)
 WIDE_BATCH=${WIDE_BATCH:-2048}
 # step 4's models replay their steps as CUDA graphs (on an H100, TIGER's step 3.4-4.5x and MOR's 1.3-2x faster), and
@@ -77,6 +78,7 @@ FRONTIER_ARGS=${FRONTIER_ARGS:---only rr,crab --grid crab=0 --grid crab:levels=a
 # Office models trained at the same time on the one GPU (crabrec run --jobs): 3 held MOR, RW and D²LR on the LLM at
 # once on an H100 (80 GB), an estimated 20 GB of activations each at batch 128
 JOBS=${JOBS:-3}
+BEAUTY_JOBS=2  # step 4: MOR and TIGER trained at once, one process each
 PART_MB=${PART_MB:-}  # default: as large as one call carries beside the working tree (64 MiB in all)
 STASH=${STASH:-/tmp/crabrec-gpu}  # on the device: the parts received so far, the unpacked bundle, the wheels installed
 PARTS=${PARTS:-.}  # where the carried .gpu-N folders are
@@ -245,19 +247,19 @@ step3() {
   for m in $STEP3_MEASURE; do
     [ ${#args[@]} -eq 0 ] || args+=(--and)
     case $m in
-      llm) args+=("${llm[@]}" --trace 3 --json "$OUT/bench_llm.json") ;;
-      small) args+=("${small[@]}" --stages train,tiger --trace 3 --json "$OUT/bench_small.json") ;;
+      llm) args+=("${llm[@]}" "${TRACE[@]}" --json "$OUT/bench_llm.json") ;;
+      small) args+=("${small[@]}" --stages train,tiger "${TRACE[@]}" --json "$OUT/bench_small.json") ;;
       cudnn) args+=("${llm[@]}" --cudnn-attention --json "$OUT/bench_llm_cudnn.json") ;;
       graphs) args+=("${small[@]}" --stages "$GRAPH_STAGES" --steps 60 --set train.cuda_graphs=true
                      --set tiger.cuda_graphs=true --json "$OUT/bench_graphs.json") ;;
       wide) args+=("${small[@]}" --stages "$GRAPH_STAGES" --steps 30 --set train.batch_size="$WIDE_BATCH"
                    --set tiger.batch_size="$WIDE_BATCH" --set train.cuda_graphs=true --set tiger.cuda_graphs=true
                    --json "$OUT/bench_wide.json") ;;
-      bf16) args+=("${llm[@]}" --set train.backbone_dtype=bfloat16 --trace 3 --json "$OUT/bench_bf16.json") ;;
-      compiled) args+=("${llm[@]}" "${LLM_FAST_SETS[@]}" --set train.compile=true --trace 3
+      bf16) args+=("${llm[@]}" --set train.backbone_dtype=bfloat16 "${TRACE[@]}" --json "$OUT/bench_bf16.json") ;;
+      compiled) args+=("${llm[@]}" "${LLM_FAST_SETS[@]}" --set train.compile=true "${TRACE[@]}"
                        --json "$OUT/bench_compiled.json") ;;
-      llmgraphs) args+=("${llm[@]}" "${LLM_FAST_SETS[@]}" "${LLM_GRAPH_STEPS[@]}" --set train.cuda_graphs=true --trace 3
-                        --json "$OUT/bench_llm_graphs.json") ;;
+      llmgraphs) args+=("${llm[@]}" "${LLM_FAST_SETS[@]}" "${LLM_GRAPH_STEPS[@]}" --set train.cuda_graphs=true
+                        "${TRACE[@]}" --json "$OUT/bench_llm_graphs.json") ;;
     esac
   done
   [ ${#args[@]} -eq 0 ] || "${HIDE[@]}" $PY benchmarks/bench_train.py "${args[@]}" || rc=$?
@@ -293,7 +295,7 @@ step4() {  # one run, MOR and TIGER trained at the same time in two processes (T
   local data=${BEAUTY_DATA:-$STASH/bundle/datasets/beauty}
   crab run "${BEAUTY[@]}" --set data.path="$data" --set tokenize.import_path="$data/Beauty.rqvae_native.index.json" \
     --set train.max_minutes="$BEAUTY_MINUTES" --set tiger.max_minutes="$BEAUTY_MINUTES" --name beauty \
-    --until tiger-eval --jobs 2
+    --until tiger-eval --jobs "$BEAUTY_JOBS"
 }
 
 collect() {  # what comes back: the step's log plus the run's metrics (every stage's summary, every evaluated
@@ -397,8 +399,9 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
   WIDE_BATCH=32
   export CRABREC_COMPILE_BACKEND=eager  # the compiled LLM: dynamo captures it, inductor's minute of codegen is spared
   LLM_FAST_SETS=() LLM_GRAPH_STEPS=()  # bfloat16 is slow on a CPU; no CUDA graphs on a CPU (its steps run eagerly)
+  TRACE=(--trace 1)  # a trace's events take about a second a step to collect on the CPU
   BEAUTY_MINUTES=0.1
-  JOBS=1  # on 2 cores, one at a time is faster (step 4 runs --jobs 2 here, as on the device)
+  JOBS=1 BEAUTY_JOBS=1  # on 2 cores, one at a time is faster (each worker process costs seconds of imports)
   HIDE=(env PYTHONPATH="$PWD/scripts/gpu_image:$PYTHONPATH" CRABREC_ABSENT_MODULES="$(IFS=,; echo "${ABSENT[*]}")")
   # Beauty has no item text: its encoder setting stays the device's (the default, which the image lacks)
   BEAUTY+=(--set embed.encoder="$($PY -c 'from crabrec.config import EmbedConfig; print(EmbedConfig().encoder)')")
@@ -410,7 +413,8 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
 }
 office_run() { [ $MODE = dry ] && echo "$RUNS/smoke" || echo "$RUNS/office-llm"; }
 BESIDE=()
-beside() { run_step "$1" > "$WORK/step$1.out" 2>&1 & BESIDE+=("$!:$1"); }  # dry run: a step in the background
+# dry run: a step in the background, at a lower priority than the main line (steps 1, 2, 5), which bounds the time
+beside() { (renice -n 10 $BASHPID > /dev/null; run_step "$1") > "$WORK/step$1.out" 2>&1 & BESIDE+=("$!:$1"); }
 join_beside() {  # wait for the background steps, show their output; the first failure's exit code goes to rc
   local entry
   for entry in "${BESIDE[@]}"; do
@@ -447,14 +451,10 @@ transformers.__version__, '/ peft', peft.__version__)"; } > "$OUT/env.txt" 2>&1
     if [ -n "$STEP" ]; then
       [ "$STEP" = 0 ] || run_step "$STEP" || exit $?
     else  # each step as soon as its inputs are there: Beauty (4) needs nothing of Office's, the benchmark (3) only
-      rc=0  # step 1's run (it reads it), the frontier (5) step 2's finished run; a step beside the main line shows
-      beside 4  # its output once the main line is done
-      if run_step 1; then
-        beside 3
-        run_step 2 && run_step 5 || rc=$?
-      else
-        rc=$?
-      fi
+      rc=0  # the Office run's SIDs (what the bundle brings), the frontier (5) step 2's finished run; the steps beside
+      beside 3  # the main line (1, 2, 5) share the other core and show their output once the main line is done
+      beside 4
+      run_step 1 && run_step 2 && run_step 5 || rc=$?
       join_beside
       [ $rc = 0 ] || exit $rc
       # steps 3 and 5 collect the same run and may end in either order: the last word holds every point, as a

@@ -40,6 +40,14 @@ def beauty_slice(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def office_80(tmp_path_factory) -> Path:
+    """The first 80 Office users: the dry run's time is its main line of LLM steps (1, 2, 5), which scale with it."""
+    from tests.conftest import office_head
+
+    return office_head(tmp_path_factory.mktemp("office_80"), 80, "OfficeSmall")
+
+
+@pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     """The random Llama the dry run makes first (``crabrec backbone tiny``), made once in this process: the dry runs
     below find it in their WORK folder and skip the command's start-up."""
@@ -48,10 +56,10 @@ def tiny(tmp_path_factory) -> Path:
     return tiny_backbone(tmp_path_factory.mktemp("backbone") / "tiny")
 
 
-def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, tiny, small_office, beauty_slice):
+def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, tiny, office_80, beauty_slice):
     (tmp_path / "tiny").symlink_to(tiny)
     out = tmp_path / "out"
-    res = playbook("--dry-run", WORK=str(tmp_path), OUT=str(out), OFFICE_DATA=str(small_office),
+    res = playbook("--dry-run", WORK=str(tmp_path), OUT=str(out), OFFICE_DATA=str(office_80),
                    BEAUTY_DATA=str(beauty_slice))  # fmt: skip
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     for n in (1, 2, 3, 4, 5):
