@@ -99,10 +99,11 @@ def cli(args: list[str]) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="session")
-def tiny_run(office_slice, tmp_path_factory) -> Path:
-    """One full `crabrec run` (every stage, tiny models) on the Office slice, shared by the tests that read it."""
+def tiny_run(small_office, tmp_path_factory) -> Path:
+    """One full `crabrec run` (every stage, tiny models) on the first 150 Office users, shared by the tests that read
+    it."""
     runs = tmp_path_factory.mktemp("runs")
-    code, _ = cli(["run", "--data", str(office_slice), "--set", f"runs_dir={runs}", "--name", "e2e", *TINY])
+    code, _ = cli(["run", "--data", str(small_office), "--set", f"runs_dir={runs}", "--name", "e2e", *TINY])
     assert code == 0
     return runs / "e2e"
 

@@ -136,9 +136,9 @@ def _prompt_with_two_end_tokens():
     return Prompt(head=(1, 2), sep=(3,), tail=(4,), answer_end=(5, 6))
 
 
-def test_crab_rw_and_d2lr_train_and_evaluate_on_a_tiny_backbone(office_slice, tmp_path, capsys):
+def test_crab_rw_and_d2lr_train_and_evaluate_on_a_tiny_backbone(small_office, tmp_path, capsys):
     llm = tiny_llm(tmp_path / "llm")
-    common = ["--set", f"data.path={office_slice}", "--set", f"runs_dir={tmp_path / 'runs'}", "--name", "bb", *TINY,
+    common = ["--set", f"data.path={small_office}", "--set", f"runs_dir={tmp_path / 'runs'}", "--name", "bb", *TINY,
               "--set", "train.epochs=1", "--set", "train.batch_size=64", "--set", "evaluate.max_samples=60",
               "--set", "train.valid_samples=40", "--backbone", str(llm)]  # fmt: skip
     for method in ("crab", "rw", "d2lr"):
@@ -154,6 +154,7 @@ def test_crab_rw_and_d2lr_train_and_evaluate_on_a_tiny_backbone(office_slice, tm
     for method in ("mor", "crab", "rw", "d2lr"):
         metrics = json.loads((run / "models" / method / "metrics.json").read_text())
         assert 0.0 <= metrics["HR@10"] <= 1.0 and metrics["DGU@10"] >= 0.0
+        assert metrics["test_rows"] == 60  # evaluate.max_samples of the 135 test users
     assert json.loads((run / "models" / "rw" / "group_weights.json").read_text())["beta"] == 1.0
 
     code, _ = cli(["train", "--method", "tiger", *common])

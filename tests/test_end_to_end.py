@@ -13,21 +13,23 @@ from crabrec.metrics import group_unfairness
 from tests.conftest import TINY
 
 
-def test_run_end_to_end_with_crab(tiny_run, office_slice, capsys):
+def test_run_end_to_end_with_crab(tiny_run, small_office, capsys):
+    from crabrec.runfiles import RunFiles
+
     run = tiny_run
+    users = len(RunFiles(run).load_splits().test)  # 135 test users: evaluate.max_samples (150) leaves them all
     base = json.loads((run / "models" / "mor" / "metrics.json").read_text())
     crab = json.loads((run / "models" / "crab" / "metrics.json").read_text())
     for m in (base, crab):
-        assert 0.0 <= m["HR@10"] <= 1.0 and m["test_rows"] == 150
+        assert 0.0 <= m["HR@10"] <= 1.0 and m["test_rows"] == users
         assert m["HR@10"] >= m["HR@5"] >= m["HR@1"]
     from crabrec.methods import get
     from crabrec.report import method_seconds
-    from crabrec.runfiles import RunFiles
 
     assert method_seconds(RunFiles(run), get("crab")) > 0  # rebalance + fine-tune
     for model in ("tiger", "sasrec", "rw", "rr", "d2lr"):
         m = json.loads((run / "models" / model / "metrics.json").read_text())
-        assert m["test_rows"] == 150 and 0.0 <= m["NDCG@10"] <= m["HR@10"] <= 1.0, model
+        assert m["test_rows"] == users and 0.0 <= m["NDCG@10"] <= m["HR@10"] <= 1.0, model
     # RR re-orders the base model's beams: same candidate sets per row
     rr = pd.read_parquet(run / "models" / "rr" / "rankings.parquet")
     mor = pd.read_parquet(run / "models" / "mor" / "rankings.parquet")
@@ -44,7 +46,7 @@ def test_run_end_to_end_with_crab(tiny_run, office_slice, capsys):
     test = Splits.load(run / "data" / "splits.npz").test
     group = np.load(run / "data" / "popularity.npz")["group"]
     hist_mass = np.zeros(5)
-    for r in range(150):
+    for r in range(users):
         for i in test.history[r, : test.length[r]]:
             hist_mass[group[i]] += 1
     slot_mass = np.zeros(5)
@@ -54,11 +56,11 @@ def test_run_end_to_end_with_crab(tiny_run, office_slice, capsys):
     gu = slot_mass / slot_mass.sum() - hist_mass / hist_mass.sum()
     assert base["MGU@10"] == pytest.approx(np.abs(gu).mean())
     assert base["DGU@10"] == pytest.approx(gu.max() - gu.min())
-    same = group_unfairness(items, test.take(np.arange(150)).history_items(), group, 5, (10,))
+    same = group_unfairness(items, test.take(np.arange(users)).history_items(), group, 5, (10,))
     assert same["MGU@10"] == pytest.approx(base["MGU@10"])
     # second run: every stage cached
     with pytest.raises(SystemExit):
-        main(["run", "--data", str(office_slice), "--set", f"runs_dir={run.parent}", "--name", run.name, *TINY])
+        main(["run", "--data", str(small_office), "--set", f"runs_dir={run.parent}", "--name", run.name, *TINY])
     err = capsys.readouterr().err
     assert "[finetune] cached" in err and "] done in" not in err
 

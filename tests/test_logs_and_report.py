@@ -114,7 +114,7 @@ def test_a_run_logged_to_a_file_is_one_line_per_epoch_and_stage(office_slice, tm
 def test_report_header_says_what_ran(tiny_run):
     text = (tiny_run / "report.md").read_text()
     head = text.split("## Table 1")[0]
-    for label in ("| data | OfficeSlice:", "| split | leave_one_out:", "| semantic IDs | rqkmeans", "| seed | 2024",
+    for label in ("| data | OfficeSmall:", "| split | leave_one_out:", "| semantic IDs | rqkmeans", "| seed | 2024",
                   "| crabrec | 0.1.0", "| hardware |", "| report written |"):  # fmt: skip
         assert label in head, label
     assert "## Training curves" in text and "report_files/training.svg" in text

@@ -26,11 +26,11 @@ def _fingerprint(run: Path) -> dict[str, str]:
     }
 
 
-def test_stages_side_by_side_give_the_sequential_run(office_slice, tmp_path, capfd):
+def test_stages_side_by_side_give_the_sequential_run(small_office, tmp_path, capfd):
     """Two processes of one thread each train what one process of one thread trains: the same weights and
     rankings, bit for bit; each worker's log lines name its stage."""
     runs = tmp_path / "runs"
-    common = ["run", "--data", str(office_slice), "--set", f"runs_dir={runs}", "--set", "train.threads=1", *TINY]
+    common = ["run", "--data", str(small_office), "--set", f"runs_dir={runs}", "--set", "train.threads=1", *TINY]
     assert cli([*common, "--name", "par", "--jobs", "2"])[0] == 0
     err = capfd.readouterr().err
     assert "training tiger, train, rw, d2lr, sasrec in 2 processes, 1 thread(s) each" in err
@@ -43,7 +43,7 @@ def test_stages_side_by_side_give_the_sequential_run(office_slice, tmp_path, cap
     assert state["key"] == json.loads((runs / "seq" / "stages" / "tiger.json").read_text())["key"]
 
 
-def test_the_workers_compute_every_stage_after_the_shared_inputs_but_the_report(office_slice, tmp_path):
+def test_the_workers_compute_every_stage_after_the_shared_inputs_but_the_report(small_office, tmp_path):
     """Evaluations, RR, CRAB and the decoding-time methods go to the workers as soon as what they need is finished
     (no worker waits for the last training stage); the main process is left with the report alone."""
     from crabrec.config import load_config, parse_overrides
@@ -51,7 +51,7 @@ def test_the_workers_compute_every_stage_after_the_shared_inputs_but_the_report(
     from crabrec.pipeline import RunContext
     from crabrec.stages import registry
 
-    sets = [TINY[i + 1] for i in range(0, len(TINY), 2)] + [f"data.path={office_slice}", f"runs_dir={tmp_path}"]
+    sets = [TINY[i + 1] for i in range(0, len(TINY), 2)] + [f"data.path={small_office}", f"runs_dir={tmp_path}"]
     ctx = RunContext(config=load_config(overrides=parse_overrides(sets)), stages=registry())
     names = list(ctx.stages)
     after = followers(ctx, names, list(INDEPENDENT))
@@ -63,20 +63,20 @@ def test_the_workers_compute_every_stage_after_the_shared_inputs_but_the_report(
     assert {*INDEPENDENT, *after} <= ctx._ran  # computed by the workers, and known as computed here
 
 
-def test_several_targets_run_what_they_need_and_nothing_else(office_slice, tmp_path):
+def test_several_targets_run_what_they_need_and_nothing_else(small_office, tmp_path):
     """`--until` repeated: each target and its inputs, in run order, with their training stages side by side."""
     runs = tmp_path / "runs"
-    args = ["run", "--data", str(office_slice), "--set", f"runs_dir={runs}", "--name", "two", *TINY, "--jobs", "2"]
+    args = ["run", "--data", str(small_office), "--set", f"runs_dir={runs}", "--name", "two", *TINY, "--jobs", "2"]
     assert cli([*args, "--until", "sasrec-eval", "--until", "rr"])[0] == 0
     done = {p.stem for p in (runs / "two" / "stages").glob("*.json")}
     assert done == {"data", "embed", "tokenize", "train", "evaluate", "sasrec", "sasrec-eval", "rr"}
 
 
-def test_a_stage_failing_in_a_worker_is_one_line_and_exit_2(office_slice, tmp_path, capfd):
+def test_a_stage_failing_in_a_worker_is_one_line_and_exit_2(small_office, tmp_path, capfd):
     """A user error inside a worker (here a learning rate that makes SASRec diverge) ends the command as any user
     error does, after the stages already training have finished; nothing of the failed stage is kept."""
     runs = tmp_path / "runs"
-    args = ["run", "--data", str(office_slice), "--set", f"runs_dir={runs}", "--name", "bad", *TINY]
+    args = ["run", "--data", str(small_office), "--set", f"runs_dir={runs}", "--name", "bad", *TINY]
     code, _ = cli([*args, "--set", "sasrec.lr=1e30", "--jobs", "2"])
     err = capfd.readouterr().err
     assert code == 2, err

@@ -178,11 +178,11 @@ def _kill_when(proc: subprocess.Popen, ready, timeout: float = 300) -> bool:
     raise AssertionError("timed out waiting for the kill point")
 
 
-def test_kill_during_training_and_evaluation_then_resume(office_slice, tmp_path):
+def test_kill_during_training_and_evaluation_then_resume(small_office, tmp_path):
     flags = [*TINY, "--set", "train.epochs=3", "--set", "train.patience=3", "--set", "evaluate.max_samples=400"]
     flags += ["--set", "train.dropout=0.2", "--set", "train.attention_dropout=0.1"]  # the resumed epochs draw masks too
     flags += ["--set", "evaluate.batch_size=4", "--until", "evaluate"]
-    base = ["run", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}"]
+    base = ["run", "--data", str(small_office), "--set", f"runs_dir={tmp_path}"]
     log, clean_log = tmp_path / "log.txt", tmp_path / "clean.txt"
     clean = _spawn([*base, "--name", "clean", *flags], clean_log)  # the uninterrupted run, beside the killed one
 
