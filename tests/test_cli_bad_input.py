@@ -147,6 +147,20 @@ def case_config_invalid_yaml(tmp: Path) -> tuple[list[str], str]:
     return ["--config", str(tmp / "c.yaml")], "c.yaml: line"
 
 
+def case_config_section_written_twice(tmp: Path) -> tuple[list[str], str]:
+    (tmp / "c.yaml").write_text("data:\n  kcore: 3\ntrain:\n  epochs: 2\ntrain:\n  lr: 0.1\n")  # epochs would be lost
+    return ["--config", str(tmp / "c.yaml")], (
+        "c.yaml: line 5 invalid YAML (key 'train' written twice; the first is on line 3)"
+    )
+
+
+def case_config_key_written_twice(tmp: Path) -> tuple[list[str], str]:
+    (tmp / "c.yaml").write_text("data:\n  kcore: 3\n  kcore: 5\n")
+    return ["--config", str(tmp / "c.yaml")], (
+        "c.yaml: line 3 invalid YAML (key 'kcore' written twice; the first is on line 2)"
+    )
+
+
 def case_config_missing(tmp: Path) -> tuple[list[str], str]:
     return ["--config", str(tmp / "missing.yaml")], "missing.yaml: file not found"
 

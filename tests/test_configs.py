@@ -35,3 +35,21 @@ def test_a_config_with_the_former_baselines_section_still_loads_and_says_where_e
         load_config(overrides={"baselines": {"rr_beta": 1}})
     with pytest.raises(CrabError, match="rr.alpha"):  # the moved value is validated under its new key
         load_config(overrides={"baselines": {"rr_alpha": -1}})
+
+
+def test_a_config_may_merge_one_mapping_into_another_but_not_write_a_key_twice(tmp_path):
+    """YAML's merge key (``<<: *anchor``) still fills a section, and an explicit key overrides the merged one; a key
+    written twice in one mapping is refused (PyYAML alone keeps the last and drops the first silently)."""
+    from crabrec.config import load_yaml
+    from crabrec.errors import CrabError
+
+    shared = tmp_path / "shared.yaml"
+    shared.write_text("x-common: &common {lr: 0.01, epochs: 3}\ntrain:\n  <<: *common\n  epochs: 5\n")
+    assert load_yaml(shared.read_text())["train"] == {"lr": 0.01, "epochs": 5}
+    assert load_yaml("a: 1\nb: {a: 2}\nc: [{a: 3}, {a: 4}]\n1: x\n'1': y\n") == {
+        "a": 1, "b": {"a": 2}, "c": [{"a": 3}, {"a": 4}], 1: "x", "1": "y"
+    }  # fmt: skip
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("train:\n  lr: 0.01\n  lr: 0.02\n")
+    with pytest.raises(CrabError, match=r"line 3 invalid YAML \(key 'lr' written twice; the first is on line 2\)"):
+        load_config(str(twice))

@@ -502,12 +502,39 @@ class Overlay:
         return getattr(self._top if name in self._fields else self._base, name)
 
 
+class _UniqueKeys(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key written twice in one mapping. YAML forbids it, but PyYAML keeps the last
+    one silently: a second ``train:`` section would drop every setting of the first."""
+
+
+def _mapping_with_unique_keys(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = False) -> dict:
+    first: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # a merge (<<) or a collection as a key: construct_mapping merges, or says what is wrong
+        key = loader.construct_object(key_node)
+        line = first.setdefault(key, key_node.start_mark.line)
+        if line != key_node.start_mark.line:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} written twice; the first is on line {line + 1}", key_node.start_mark
+            )
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_with_unique_keys)
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` that refuses a key written twice in one mapping (``yaml.YAMLError``, with its line)."""
+    return yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 (a SafeLoader)
+
+
 def preset_dict(name: str) -> dict[str, Any]:
     """The YAML preset shipped with the package."""
     if name not in PRESETS:
         raise CrabError(f"unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
     text = resources.files("crabrec.presets").joinpath(f"{name}.yaml").read_text()
-    return yaml.safe_load(text) or {}
+    return load_yaml(text) or {}
 
 
 def _read_yaml(path: str) -> dict[str, Any]:
@@ -515,7 +542,7 @@ def _read_yaml(path: str) -> dict[str, Any]:
     if not p.is_file():
         raise CrabError(f"config {path}: " + ("a folder, not a YAML file" if p.is_dir() else "file not found"))
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = load_yaml(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -549,7 +576,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         if not sep or not key.strip():
             raise CrabError(f"override {item!r}: expected KEY=VALUE, e.g. data.kcore=3")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else None
+            value = load_yaml(raw) if raw.strip() else None
         except (yaml.YAMLError, ValueError):  # ValueError: an integer too long to convert
             value = raw
         node = out
