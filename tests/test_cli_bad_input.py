@@ -46,6 +46,16 @@ def case_duplicate_item_json(tmp: Path) -> tuple[list[str], str]:
     return ["--data", str(d)], "Toy.item.json: duplicate key '0'"
 
 
+def case_duplicate_key_in_a_json_lines_row(tmp: Path) -> tuple[list[str], str]:
+    (tmp / "inter.jsonl").write_text('{"user": "a", "item": "x"}\n{"user": "a", "item": "y", "user": "b"}\n')
+    return ["--data", str(tmp / "inter.jsonl")], "inter.jsonl line 2: duplicate key 'user' (a key given twice"
+
+
+def case_duplicate_key_in_a_json_array_row(tmp: Path) -> tuple[list[str], str]:
+    (tmp / "inter.json").write_text('[{"user": "a", "item": "x"},\n {"user": "a", "item": {"id": 1, "id": 2}}]')
+    return ["--data", str(tmp / "inter.json")], "inter.json: duplicate key 'id' (a key given twice in one object)"
+
+
 def case_wrong_json_shape(tmp: Path) -> tuple[list[str], str]:
     d = _lcrec(tmp)
     (d / "Toy.inter.json").write_text(json.dumps({"u1": 5}))

@@ -44,3 +44,44 @@ def test_a_failed_write_leaves_the_old_file(tmp_path):
     with pytest.raises(TypeError):
         write_json(path, {"bad": object()})
     assert path.read_text() == "[\n  1\n]\n" and [p.name for p in tmp_path.iterdir()] == ["a.json"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "b": 2}',
+        '{"a": 1, "a": 2}',
+        '{"a": "x:y:z"}',
+        '{"a": {"b": 1, "b": 2}}',
+        '{"a": [{"b": 1}]}',
+        '[{"a": 1}, {"a": 1, "a": 1}]',
+        '[[{"a": 1, "a": 2}]]',
+        "[1, 2]",
+        '"a:b"',
+        "{}",
+        '{"t": "10:00", "u": 1}',
+        '{"a" : 1, "a" : 2}',
+        '{"x": [{"a": 1}, {"a": 2}], "y": {"a": 3}}',
+    ],
+)
+def test_loads_unique_refuses_exactly_the_texts_with_a_key_twice_in_one_object(text):
+    """The fast path (plain ``json.loads``, then a colon count) decides as the checking parse does, on every text."""
+    import json
+
+    from crabrec.io import DuplicateKeyError, loads_unique
+
+    def strict(pairs):
+        if len({k for k, _ in pairs}) != len(pairs):
+            raise DuplicateKeyError("?")
+        return dict(pairs)
+
+    try:
+        expected = json.loads(text, object_pairs_hook=strict)
+    except DuplicateKeyError:
+        expected = DuplicateKeyError
+    for given in (text, text.encode()):
+        if expected is DuplicateKeyError:
+            with pytest.raises(DuplicateKeyError):
+                loads_unique(given)
+        else:
+            assert loads_unique(given) == expected

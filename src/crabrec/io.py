@@ -161,26 +161,51 @@ def read_json(path: str | os.PathLike) -> Any:
 MAX_INT_DIGITS = 100  # longer JSON integers stay strings: they are ids, and int() refuses > 4,300 digits anyway
 
 
+class DuplicateKeyError(ValueError):
+    """A key given twice in one JSON object: JSON parsers keep the last value and drop the first silently."""
+
+    def __init__(self, key: str):
+        super().__init__(f"duplicate key {clip(key)!r} (a key given twice in one object)")
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        raise DuplicateKeyError(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return out
+
+
+def loads_unique(text: str | bytes, **kwargs: Any) -> Any:
+    """``json.loads`` that raises :class:`DuplicateKeyError` for a key given twice in one object, at any depth.
+    Parsing is plain ``json.loads`` first: the slower check runs only where the text has more colons than the
+    objects it made have keys at the top, which a key given twice needs."""
+    value = json.loads(text, **kwargs)
+    if type(value) is dict:
+        keys = len(value)
+    elif type(value) is list:
+        keys = sum(len(v) for v in value if type(v) is dict)
+    else:
+        return value
+    if text.count(":" if type(text) is str else b":") > keys:
+        value = json.loads(text, object_pairs_hook=_unique_object, **kwargs)
+    return value
+
+
 def read_input_json(path: str | os.PathLike) -> Any:
     """A JSON file the user brought (dataset, SID index): every way it can be wrong is a one-line ``CrabError``
     naming it: missing, a folder, not UTF-8, invalid JSON, nested too deeply, or a key given twice in one object.
     Integers of more than ``MAX_INT_DIGITS`` digits are kept as their digit strings."""
     path = Path(path)
 
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out:
-                raise CrabError(f"{path}: duplicate key {clip(key)!r} (a key given twice in one object)")
-            out[key] = value
-        return out
-
     def integer(text: str) -> int | str:
         return int(text) if len(text) <= MAX_INT_DIGITS else text
 
     text = read_input_text(path)
     try:
-        return json.loads(text, object_pairs_hook=no_duplicates, parse_int=integer)
+        return loads_unique(text, parse_int=integer)
+    except DuplicateKeyError as exc:
+        raise CrabError(f"{path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise CrabError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from None
     except RecursionError:
@@ -196,7 +221,9 @@ def json_object_lines(
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = loads_unique(line)
+        except DuplicateKeyError as exc:
+            raise CrabError(f"{path} line {n}: {exc}") from None
         except (ValueError, RecursionError) as exc:
             raise CrabError(f"{path} line {n}: not JSON ({reason(exc, 80)})") from None
         if not isinstance(rec, dict):

@@ -25,7 +25,7 @@ from typing import IO
 import pandas as pd
 
 from crabrec.errors import CrabError, clip, reason
-from crabrec.io import json_object_lines
+from crabrec.io import DuplicateKeyError, json_object_lines, loads_unique
 
 log = logging.getLogger("crabrec")
 
@@ -184,7 +184,9 @@ def _json_rows(path: Path, text: str, header_only: bool, whole: bool = False) ->
     records: Iterable[tuple[int, dict]] | None = None
     if whole and text.lstrip()[:1] in ("[", "{"):
         try:
-            value = json.loads(text)
+            value = loads_unique(text)
+        except DuplicateKeyError as exc:
+            raise CrabError(f"{path}: {exc}") from None
         except (ValueError, RecursionError):
             value = None  # JSON lines (or broken JSON: the lines say where)
         if isinstance(value, dict) and text.strip().count("\n"):
