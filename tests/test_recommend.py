@@ -244,6 +244,27 @@ def test_cli_recommend_file(tiny_run, tmp_path, capsys, suffix):
     assert got == [[r.item for r in recs] for recs in expected]
 
 
+def test_a_history_written_as_a_list_reads_as_its_ids(tiny_run, tmp_path, capsys):
+    """A CSV with a list column as pandas writes it (``['B01', 'B02']``), a JSON list in a cell, or ``--history
+    "[1, 2]"`` / ``"1 2"`` / ``"1,2"``: the same ids (the brackets were read as part of the first and last id)."""
+    rec = crabrec.load(tiny_run, "sasrec")
+    ids = rec.item_ids[:3]
+    src, out = tmp_path / "lists.csv", tmp_path / "out.jsonl"
+    written = [str(list(ids)), str(list(ids[:2])), json.dumps(ids), " ".join(ids)]  # the first two as pandas writes
+    pd.DataFrame({"history": written}).to_csv(src, index=False)  # a list column: "['3', '4', '6']"
+    assert src.read_text().splitlines()[1].startswith("\"['")
+    code, _, err = run_cli(["recommend", str(tiny_run), "--method", "sasrec", "--input", str(src), "--output",
+                            str(out), "-k", "5"], capsys)  # fmt: skip
+    assert code == 0, err
+    expected = [[r.item for r in x] for x in rec.recommend_batch([ids, ids[:2], ids, ids], k=5)]
+    assert [json.loads(line)["items"] for line in out.read_text().splitlines()] == expected
+    for text in (f"[{', '.join(ids)}]", " ".join(ids), ",".join(ids), json.dumps(ids)):
+        code, printed, err = run_cli(["recommend", str(tiny_run), "--method", "sasrec", "--history", text, "-k",
+                                      "5"], capsys)  # fmt: skip
+        assert code == 0, (text, err)
+        assert [line.split()[1] for line in printed.strip().splitlines()[1:]] == expected[0], text
+
+
 def test_cli_recommend_for_users(tiny_run, tmp_path, capsys):
     rec = crabrec.load(tiny_run, "tiger")
     ids = RunFiles(tiny_run).load_users().ids[:3]
@@ -279,6 +300,7 @@ def bad_files(tmp_path, item: str, user: str):
     (tmp_path / "nouser.csv").write_text(f"user_id,history\n{user},\nzz,{item}\n")
     (tmp_path / "ok.csv").write_text(f"history\n{item}\n")
     (tmp_path / "folder.csv").mkdir()
+    (tmp_path / "brokenlist.csv").write_text(f'history\n"[{item}, [1]]"\n')
     return [
         (["--input", "nohist.csv", "--output", "o.csv"], "nohist.csv: no `history` or `user_id` column"),
         (["--input", "both.jsonl", "--output", "o.csv"], "both.jsonl: both `user` and `user_id` columns"),
@@ -306,6 +328,8 @@ def bad_files(tmp_path, item: str, user: str):
         (["--history", f"{item},zz"], "history: 1 item id(s) not in this run's catalogue"),
         (["--history", item, "-k", "0"], "k=0: expected an integer from 1 to"),
         (["--history", item, "--method", "bogus"], "method 'bogus': expected one of"),
+        (["--history", f"[{item}, 2"], f"--history '[{item}, 2': expected item ids separated by spaces or commas"),
+        (["--input", "brokenlist.csv", "--output", "o.csv"], "brokenlist.csv row 0: history '[" + item + ", [1]]': "),
     ]
 
 

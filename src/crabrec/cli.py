@@ -781,7 +781,9 @@ RunDir = Annotated[str, typer.Argument(help="A run directory written by `crabrec
 def recommend(
     run_dir: RunDir,
     method: Annotated[str, ANY_METHOD] = "mor",
-    history: Annotated[str | None, typer.Option(help="Item ids, oldest first, separated by commas.")] = None,
+    history: Annotated[
+        str | None, typer.Option(help="Item ids, oldest first, separated by commas or spaces (or a list: [1, 2]).")
+    ] = None,
     k: Annotated[int, typer.Option("-k", "--k", help="List length (at most the beam width).")] = 10,
     user_id: Annotated[
         str | None,
@@ -809,7 +811,7 @@ def recommend(
 
     Example: crabrec recommend runs/office-quick --method crab --history 0,1,5 -k 5
     """
-    from crabrec.histories import file_format, read_histories, write_recommendations
+    from crabrec.histories import file_format, history_ids, read_histories, write_recommendations
     from crabrec.io import writable_file
     from crabrec.recommender import load
 
@@ -840,7 +842,10 @@ def recommend(
             raise CrabError(f"--output {exc}") from None
     if input_file is None:
         rec = load(run_dir, method, beam=beam)
-        ids = None if history is None else [i.strip() for i in history.split(",") if i.strip()]
+        try:
+            ids = None if history is None else history_ids(history)
+        except ValueError as exc:
+            raise CrabError(f"--history {exc}") from None
         if ids is None:
             known = rec.history(user_id)
             log.info("user %r: %d known items, the last %s", user_id, len(known), ", ".join(known[-3:]))

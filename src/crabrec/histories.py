@@ -1,10 +1,10 @@
 """History files for ``crabrec recommend --input/--output``: CSV, parquet or JSON lines, chosen by the extension.
 
-Input: one history per row in a ``history`` column (CSV: item ids separated by spaces or commas; parquet: a list
-column or such a string; JSONL: ``{"history": [...]}`` per line), and optionally a ``user_id`` column (a user of the
-run's data by their id in it: a row without a history gets their known one) or a ``user`` column (the run's user
-index); TIGER reads the user. Output: one row per input row: ``row`` (0-based), ``items``, ``scores``, ``groups``
-(CSV: space-separated), written atomically.
+Input: one history per row in a ``history`` column (CSV: item ids separated by spaces or commas, or a list literal
+such as ``[1, 2]``; parquet: a list column or such a string; JSONL: ``{"history": [...]}`` per line), and optionally
+a ``user_id`` column (a user of the run's data by their id in it: a row without a history gets their known one) or a
+``user`` column (the run's user index); TIGER reads the user. Output: one row per input row: ``row`` (0-based),
+``items``, ``scores``, ``groups`` (CSV: space-separated), written atomically.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from crabrec.errors import CrabError, clip, reason
-from crabrec.io import atomic_path, json_object_lines, read_input_text
+from crabrec.io import atomic_path, json_object_lines, list_literal, read_input_text
 
 FORMATS = (".csv", ".parquet", ".jsonl")
 SPLIT = re.compile(r"[\s,]+")
@@ -149,12 +149,30 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
         return [rec for _, rec in json_object_lines(path, f, "with a `history`")]
 
 
+def history_ids(text: str) -> list[str]:
+    """A history written as text: item ids separated by spaces or commas, or a JSON or Python list of them
+    (``[1, 2]``, ``['B01', 'B02']``: how pandas and MiniOneRec's CSVs write a list); ValueError for a broken list."""
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            return [str(v) for v in list_literal(text)]
+        except ValueError:
+            raise ValueError(
+                f"{clip(repr(text), 40)}: expected item ids separated by spaces or commas, or a list of them such "
+                "as [1, 2] or ['B01', 'B02']"
+            ) from None
+    return [v for v in SPLIT.split(text) if v]
+
+
 def _history(path: Path, row: int, value: Any) -> list[str]:
-    """One history cell: a list of ids, or a string of ids separated by spaces or commas."""
+    """One history cell: a list of ids, or a string as :func:`history_ids` reads it."""
     if hasattr(value, "tolist") and not isinstance(value, str):
         value = value.tolist()
     if isinstance(value, str):
-        return [v for v in SPLIT.split(value.strip()) if v]
+        try:
+            return history_ids(value)
+        except ValueError as exc:
+            raise CrabError(f"{path} row {row}: history {exc}") from None
     if isinstance(value, list) and all(isinstance(v, str | int) and not isinstance(v, bool) for v in value):
         return [str(v) for v in value]
     raise CrabError(f"{path} row {row}: history {clip(repr(value), 40)}: expected item ids (a list or a string)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import errno
 import hashlib
@@ -189,6 +190,25 @@ def loads_unique(text: str | bytes, **kwargs: Any) -> Any:
         return value
     if text.count(":" if type(text) is str else b":") > keys:
         value = json.loads(text, object_pairs_hook=_unique_object, **kwargs)
+    return value
+
+
+def list_literal(text: str) -> list[Any]:
+    """A cell holding a list of ids: a JSON or Python list literal (``[1, 2]``, ``['B01', 'B02']``, never evaluated
+    as code); ValueError if it is not a flat one."""
+    if len(text) > 1_000_000:
+        raise ValueError("too long")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            value = ast.literal_eval(text)
+        except (SyntaxError, MemoryError, RecursionError, TypeError, ValueError) as exc:
+            raise ValueError("not a literal") from exc
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
+    if not isinstance(value, list) or any(isinstance(x, (list, dict, tuple, set, float, bytes, bool)) for x in value):
+        raise ValueError("not a flat list of ids")
     return value
 
 

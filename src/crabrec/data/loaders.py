@@ -8,9 +8,7 @@ Layouts: ``lcrec`` (LC-Rec/LETTER json), ``minionerec`` (train/valid/test CSVs +
 
 from __future__ import annotations
 
-import ast
 import functools
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -27,7 +25,7 @@ from crabrec.data.dataset import Dataset
 from crabrec.data.kcore import kcore
 from crabrec.data.reading import NAMES, first_row, id_cells, read_table, table_kind
 from crabrec.errors import CrabError, clip
-from crabrec.io import read_input_json, read_input_text
+from crabrec.io import list_literal, read_input_json, read_input_text
 
 log = logging.getLogger("crabrec")
 
@@ -465,24 +463,6 @@ def _items_from_info(path: Path) -> dict[str, dict[str, str]]:
     return items
 
 
-def _parse_list(text: str) -> list[Any]:
-    """A history cell: a JSON or Python list literal (never evaluated as code); ValueError if it is not one."""
-    if len(text) > 1_000_000:
-        raise ValueError("too long")
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        try:
-            value = ast.literal_eval(text)
-        except (SyntaxError, MemoryError, RecursionError, TypeError) as exc:
-            raise ValueError("not a literal") from exc
-    except RecursionError as exc:
-        raise ValueError("nested too deeply") from exc
-    if not isinstance(value, list) or any(isinstance(x, (list, dict, tuple, set, float, bytes)) for x in value):
-        raise ValueError("not a flat list of ids")
-    return value
-
-
 def _read_minionerec_csv(
     path: Path, index: dict[str, int], user_index: dict[str, int]
 ) -> tuple[list[int], list[list[int]], list[int]]:
@@ -491,7 +471,7 @@ def _read_minionerec_csv(
     users, hists, targets = [], [], []
     for row, (user, hist_text, target) in enumerate(zip(df["user_id"], df["history_item_id"], df["item_id"]), start=2):
         try:
-            hist = [index[str(x)] for x in _parse_list(hist_text)]
+            hist = [index[str(x)] for x in list_literal(hist_text)]
             tgt = index[str(target).strip()]
         except KeyError as exc:
             raise CrabError(f"{path}: row {row}: item {clip(repr(exc.args[0]))} is not in the item table") from None
