@@ -182,6 +182,7 @@ def bad_requests(item: str) -> list[tuple[bytes, int, str]]:
         (json.dumps({"histories": [[item], "x"]}).encode(), 422, "histories.1: "),
         (json.dumps({"history": [item], "method": "crab"}).encode(), 422, "method 'crab': not served here"),
         (json.dumps({"history": [item], "extra": 1}).encode(), 422, "extra: "),
+        (b'{"history": ["%s"], "k": 3, "history": []}' % item.encode(), 422, "duplicate key 'history'"),
         (json.dumps({"history": [item], "users": [1]}).encode(), 422, "`user` goes with `history`"),
         (json.dumps({"user": "u3"}).encode(), 422, "user: expected the run's user index, an integer; users of"),
         (json.dumps({"user": "u3"}).encode(), 422, "users of the data by their ids go in `user_id`"),

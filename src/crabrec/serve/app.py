@@ -8,7 +8,6 @@ catalogue), so every bad request gets a 4xx with a one-line ``{"error": ...}`` a
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from contextlib import asynccontextmanager
@@ -22,6 +21,7 @@ from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 from crabrec.errors import CrabError, clip
+from crabrec.io import DuplicateKeyError, loads_unique
 from crabrec.recommender import Recommendation, Recommender
 from crabrec.serve.batcher import DynamicBatcher
 
@@ -233,7 +233,9 @@ def parse(raw: bytes) -> RecommendRequest:
     if not raw.strip():
         raise BadRequest(400, 'empty body; expected a JSON object such as {"history": ["id", ...], "k": 10}')
     try:
-        data = json.loads(raw, parse_constant=_not_json)
+        data = loads_unique(raw, parse_constant=_not_json)
+    except DuplicateKeyError as exc:  # the last value would win silently
+        raise BadRequest(422, str(exc)) from None
     except (ValueError, RecursionError) as exc:
         raise BadRequest(400, f"malformed JSON: {clip(str(exc), 120)}") from None
     if not isinstance(data, dict):
