@@ -234,6 +234,17 @@ def test_batcher_splits_results_and_passes_errors():
     assert calls[0] == 8 and len(calls) == 2
 
 
+def test_a_batcher_answers_on_each_event_loop_it_is_called_from():
+    """A test client used without its lifespan (``TestClient(app)`` outside ``with``) runs each request on an event
+    loop of its own: the second request waited forever on the first loop's worker."""
+    batcher = DynamicBatcher(lambda r: (r.user[:, None], np.zeros((len(r), 1), np.float32)), max_wait_ms=1)
+    rows = Samples.from_rows([7], [[1]], [0], 2)
+    for _ in range(2):  # two loops, one after the other
+        items, _ = asyncio.run(asyncio.wait_for(batcher.submit(rows), 10))
+        assert items.tolist() == [[7]]
+    asyncio.run(batcher.stop())
+
+
 def test_batcher_does_not_wait_out_max_wait_when_nothing_more_is_coming():
     """A lone request after a lone request is ranked at once, however many histories it holds; under a steady
     load a batch closes as soon as as many requests are back as the previous call served."""

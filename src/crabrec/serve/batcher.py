@@ -67,14 +67,18 @@ class DynamicBatcher:
         self.last = 0  # requests served by the previous call
 
     def start(self) -> None:
-        if self.worker is None:
-            self.worker = asyncio.get_running_loop().create_task(self._run())
+        """Start ranking on the running event loop (a server's one loop; again on a new loop, as a test client
+        without its lifespan runs each request on one of its own: the old loop's worker and queue are gone)."""
+        loop = asyncio.get_running_loop()
+        if self.worker is None or self.worker.get_loop() is not loop:
+            self.queue = asyncio.Queue()
+            self.worker = loop.create_task(self._run())
 
     async def stop(self) -> None:
-        if self.worker is not None:
+        if self.worker is not None and self.worker.get_loop() is asyncio.get_running_loop():
             self.worker.cancel()
             await asyncio.gather(self.worker, return_exceptions=True)
-            self.worker = None
+        self.worker = None  # (a worker on another loop ended with it)
         self.pool.shutdown(wait=True)
 
     async def submit(self, rows: Samples) -> tuple[np.ndarray, np.ndarray]:
