@@ -526,7 +526,7 @@ _UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _map
 
 def load_yaml(text: str) -> Any:
     """``yaml.safe_load`` that refuses a key written twice in one mapping (``yaml.YAMLError``, with its line)."""
-    return yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 (a SafeLoader)
+    return yaml.load(text, Loader=_UniqueKeys)  # a SafeLoader: no Python objects
 
 
 def preset_dict(name: str) -> dict[str, Any]:

@@ -223,7 +223,8 @@ def read_input_json(path: str | os.PathLike) -> Any:
 
     text = read_input_text(path)
     try:
-        return loads_unique(text, parse_int=integer)
+        # one checking parse: a whole file's nested objects (an item table) would fail loads_unique's quick count
+        return json.loads(text, object_pairs_hook=_unique_object, parse_int=integer)
     except DuplicateKeyError as exc:
         raise CrabError(f"{path}: {exc}") from None
     except json.JSONDecodeError as exc:
