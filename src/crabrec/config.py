@@ -211,8 +211,9 @@ class LoopConfig(Strict):
     compile: bool = keyed_when_set(
         False,
         description="compile the model for training with torch.compile (inductor; validation stays eager): fewer, "
-        "fused kernels per step, after a compilation at the start. Meant for GPUs, where a step is bound by kernel "
-        "launches; on the CPU it is slower (docs/results/training-profile.md)",
+        "fused kernels per step, after a compilation at the start. The model's repeated blocks (a transformer's "
+        "layers) are compiled one at a time and share one compiled code. Meant for GPUs, where a step is bound by "
+        "kernel launches; on the CPU it is slower (docs/results/training-profile.md)",
     )
     cuda_graphs: bool = keyed_when_set(
         False,

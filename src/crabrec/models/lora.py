@@ -33,29 +33,40 @@ def add_lora(model, r: int, alpha: int, dropout: float = 0.0, trainable_tokens: 
 
 
 def token_indices_on_the_device(model):
-    """``model`` with its trainable-token layers keeping their token indices on the weights' device.
+    """``model`` with its trainable-token layers keeping their token indices as buffers, on the weights' device.
 
     peft builds the embedding (and the tied output layer) with the trainable rows at every forward pass, from a tensor
     it makes anew from a Python list and copies to the device each time. A recorded step (``cuda_graphs``) cannot
     copy from host memory, and an eager one waits for it. The indices are the same at every call: here they are made
-    once per device and kept. The weights computed are the same."""
+    once, as a buffer of the layer (not saved: ``persistent=False``), which moves with the model. Made at the first
+    call instead, they would change the layer between its first and second call, and ``torch.compile`` would compile
+    the model a second time. The weights computed are the same."""
     from peft.tuners.trainable_tokens.layer import TrainableTokensLayer
 
     for layer in model.modules():
         if isinstance(layer, TrainableTokensLayer) and hasattr(layer, "get_merged_weights"):
+            for name in layer.token_indices:
+                _index_buffer(layer, name)
             layer.get_merged_weights = types.MethodType(_merged_weights, layer)
-            layer.device_token_indices = {}
     return model
+
+
+def _index_buffer(layer, adapter: str) -> torch.Tensor:
+    """The layer's token indices of ``adapter`` as a buffer on its weights' device (registered on first use)."""
+    key = "crabrec_token_index_" + adapter.replace(".", "_")
+    index = layer._buffers.get(key)
+    if index is None:  # an adapter added after the model was wrapped
+        weight = layer.base_layer.weight
+        index = torch.tensor(layer.token_indices[adapter], dtype=torch.long, device=weight.device)
+        layer.register_buffer(key, index, persistent=False)
+    return index
 
 
 def _merged_weights(layer, active_adapters):
     weight = layer.base_layer.weight
     for name in active_adapters:
-        key = (name, weight.device)
-        if key not in layer.device_token_indices:
-            layer.device_token_indices[key] = torch.tensor(layer.token_indices[name], device=weight.device)
         delta = layer.trainable_tokens_delta[name].to(weight)
-        weight = weight.index_copy(dim=0, index=layer.device_token_indices[key], source=delta)
+        weight = weight.index_copy(dim=0, index=_index_buffer(layer, name), source=delta)
     return weight
 
 

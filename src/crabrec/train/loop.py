@@ -36,6 +36,7 @@ from crabrec.io import write_folder, write_json
 from crabrec.models.attention import skip_cudnn_attention
 from crabrec.progress import progress
 from crabrec.train import profile as profiling
+from crabrec.train.compiling import compile_blocks, eager, uncompile
 from crabrec.train.graphs import StepGraphs, cuda_recorder, lr_tensors, set_lr
 
 log = logging.getLogger("crabrec")
@@ -226,7 +227,7 @@ def train(
         gradient_accumulation_steps=cfg.grad_accum,
         cpu=not cuda,
         mixed_precision=mixed_precision(cuda),
-        dynamo_backend=compile_backend() if getattr(cfg, "compile", False) else "no",
+        dynamo_backend="no",  # compile=true compiles the model's blocks after prepare (crabrec.train.compiling)
         # a recorded step must not cache autocast's weight copies (they would outlive the recording)
         kwargs_handlers=[AutocastKwargs(cache_enabled=False)] if graphs else None,
     )
@@ -274,6 +275,9 @@ def train(
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     model, optimizer = accelerator.prepare(model, optimizer)
+    compiled = []  # compile=true: the model's blocks, compiled in place (validation runs them eagerly)
+    if getattr(cfg, "compile", False):
+        compiled = compile_blocks(accelerator.unwrap_model(model), compile_backend())
     ckpt = out_dir / "checkpoint"
     saved = checkpoint_fingerprint(ckpt)
     if ckpt.exists() and (fresh or (saved is not None and saved != fingerprint)):
@@ -380,7 +384,8 @@ def train(
         )
         final = epoch == cfg.epochs or out_of_time
         skipped = not last and not final and epoch % every != 0 and prof is None
-        score = None if last or skipped else float(validate(accelerator.unwrap_model(model)))
+        with eager(compiled):  # beam search's shapes are not training's
+            score = None if last or skipped else float(validate(accelerator.unwrap_model(model)))
         if prof is not None:  # a benchmark's profile: one validation timed, nothing saved
             prof.validation = time.perf_counter() - validation_start
             prof.graphs = engine.summary() if engine is not None else {}
@@ -429,6 +434,7 @@ def train(
     if engine is not None:
         done = engine.summary()
         log.info("cuda_graphs: %(graphs)d graphs recorded, %(replayed)d steps replayed, %(eager)d eager", done)
+    uncompile(compiled)  # the caller gets the model back as it came
     if accelerator.is_main_process:
         publish(out_dir, state["history"])
     accelerator.wait_for_everyone()
