@@ -15,6 +15,8 @@ from collections.abc import Iterator
 
 import torch
 
+RECOMPILE_LIMIT = 64  # compiled variants of the blocks' shared frame (dynamo's default: 8)
+
 
 def repeated_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The blocks of every ``ModuleList`` whose members are containers of one class (a transformer's layers), outermost
@@ -36,6 +38,11 @@ def repeated_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
 def compile_blocks(model: torch.nn.Module, backend: str) -> list[torch.nn.Module]:
     """Compile ``model``'s repeated blocks in place (the whole model when it has none); the modules compiled."""
     targets = repeated_blocks(model) or [model]
+    # every block runs through one Python frame (the module call), and dynamo keeps at most recompile_limit (8)
+    # compiled variants per frame: TIGER's first encoder block differs from the others and an encoder block from a
+    # decoder block, each compiled for its first shape and again with dynamic lengths and batch sizes; past the limit
+    # the frame would run eagerly
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     for module in targets:
         module.compile(backend=backend)
     return targets
