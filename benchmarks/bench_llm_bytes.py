@@ -13,7 +13,7 @@ the activation and writes its result; backward, it reads the gradient and the ac
 gradient), since the CPU computes it as separate operators. The tensors sit on a fake CPU device, so autocast's CPU
 lists apply; for a Llama they cast the same operators as CUDA's (the matrix products; the norms upcast by
 themselves). Four variants: the frozen weights in float32 (the default) or bfloat16 (``train.backbone_dtype``),
-each with crabrec's norms and LoRA inputs and as transformers and peft run them (``plain``).
+each with crabrec's norms and LoRA branches and as transformers and peft run them (``plain``).
 """
 
 from __future__ import annotations
@@ -116,12 +116,15 @@ def load(backbone: Path, dtype: str):
 
 
 def plain(model) -> None:
-    """Undo crabrec's norms, LoRA input handling and kept token indices: the model as transformers and peft run it."""
+    """Undo crabrec's norms, LoRA input handling and products, and kept token indices: the model as transformers and
+    peft run it."""
     for module in model.modules():
         vars(module).pop("_cast_input_dtype", None)
         vars(module).pop("get_merged_weights", None)
         if hasattr(module, "unfused_forward"):
             module.forward = module.unfused_forward
+        if hasattr(module, "peft_forward"):
+            module.forward = module.peft_forward
 
 
 def to_fake(model, fake: FakeTensorMode) -> None:
@@ -182,12 +185,16 @@ def main(argv: list[str] | None = None) -> None:
         for now in (False, True):
             results[(dtype, now)] = count_step(args.backbone, dtype, now, args.rows, args.length)
     print(f"{args.backbone.name}, {args.rows} rows x {args.length} tokens, bf16 autocast, forward + backward\n")
-    print("| frozen weights | norms and LoRA inputs | operator calls | GB moved | matrix products | the rest |")
+    print("| frozen weights | norms and LoRA branches | operator calls | GB moved | matrix products | the rest |")
     print("|---|---|---|---|---|---|")
     for (dtype, now), c in results.items():
         total = sum(c.bytes.values())
         mm = sum(v for k, v in c.bytes.items() if k.split(" ")[0] in MATMUL)
-        label = "crabrec (fused norms, LoRA input kept)" if now else "plain (transformers' norms, peft's casts)"
+        label = (
+            "crabrec (fused norms, LoRA input kept and summed in its product)"
+            if now
+            else "plain (transformers' norms, peft's LoRA)"
+        )
         print(f"| {dtype} | {label} | {sum(c.calls.values()):,} | {total / 1e9:.1f} | {mm / 1e9:.1f} | "
               f"{(total - mm) / 1e9:.1f} |")  # fmt: skip
     for key in (("float32", False), ("bfloat16", True)):

@@ -29,7 +29,8 @@ def add_lora(model, r: int, alpha: int, dropout: float = 0.0, trainable_tokens: 
         raise CrabError(f"{type(model).__name__}: no attention projections named {list(ATTENTION)} to put LoRA on")
     extra = {"trainable_token_indices": {"embed_tokens": trainable_tokens}} if trainable_tokens else {}
     config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets, **extra)
-    return token_indices_on_the_device(keep_input_dtype_under_autocast(get_peft_model(model, config)))
+    model = get_peft_model(model, config)
+    return fuse_lora_products(token_indices_on_the_device(keep_input_dtype_under_autocast(model)))
 
 
 def token_indices_on_the_device(model):
@@ -92,6 +93,49 @@ def _cast_outside_autocast(layer, x, dtype):
     if x is None or x.dtype == dtype or skip or torch.is_autocast_enabled(x.device.type):
         return x
     return x.to(dtype=dtype)
+
+
+def fuse_lora_products(model):
+    """``model`` with each LoRA branch added to its projection's output inside one matrix product.
+
+    peft adds a branch as ``result + lora_B(lora_A(x)) * scaling``: a matrix product, then a scaling and an addition
+    that each read and write the projection's whole output, and one more scaling backward. Here the second product
+    takes the output as its addend and the scaling as its factor (``addmm``): on a GPU the addition happens as the
+    product writes its result, and backward scales only the rank-``r`` intermediate. That is 3 operators and about 6
+    output-sized reads or writes fewer per adapted projection (120 on SmolLM2-135M: 4 a layer). On the CPU in
+    float32 the values are the same bit for bit; under autocast the sum is rounded once instead of twice. peft's own
+    forward still runs where this one does not apply (adapters off or merged, several or mixed adapters, DoRA and
+    other variants, a bias on the branch, or tensors of different dtypes outside autocast)."""
+    from peft.tuners.lora.layer import Linear
+
+    for layer in model.modules():
+        if type(layer) is Linear and not hasattr(layer, "peft_forward"):
+            layer.peft_forward = layer.forward
+            layer.forward = types.MethodType(_fused_lora_forward, layer)
+    return model
+
+
+def _fused_lora_forward(layer, x, *args, **kwargs):
+    active = layer.active_adapters
+    name = active[0] if len(active) == 1 else None
+    if (
+        args
+        or kwargs
+        or layer.disable_adapters
+        or layer.merged
+        or name not in layer.lora_A
+        or name in layer.lora_variant
+        or layer.lora_B[name].bias is not None
+    ):
+        return layer.peft_forward(x, *args, **kwargs)
+    lora_a, lora_b = layer.lora_A[name], layer.lora_B[name]
+    result = layer.base_layer(x)
+    low = lora_a(layer.lora_dropout[name](layer._cast_input_dtype(x, lora_a.weight.dtype)))
+    if not torch.is_autocast_enabled(x.device.type) and not result.dtype == low.dtype == lora_b.weight.dtype:
+        return (result + lora_b(low) * layer.scaling[name]).to(result.dtype)  # peft's sum, of mixed dtypes
+    flat, scaling = result.reshape(-1, result.shape[-1]), layer.scaling[name]
+    out = torch.addmm(flat, low.reshape(-1, low.shape[-1]), lora_b.weight.t(), alpha=scaling)
+    return out.view(result.shape).to(result.dtype)
 
 
 def export_merged(model, path: Path) -> None:
