@@ -31,13 +31,29 @@ LABEL = {
 }
 
 
+def prompt_rows(base: int, length: int, rows: int):
+    """``rows`` random prompt rows of ``length`` tokens (``ids, mask, labels``): half left-padded by 8 tokens, a
+    3-token answer labelled at the end; the same for the same length."""
+    import torch
+
+    from crabrec.models.decoder import IGNORE
+
+    g = torch.Generator().manual_seed(length)
+    ids = torch.randint(0, base, (rows, length), generator=g)
+    mask = torch.ones_like(ids)
+    mask[: rows // 2, :8] = 0
+    labels = torch.full((rows, length), IGNORE)
+    labels[:, -4:] = ids[:, -4:]
+    return ids, mask, labels
+
+
 def child(backbone: Path, variant: str, rows: int, backend: str) -> dict:
     """One variant's steps, timed (this process's dynamo and inductor caches start empty)."""
     import torch
     from torch._dynamo.utils import counters
 
     from crabrec.models.backbone import load_backbone
-    from crabrec.models.decoder import IGNORE, target_loss
+    from crabrec.models.decoder import target_loss
     from crabrec.train.compiling import compile_blocks
 
     torch.manual_seed(0)
@@ -52,14 +68,9 @@ def child(backbone: Path, variant: str, rows: int, backend: str) -> dict:
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     steps, graphs = [], counters["stats"]["unique_graphs"]
     for length in LENGTHS:
-        g = torch.Generator().manual_seed(length)
-        ids = torch.randint(0, base, (rows, length), generator=g)
-        mask = torch.ones_like(ids)
-        mask[: rows // 2, :8] = 0  # left padding on half the rows
-        labels = torch.full((rows, length), IGNORE)
-        labels[:, -4:] = ids[:, -4:]
+        batch = prompt_rows(base, length, rows)
         start = time.perf_counter()
-        loss = target_loss(model, ids, mask, labels, width=3)
+        loss = target_loss(model, *batch, width=3)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()

@@ -4,11 +4,13 @@ the generated code (``tests/test_train_loop.py`` trains through inductor)."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch._dynamo.utils import counters
 
 from crabrec.models.backbone import load_backbone
-from crabrec.models.decoder import IGNORE, target_loss
+from crabrec.models.decoder import target_loss
 from crabrec.train.compiling import compile_blocks, eager, repeated_blocks, uncompile
 
 from .test_backbone import small_codebook, tiny_llm
@@ -19,18 +21,21 @@ def graphs() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
-def rows(base: int, length: int, n: int = 4):
-    g = torch.Generator().manual_seed(length)
-    ids = torch.randint(0, base, (n, length), generator=g)
-    mask = torch.ones_like(ids)
-    mask[: n // 2, :2] = 0  # left padding on half the rows
-    labels = torch.full((n, length), IGNORE)
-    labels[:, -4:] = ids[:, -4:]
-    return ids, mask, labels
+@functools.cache
+def bench_compile():
+    """benchmarks/bench_compile.py as a module."""
+    import importlib.util
+
+    from .test_backbone import ROOT
+
+    spec = importlib.util.spec_from_file_location("bench_compile", ROOT / "benchmarks" / "bench_compile.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
 
 
 def step(model, base: int, length: int) -> torch.Tensor:
-    loss = target_loss(model, *rows(base, length), width=3)
+    loss = target_loss(model, *bench_compile().prompt_rows(base, length, 4), width=3)
     loss.backward()
     return loss.detach()
 
@@ -115,13 +120,7 @@ def test_a_compiled_tiger_compiles_its_blocks_for_every_length_and_batch_size(mo
 
 def test_the_compile_benchmark_times_each_variant_against_the_eager_losses(tmp_path):
     """benchmarks/bench_compile.py's steps and table on the tiny Llama (in this process, dynamo's eager backend)."""
-    import importlib.util
-
-    from .test_backbone import ROOT
-
-    spec = importlib.util.spec_from_file_location("bench_compile", ROOT / "benchmarks" / "bench_compile.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = bench_compile()
     path = tiny_llm(tmp_path / "llm")
     torch._dynamo.reset()
     results = {v: bench.child(path, v, rows=4, backend="eager") for v in ("eager", "blocks")}
