@@ -4,8 +4,8 @@ A transformer is a stack of blocks of one class. Compiled as one graph, the mode
 every block in it, and again for each new batch shape: for a 30-layer LLM backbone that is minutes at the start of
 training. Compiled block by block, in place (:meth:`torch.nn.Module.compile`), the blocks share one compiled code
 (their weights are its inputs), so the first block's compilation serves the others; the embedding, the last norm
-and the output layer stay eager (a few operators each). Validation and export run the model eagerly
-(:func:`eager`): beam search feeds shapes that training never sees.
+and the output layer stay eager (a few operators each). Validation runs the model eagerly (:func:`eager`): beam
+search feeds shapes that training never sees.
 """
 
 from __future__ import annotations
