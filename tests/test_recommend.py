@@ -171,6 +171,23 @@ def test_a_run_without_users_says_how_to_get_them(tiny_run, tmp_path):
     assert {p.name: p.read_bytes() for p in (run / "stages").glob("*.json")} == states
 
 
+def test_a_method_not_trained_in_the_run_says_which_stage_trains_it(tiny_run, tmp_path, capsys):
+    """A run stopped before a method's training (``--until tiger``), or whose training did not finish, names the
+    stage and the command instead of a missing model file."""
+    import shutil
+
+    run = tmp_path / "partial"
+    run.mkdir()
+    shutil.copy(tiny_run / "config.yaml", run / "config.yaml")
+    shutil.copytree(tiny_run / "stages", run / "stages")
+    (run / "stages" / "finetune.json").unlink()
+    with pytest.raises(CrabError, match=r"crab is not trained in this run \(its stage 'finetune' has not finished\)"):
+        crabrec.load(run, "crab")
+    code, _ = cli(["recommend", str(run), "--method", "crab", "--history", "1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and f"`crabrec run {run} --until finetune` trains it" in err
+
+
 def test_beam_sets_the_longest_list(tiny_run):
     rec = crabrec.load(tiny_run, "mor", beam=30)
     assert rec.max_k == 30 and len(rec.recommend([rec.item_ids[0]], k=30)) == 30
