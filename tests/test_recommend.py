@@ -222,8 +222,14 @@ def test_untrained_method_is_one_line(tiny_run, tmp_path):
     with pytest.raises(CrabError, match=r"rerank.json: missing; run `crabrec evaluate --method rr`"):
         crabrec.load(run, "rr")
     shutil.rmtree(run / "models" / "d2lr" / "model")
-    with pytest.raises(CrabError, match="no trained model here"):
+    with pytest.raises(CrabError, match=r"d2lr is not trained in this run \(no model in models/d2lr/model\); `crabrec"):
         crabrec.load(run, "d2lr")
+    shutil.rmtree(run / "models" / "mor" / "model")  # PPD ranks with MOR's model: MOR's stage is named
+    with pytest.raises(CrabError, match=r"mor is not trained in this run .*; `crabrec run .* --until train` trains it"):
+        crabrec.load(run, "ppd")
+    (run / "crab" / "codebook.json").unlink()
+    with pytest.raises(CrabError, match=r"CRAB has not run here \(no rebalanced codebook, crab/codebook.json\)"):
+        crabrec.load(run, "crab-ppd")
 
 
 def test_cli_recommend_prints_a_table(tiny_run, capsys):

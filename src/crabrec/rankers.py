@@ -36,6 +36,21 @@ def inference_device():
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def untrained(model_dir: Path) -> CrabError:
+    """The error for ``models/<method>/model`` without a trained model: which method, the stage that trains it and
+    the command (RR and PPD rank with MOR's model, CRAB+PPD with CRAB's)."""
+    from crabrec.methods import methods
+
+    name, run = model_dir.parent.name, model_dir.parent.parent.parent
+    trains = next((m.trains for m in methods() if m.name == name and m.trains), None)
+    if trains is None:
+        return CrabError(f"{model_dir}: no trained model here (expected config.json + model.safetensors)")
+    return CrabError(
+        f"{run}: {name} is not trained in this run (no model in {model_dir.relative_to(run)}); "
+        f"`crabrec run {run} --until {trains}` trains it"
+    )
+
+
 def load_generator(model_dir: Path, codebook):
     """A saved decoder or TIGER model, checked against ``codebook`` (a model from another codebook is an error)."""
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -44,7 +59,7 @@ def load_generator(model_dir: Path, codebook):
     from crabrec.models.decoder import N_SPECIAL
 
     if not (model_dir / "config.json").is_file():
-        raise CrabError(f"{model_dir}: no trained model here (expected config.json + model.safetensors)")
+        raise untrained(model_dir)
     config = load_checked(model_dir / "config.json", lambda: AutoConfig.from_pretrained(model_dir))
     seq2seq = bool(getattr(config, "is_encoder_decoder", False))
     size = getattr(config, "crabrec_user_offset" if seq2seq else "vocab_size", None)

@@ -134,7 +134,15 @@ class RunFiles:
     def load_codebook(self, rebalanced: bool = False):
         from crabrec.sid.codebook import Codebook
 
-        return Codebook.load(self.codebook(rebalanced))
+        path = self.codebook(rebalanced)
+        if not path.is_file():  # the stage that makes it has not run here
+            rel, run = path.relative_to(self.root), f"crabrec run {self.root} --until"
+            raise CrabError(
+                f"{self.root}: CRAB has not run here (no rebalanced codebook, {rel}); `{run} finetune` runs it"
+                if rebalanced
+                else f"{self.root}: no codebook in this run ({rel}); `{run} tokenize` makes it"
+            )
+        return Codebook.load(path)
 
     def has_embeddings(self) -> bool:
         """Whether the run embedded its item text (an ids-only dataset has no ``embeddings.npy``)."""

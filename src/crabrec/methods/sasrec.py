@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 
 from crabrec.data.dataset import Samples
-from crabrec.errors import CrabError
 from crabrec.methods import Method
 from crabrec.methods.common import eval_stage, train_stage
 from crabrec.pipeline import RunContext
@@ -53,11 +52,11 @@ class SasrecRanker:
 
     def __init__(self, model_dir, width: int) -> None:
         from crabrec.models.sasrec import SASRec
-        from crabrec.rankers import inference_device, quiet_loading
+        from crabrec.rankers import inference_device, quiet_loading, untrained
         from crabrec.runfiles import load_checked
 
         if not (model_dir / "config.json").is_file():
-            raise CrabError(f"{model_dir}: no trained model here (expected config.json + model.safetensors)")
+            raise untrained(model_dir)
         with quiet_loading():
             model = load_checked(model_dir / "model.safetensors", lambda: SASRec.from_pretrained(model_dir))
         self.model, self.width = model.to(inference_device()), min(width, model.config.n_items)
