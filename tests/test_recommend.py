@@ -185,7 +185,7 @@ def test_a_method_not_trained_in_the_run_says_which_stage_trains_it(tiny_run, tm
         crabrec.load(run, "crab")
     code, _ = cli(["recommend", str(run), "--method", "crab", "--history", "1"])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and err.count("\n") == 0 and f"`crabrec run {run} --until finetune` trains it" in err
+    assert code == 2 and err.count("\n") == 0 and f"`crabrec train {run} --method crab` trains it" in err
 
 
 def test_beam_sets_the_longest_list(tiny_run):
@@ -219,13 +219,13 @@ def test_untrained_method_is_one_line(tiny_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
     shutil.rmtree(run / "models" / "rr")
-    with pytest.raises(CrabError, match=r"rerank.json: missing; run `crabrec evaluate --method rr`"):
+    with pytest.raises(CrabError, match=rf"rerank.json: missing; run `crabrec evaluate {run} --method rr`"):
         crabrec.load(run, "rr")
     shutil.rmtree(run / "models" / "d2lr" / "model")
     with pytest.raises(CrabError, match=r"d2lr is not trained in this run \(no model in models/d2lr/model\); `crabrec"):
         crabrec.load(run, "d2lr")
-    shutil.rmtree(run / "models" / "mor" / "model")  # PPD ranks with MOR's model: MOR's stage is named
-    with pytest.raises(CrabError, match=r"mor is not trained in this run .*; `crabrec run .* --until train` trains it"):
+    shutil.rmtree(run / "models" / "mor" / "model")  # PPD ranks with MOR's model: MOR is named
+    with pytest.raises(CrabError, match=r"mor is not trained in this run .*; `crabrec train .* --method mor`"):
         crabrec.load(run, "ppd")
     (run / "crab" / "codebook.json").unlink()
     with pytest.raises(CrabError, match=r"CRAB has not run here \(no rebalanced codebook, crab/codebook.json\)"):

@@ -100,7 +100,7 @@ def versus_base(files: RunFiles, items: np.ndarray, test: Samples, trie, samples
     if len(base) != len(test) or not np.array_equal(base["target"].to_numpy(), test.target):
         raise CrabError(
             f"{files.rankings(BASE)}: MOR was evaluated on other test rows ({len(base)} vs {len(test)}); "
-            "re-run `crabrec evaluate --method mor --force` with the same evaluate settings"
+            f"re-run `crabrec evaluate {files.root} --method mor --force` with the same evaluate settings"
         )
     base_parts = user_parts(files, np.stack(base["items"]), test, SidTrie.build(files.load_codebook()))
     out: dict[str, Any] = paired_bootstrap(base_parts, user_parts(files, items, test, trie), samples, seed)

@@ -37,17 +37,12 @@ def inference_device():
 
 
 def untrained(model_dir: Path) -> CrabError:
-    """The error for ``models/<method>/model`` without a trained model: which method, the stage that trains it and
-    the command (RR and PPD rank with MOR's model, CRAB+PPD with CRAB's)."""
-    from crabrec.methods import methods
-
+    """The error for ``models/<method>/model`` without a trained model: which method, and the command that trains it
+    (RR and PPD rank with MOR's model, CRAB+PPD with CRAB's)."""
     name, run = model_dir.parent.name, model_dir.parent.parent.parent
-    trains = next((m.trains for m in methods() if m.name == name and m.trains), None)
-    if trains is None:
-        return CrabError(f"{model_dir}: no trained model here (expected config.json + model.safetensors)")
     return CrabError(
         f"{run}: {name} is not trained in this run (no model in {model_dir.relative_to(run)}); "
-        f"`crabrec run {run} --until {trains}` trains it"
+        f"`crabrec train {run} --method {name}` trains it"
     )
 
 

@@ -260,7 +260,7 @@ def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -
     if chosen.trains and files.load_state(chosen.trains) is None:  # not trained, or its training did not finish
         raise CrabError(
             f"{run_dir}: {method} is not trained in this run (its stage {chosen.trains!r} has not finished); "
-            f"`crabrec run {run_dir} --until {chosen.trains}` trains it"
+            f"`crabrec train {run_dir} --method {method}` trains it"
         )
     for name, stage in registry().items():  # what a ranker reads is what its stage wrote
         if stage.checked_outputs:

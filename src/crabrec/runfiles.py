@@ -136,11 +136,13 @@ class RunFiles:
 
         path = self.codebook(rebalanced)
         if not path.is_file():  # the stage that makes it has not run here
-            rel, run = path.relative_to(self.root), f"crabrec run {self.root} --until"
+            rel = path.relative_to(self.root)
             raise CrabError(
-                f"{self.root}: CRAB has not run here (no rebalanced codebook, {rel}); `{run} finetune` runs it"
+                f"{self.root}: CRAB has not run here (no rebalanced codebook, {rel}); "
+                f"`crabrec train {self.root} --method crab` runs it"
                 if rebalanced
-                else f"{self.root}: no codebook in this run ({rel}); `{run} tokenize` makes it"
+                else f"{self.root}: no codebook in this run ({rel}); "
+                f"`crabrec run {self.root} --until tokenize` makes it"
             )
         return Codebook.load(path)
 
@@ -159,7 +161,7 @@ class RunFiles:
 
         path = self.rankings(method)
         if not path.is_file():
-            raise CrabError(f"{path}: missing; run `crabrec evaluate --method {method}` first")
+            raise CrabError(f"{path}: missing; run `crabrec evaluate {self.root} --method {method}` first")
         frame = load_checked(path, lambda: pd.read_parquet(path))
         if any(c not in frame.columns for c in ("row", "items", "scores")):
             raise CrabError(f"{path}: expected columns row, items, scores; re-run the stage that writes it (--force)")

@@ -110,7 +110,7 @@ def rerank_ranker(name: str, over: str):
 
         path = files.model_dir(name) / "rerank.json"
         if not path.is_file():
-            raise CrabError(f"{path}: missing; run `crabrec evaluate --method {name}` first")
+            raise CrabError(f"{path}: missing; run `crabrec evaluate {files.root} --method {name}` first")
         info = read_checked(path, dict)
         pop = files.load_popularity()
         alpha, u_group = info.get("alpha"), info.get("U_G")

@@ -116,7 +116,9 @@ def sasrec_vectors(files) -> np.ndarray:
     try:
         table = load_file(str(path))["items.weight"]
     except (OSError, KeyError) as exc:
-        raise CrabError(f"{path}: no SASRec item embeddings ({exc}); re-run `crabrec train --method sasrec`") from None
+        raise CrabError(
+            f"{path}: no SASRec item embeddings ({exc}); re-run `crabrec train {files.root} --method sasrec`"
+        ) from None
     return table[:-1].astype(np.float32)
 
 
