@@ -101,9 +101,9 @@ def fuse_lora_products(model):
     peft adds a branch as ``result + lora_B(lora_A(x)) * scaling``: a matrix product, then a scaling and an addition
     that each read and write the projection's whole output, and one more scaling backward. Here the second product
     takes the output as its addend and the scaling as its factor (``addmm``): on a GPU the addition happens as the
-    product writes its result, and backward scales only the rank-``r`` intermediate. That is 3 operators and about 6
-    output-sized reads or writes fewer per adapted projection (120 on SmolLM2-135M: 4 a layer). On the CPU in
-    float32 the values are the same bit for bit; under autocast the sum is rounded once instead of twice. peft's own
+    product writes its result, and backward scales only the rank-``r`` intermediate. That is one operator and about 6
+    output-sized reads or writes fewer per adapted projection (120 on SmolLM2-135M: 4 a layer). In float32 the values
+    are peft's (bit for bit on the CPUs measured); under autocast the sum is rounded once instead of twice. peft's own
     forward still runs where this one does not apply (adapters off or merged, several or mixed adapters, DoRA and
     other variants, a bias on the branch, or tensors of different dtypes outside autocast)."""
     from peft.tuners.lora.layer import Linear

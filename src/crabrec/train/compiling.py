@@ -10,10 +10,14 @@ search feeds shapes that training never sees.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import logging
 from collections.abc import Iterator
 
 import torch
+
+log = logging.getLogger("crabrec")
 
 RECOMPILE_LIMIT = 64  # compiled variants of the blocks' shared frame (dynamo's default: 8)
 
@@ -45,6 +49,12 @@ def compile_blocks(model: torch.nn.Module, backend: str) -> list[torch.nn.Module
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     for module in targets:
         module.compile(backend=backend)
+    kinds = collections.Counter(type(m).__name__ for m in targets)
+    log.info(
+        "compile: %s, compiled with %s at the first step of each new batch shape (those steps take longer)",
+        ", ".join(f"{n} × {kind}" for kind, n in kinds.items()),
+        backend,
+    )
     return targets
 
 
@@ -52,8 +62,7 @@ def compile_blocks(model: torch.nn.Module, backend: str) -> list[torch.nn.Module
 def eager(modules: list[torch.nn.Module]) -> Iterator[None]:
     """Run ``modules`` uncompiled inside the block; their compiled code is kept for afterwards."""
     saved = [m._compiled_call_impl for m in modules]
-    for m in modules:
-        m._compiled_call_impl = None
+    uncompile(modules)
     try:
         yield
     finally:

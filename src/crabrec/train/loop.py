@@ -16,7 +16,6 @@ GPU the steps are replayed as CUDA graphs (:mod:`crabrec.train.graphs`).
 
 from __future__ import annotations
 
-import collections
 import json
 import logging
 import math
@@ -279,12 +278,6 @@ def train(
     compiled = []  # compile=true: the model's blocks, compiled in place (validation runs them eagerly)
     if getattr(cfg, "compile", False):
         compiled = compile_blocks(accelerator.unwrap_model(model), compile_backend())
-        kinds = collections.Counter(type(m).__name__ for m in compiled)
-        log.info(
-            "compile: %s, compiled with %s at the first step of each new batch shape (those steps take longer)",
-            ", ".join(f"{n} × {kind}" for kind, n in kinds.items()),
-            compile_backend(),
-        )
     ckpt = out_dir / "checkpoint"
     saved = checkpoint_fingerprint(ckpt)
     if ckpt.exists() and (fresh or (saved is not None and saved != fingerprint)):
