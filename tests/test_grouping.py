@@ -3,11 +3,14 @@ order of their ids, each user's rows by time with file order breaking ties, item
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from crabrec.data.loaders import _catalogue_order, _group_interactions
+from crabrec.config import DataConfig
+from crabrec.data.loaders import _catalogue_order, _group_interactions, load_dataset
 from crabrec.errors import CrabError
 from tests.conftest import shared_path
 
@@ -59,8 +62,51 @@ def test_integer_ids_of_a_parquet_table_group_as_their_text():
 
 def test_an_item_outside_the_item_table_is_named_with_its_user():
     inter = pd.DataFrame({"user": ["b", "b", "a", "a"], "item": ["1", "9", "1", "8"]})
-    with pytest.raises(CrabError, match=r"^t.csv: user 'a': item '8' is not in the item table$"):
+    with pytest.raises(
+        CrabError,
+        match=r"^t.csv: user 'a': item '8' is not in the item table \(2 items, 2 "
+        r"interactions in all\); add it to the item table, or --set data.missing_items=drop .*$",
+    ):
         _group_interactions("t", "t", inter, "user", "item", np.array([1.0, 2.0, 1.0, 2.0]), {"1": {}}, "t.csv")
+
+
+@pytest.mark.parametrize("with_time", [True, False])
+def test_dropping_unlisted_items_equals_grouping_the_listed_rows(with_time, caplog):
+    """``missing_items=drop`` groups as if the rows with unlisted items were never there: a user left with none
+    disappears, the others keep their listed rows in order (and their times); the count is logged and noted."""
+    rng = np.random.default_rng(1)
+    n = 2000
+    inter = pd.DataFrame(
+        {
+            "user": rng.choice(["u1", "u2", "u3", "u4", "only-unlisted"], n),
+            "item": rng.choice(["1", "2", "3", "x", "y"], n),
+        }
+    )
+    inter.loc[inter["user"] == "only-unlisted", "item"] = "y"
+    ts = rng.integers(0, 50, n).astype(np.float64) if with_time else None
+    items = {"3": {}, "1": {}, "2": {}}
+    listed = inter["item"].isin(items).to_numpy()
+    ds = _group_interactions("t", "t", inter, "user", "item", ts, items, "t.csv", drop_missing=True)
+    users, seqs, times = reference(inter[listed].reset_index(drop=True), None if ts is None else ts[listed], items)
+    assert ds.users == users == ["u1", "u2", "u3", "u4"]
+    assert [s.tolist() for s in ds.sequences] == seqs
+    assert (ds.timestamps is None) if ts is None else ([t.tolist() for t in ds.timestamps] == times)
+    note = f"dropped {(~listed).sum():,} interactions with 2 items not in the item table (data.missing_items=drop)"
+    assert ds.notes == [note]
+    assert note in caplog.text
+
+
+def test_lcrec_sequences_drop_unlisted_items_the_same_way(tmp_path):
+    """The LC-Rec layout ({user: [items]}) builds through another path: the same error, and the same dropping."""
+    (tmp_path / "T.inter.json").write_text(json.dumps({"a": ["1", "9", "2"], "b": ["9", "9"], "c": ["2", "1"]}))
+    (tmp_path / "T.item.json").write_text(json.dumps({"1": {"title": "one"}, "2": {"title": "two"}}))
+    cfg = DataConfig(path=str(tmp_path), kcore=0)
+    with pytest.raises(CrabError, match=r"T.inter.json: user 'a': item '9' is not in the item table \(1 item, 3 "):
+        load_dataset(cfg)
+    ds = load_dataset(cfg.model_copy(update={"missing_items": "drop"}))
+    assert ds.users == ["a", "c"]
+    assert [[ds.item_ids[i] for i in s] for s in ds.sequences] == [["1", "2"], ["2", "1"]]
+    assert ds.notes == ["dropped 3 interactions with 1 item not in the item table (data.missing_items=drop)"]
 
 
 def test_movielens_100k_groups_as_the_reference():

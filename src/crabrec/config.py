@@ -102,6 +102,11 @@ class DataConfig(Strict):
         "cut-offs), given (the layout's own split); auto = given if the files have one, else the raw recipe's, else "
         "global_time with timestamps, else leave_one_out",
     )
+    missing_items: Literal["error", "drop"] = Field(
+        "error",
+        description="interactions with an item the item table lacks: error (name the first and count them) or drop "
+        "them (the count is logged and kept in data/stats.json)",
+    )
     max_history: int = Field(10, ge=1, description="history items a model reads before the predicted one")
     train_on_available: bool = Field(
         False, description="minionerec layout without a train split: train on the valid rows instead of failing"

@@ -190,22 +190,29 @@ def _build(
     user_rows: dict[str, list[str]],
     user_times: dict[str, list[float]] | None,
     where: str,
+    drop_missing: bool = False,
 ) -> Dataset:
-    """Map raw ids to indices (catalogue order), checking every sequence item exists in the item table."""
+    """Map raw ids to indices (catalogue order). An item outside the item table is an error naming the first one, or
+    with ``drop_missing`` its interactions are dropped (logged, and noted on the dataset)."""
     item_ids = _catalogue_order(list(items))
     index = {raw: i for i, raw in enumerate(item_ids)}
+    unlisted = [(user, str(x)) for user, raw_seq in user_rows.items() for x in raw_seq if str(x) not in index]
+    notes = []
+    if unlisted:
+        n_items = len({item for _, item in unlisted})
+        if not drop_missing:
+            raise _unlisted_error(where, unlisted[0][0], unlisted[0][1], n_items, len(unlisted))
+        notes.append(_dropped_unlisted(where, n_items, len(unlisted)))
     users, seqs, times = [], [], []
     for user, raw_seq in user_rows.items():
-        try:
-            seq = np.fromiter((index[str(x)] for x in raw_seq), dtype=np.int64, count=len(raw_seq))
-        except KeyError as exc:
-            raise CrabError(
-                f"{where}: user {clip(repr(user))}: item {clip(repr(exc.args[0]))} is not in the item table"
-            ) from None
+        kept = [j for j, x in enumerate(raw_seq) if str(x) in index] if unlisted else range(len(raw_seq))
+        if not kept:
+            continue
+        seq = np.fromiter((index[str(raw_seq[j])] for j in kept), dtype=np.int64, count=len(kept))
         users.append(user)
         seqs.append(seq)
         if user_times is not None:
-            times.append(np.asarray(user_times[user], dtype=np.float64))
+            times.append(np.asarray(user_times[user], dtype=np.float64)[list(kept)])
     return Dataset(
         name=name,
         source=str(source),
@@ -214,7 +221,31 @@ def _build(
         users=users,
         sequences=seqs,
         timestamps=times if user_times is not None else None,
+        notes=notes,
     )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def _unlisted_error(where: str, user: str, item: str, n_items: int, n_rows: int) -> CrabError:
+    """The error for interactions with items the item table lacks: the first one met, and how many there are."""
+    more = f" ({_count(n_items, 'item')}, {_count(n_rows, 'interaction')} in all)" if n_rows > 1 else ""
+    return CrabError(
+        f"{where}: user {clip(repr(user))}: item {clip(repr(item))} is not in the item table{more}; add it to the "
+        "item table, or --set data.missing_items=drop to drop the interactions with items it lacks"
+    )
+
+
+def _dropped_unlisted(where: str, n_items: int, n_rows: int) -> str:
+    """Log and return the note for interactions dropped because the item table lacks their items."""
+    note = (
+        f"dropped {_count(n_rows, 'interaction')} with {_count(n_items, 'item')} not in the item table "
+        "(data.missing_items=drop)"
+    )
+    log.warning("%s: %s", where, note)
+    return note
 
 
 def _filter(ds: Dataset, k: int) -> Dataset:
@@ -278,7 +309,7 @@ def _load_lcrec(path: Path, cfg: DataConfig) -> Dataset:
         rows[user] = [str(x) for x in seq]
     if not item_path.exists():  # ids-only data (e.g. the TIGER Beauty benchmark): the catalogue is what occurs
         items = {raw: {} for seq in rows.values() for raw in seq}
-        ds = _build(name, folder, items, rows, None, str(inter_path))
+        ds = _build(name, folder, items, rows, None, str(inter_path))  # (every item is listed)
         ds.has_text = False
         ds.notes.append(f"no item text ({item_path.name} absent): semantic IDs must be imported")
         return ds
@@ -286,7 +317,7 @@ def _load_lcrec(path: Path, cfg: DataConfig) -> Dataset:
     if not isinstance(items_raw, dict):
         raise CrabError(f"{item_path}: expected an object {{item: {{title, ...}}}}, got {type(items_raw).__name__}")
     items = {str(k): _text_record(v, item_path, k) for k, v in items_raw.items()}
-    return _build(name, folder, items, rows, None, str(inter_path))
+    return _build(name, folder, items, rows, None, str(inter_path), cfg.missing_items == "drop")
 
 
 def _load_recbole(path: Path, cfg: DataConfig) -> Dataset:
@@ -299,7 +330,8 @@ def _load_recbole(path: Path, cfg: DataConfig) -> Dataset:
     items = _items_from_frame(items_df, "item_id", item_path)
     has_time = "timestamp" in inter.columns
     ts = _timestamps(inter["timestamp"], inter_path) if has_time else None
-    return _group_interactions(name, folder, inter, "user_id", "item_id", ts, items, str(inter_path))
+    drop = cfg.missing_items == "drop"
+    return _group_interactions(name, folder, inter, "user_id", "item_id", ts, items, str(inter_path), drop)
 
 
 def _recbole_frame(path: Path) -> pd.DataFrame:
@@ -357,9 +389,10 @@ def _group_interactions(
     ts: np.ndarray | None,
     items: dict[str, dict[str, str]],
     where: str,
+    drop_missing: bool = False,
 ) -> Dataset:
     """Group rows per user (users in sorted order of their ids); with timestamps, sort each user's rows by time (file
-    order breaks ties). Every item must be in ``items``; items are numbered in catalogue order (:func:`_build`).
+    order breaks ties). Items are numbered in catalogue order; one outside ``items`` is handled as in :func:`_build`.
     Array operations throughout: a 25M-row table groups in seconds."""
     if len(inter) == 0:
         raise CrabError(f"{where}: no interactions")
@@ -372,25 +405,33 @@ def _group_interactions(
     rows = np.arange(len(inter))
     order = np.lexsort((rows, ts, user) if ts is not None else (rows, user))
     item_ids = _catalogue_order(list(items))
-    codes = pd.Index(item_ids, dtype=object).get_indexer(inter[item_col].astype(str).to_numpy(dtype=object))
+    raw_items = inter[item_col].astype(str).to_numpy(dtype=object)
+    codes = pd.Index(item_ids, dtype=object).get_indexer(raw_items)
     codes, user = codes[order], user[order]
     missing = np.flatnonzero(codes < 0)
+    notes = []
     if len(missing):
-        row = int(order[missing[0]])  # the first one met, users in order
-        raise CrabError(
-            f"{where}: user {clip(repr(str(inter[user_col].iloc[row])))}: item "
-            f"{clip(repr(str(inter[item_col].iloc[row])))} is not in the item table"
-        )
+        n_items = len(pd.unique(raw_items[order[missing]]))
+        if not drop_missing:
+            row = int(order[missing[0]])  # the first one met, users in order
+            raise _unlisted_error(where, str(inter[user_col].iloc[row]), raw_items[row], n_items, len(missing))
+        notes.append(_dropped_unlisted(where, n_items, len(missing)))
+        kept = codes >= 0
+        if not kept.any():
+            raise CrabError(f"{where}: no interactions left: the item table lacks every item")
+        order, codes, user = order[kept], codes[kept], user[kept]
     bounds = np.flatnonzero(np.diff(user)) + 1
+    present = user[np.r_[0, bounds]]  # the users with a row left, in order
     times = np.split(np.asarray(ts, dtype=np.float64)[order], bounds) if ts is not None else None
     return Dataset(
         name=name,
         source=str(source),
         item_ids=item_ids,
         item_text=[items[i] for i in item_ids],
-        users=[str(u) for u in ids[by_id]],
+        users=[str(u) for u in ids[by_id][present]],
         sequences=[np.ascontiguousarray(s, dtype=np.int64) for s in np.split(codes.astype(np.int64), bounds)],
         timestamps=[np.ascontiguousarray(t) for t in times] if times is not None else None,
+        notes=notes,
     )
 
 

@@ -142,12 +142,12 @@ def open_release(path: Path, item_table: str | None = None) -> Release:
 def load_movielens(path: Path, cfg: DataConfig) -> Dataset:
     with open_release(path, cfg.item_table) as release:
         try:
-            return _load(path, release)
+            return _load(path, release, cfg.missing_items == "drop")
         except UNREADABLE as exc:
             raise CrabError(f"{path}: cannot read ({reason(exc)})") from None
 
 
-def _load(path: Path, release: Release) -> Dataset:
+def _load(path: Path, release: Release, drop_missing: bool) -> Dataset:
     ratings, item_file = release.ratings, release.items
     where = release.where(ratings)
     if ratings == "ratings.csv":
@@ -159,7 +159,7 @@ def _load(path: Path, release: Release) -> Dataset:
     ts = _times(inter["timestamp"], where, line_of)
     items = _items(release, item_file) if item_file else {raw: {} for raw in inter["item"].unique()}
     name, source = release.folder.name or "movielens", path if release.archive is not None else release.folder
-    ds = _group_interactions(name, source, inter, "user", "item", ts, items, where)
+    ds = _group_interactions(name, source, inter, "user", "item", ts, items, where, drop_missing)
     expected_items = RELEASES[ratings]
     if item_file is None:
         ds.has_text = False

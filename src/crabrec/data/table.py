@@ -182,7 +182,8 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
                 f"{', '.join(map(str, table_cols)) or 'none'}); name it with --set data.item_table_id_col=<column>"
             )
     items = _items_from_frame(table, id_col, item_path)
-    ds = _group_interactions(dataset_name(path), path, inter, user, item, ts, items, str(path))
+    drop = cfg.missing_items == "drop"
+    ds = _group_interactions(dataset_name(path), path, inter, user, item, ts, items, str(path), drop)
     if not any(v.strip() for rec in ds.item_text for v in rec.values()):
         ds.has_text = False
         ds.notes.append(f"{item_path.name} has no text columns: ids-only data")
