@@ -148,17 +148,35 @@ def run_side_by_side(ctx: RunContext, names: list[str], jobs: int) -> None:
 def worker_pool(jobs: int):
     """``jobs`` worker processes (spawned: no state inherited from this one) that end when this process ends, even
     killed (SIGTERM, SIGKILL, out of memory): a stage left running would go on writing into a run that another
-    command may already be using."""
+    command may already be using. The methods registered at run time in this process are registered in each worker
+    too (installed ones each process finds itself)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from crabrec.methods import added_payload
+
     context = multiprocessing.get_context("spawn")
-    return ProcessPoolExecutor(jobs, mp_context=context, initializer=_die_with_parent, initargs=(os.getpid(),))
+    init = (os.getpid(), added_payload())
+    return ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker, initargs=init)
+
+
+def _start_worker(parent: int, methods: bytes) -> None:
+    """In a worker process, first: end when ``parent`` ends (:func:`_die_with_parent`); then the parent's
+    methods registered at run time (quietly: the parent has already warned of a plugin it skipped)."""
+    from crabrec.methods import register_payload
+
+    _die_with_parent(parent)
+    logger = logging.getLogger("crabrec")
+    level, logger.disabled = logger.disabled, True
+    try:
+        register_payload(methods)
+    finally:
+        logger.disabled = level
 
 
 def _die_with_parent(parent: int) -> None:
-    """In a worker process, first: end when ``parent`` ends. Linux signals it (``PR_SET_PDEATHSIG``); elsewhere a
-    thread checks every second whether the process has been handed to another parent."""
+    """End when ``parent`` ends. Linux signals it (``PR_SET_PDEATHSIG``); elsewhere a thread checks every second
+    whether the process has been handed to another parent."""
     if not _death_signal():
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     if os.getppid() != parent:  # it ended before the request above could take effect

@@ -1,12 +1,16 @@
 """The method registry: every recommender the toolkit compares, in Table 1's order.
 
 A method is one module under ``crabrec/methods/`` that defines its stages and a :class:`Method`, plus one line in
-:func:`_builtin`. The pipeline (``crabrec run``), the CLI (``train``/``evaluate``/``finetune`` and their help), the
-report's Table 1 and the analyses all read this registry; nothing else lists methods.
+:func:`_builtin`. A method of another package registers through the entry-point group ``crabrec.methods`` (found in
+every process, worker processes included), or at run time with :func:`register`. The pipeline (``crabrec run``), the
+CLI (``train``/``evaluate``/``finetune`` and their help), the report's Table 1 and the analyses all read this
+registry; nothing else lists methods.
 """
 
 from __future__ import annotations
 
+import logging
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -56,23 +60,59 @@ class Method:
     control_free: tuple[str, ...] = ()
 
 
+log = logging.getLogger("crabrec")
+
+PLUGIN_GROUP = "crabrec.methods"  # entry points: a Method, a list of them, or a function returning either
 _REGISTRY: dict[str, Method] = {}
+_ADDED: list[str] = []  # registered at run time in this process (worker processes get them from added_payload)
+_LOADED = False
 
 
 def register(method: Method) -> Method:
-    """Add ``method`` (after the built-in ones); its name and stage names must be new."""
+    """Add ``method`` (after the built-in and installed ones); its name and stage names must be new. Worker processes
+    (``--jobs``, the frontier's) get it too, so it must be picklable: defined at the top level of a module."""
     _load()
+    _add(method)
+    _ADDED.append(method.name)
+    return method
+
+
+def _add(method: Method) -> None:
     taken = {s.name for m in _REGISTRY.values() for s in m.stages}
     clash = [s.name for s in method.stages if s.name in taken]
     if method.name in _REGISTRY or clash:
         raise ValueError(f"method {method.name!r}: name or stages {clash} already registered")
     _check_section(method, list(_REGISTRY.values()))
     _REGISTRY[method.name] = method
-    return method
 
 
 def unregister(name: str) -> None:
     _REGISTRY.pop(name, None)
+    if name in _ADDED:
+        _ADDED.remove(name)
+
+
+def added_payload() -> bytes:
+    """The methods registered at run time in this process, pickled for a worker process (:func:`register_payload`);
+    a method that cannot be pickled is a one-line error naming it."""
+    added = [_REGISTRY[name] for name in _ADDED if name in _REGISTRY]
+    for method in added:
+        try:
+            pickle.dumps(method)
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            raise CrabError(
+                f"method {method.name!r}: registered in this process, but worker processes cannot import it ({exc}); "
+                "define its functions and settings at the top level of a module, or run with --jobs 1"
+            ) from None
+    return pickle.dumps(added)
+
+
+def register_payload(payload: bytes) -> None:
+    """In a worker process: register the methods of :func:`added_payload` (those it does not have yet)."""
+    _load()
+    for method in pickle.loads(payload):
+        if method.name not in _REGISTRY:
+            _add(method)
 
 
 def methods() -> list[Method]:
@@ -100,10 +140,46 @@ def _check_section(method: Method, others: list[Method]) -> None:
 
 
 def _load() -> None:
-    if not _REGISTRY:
-        for method in _builtin():
-            _check_section(method, list(_REGISTRY.values()))
-            _REGISTRY[method.name] = method
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for method in _builtin():
+        _check_section(method, list(_REGISTRY.values()))
+        _REGISTRY[method.name] = method
+    for source, method in _installed():
+        try:
+            _add(method)
+        except ValueError as exc:
+            log.warning("method plugin %s: %s; skipped", source, exc)
+
+
+def _installed() -> list[tuple[str, Method]]:
+    """The methods of installed packages (entry-point group ``crabrec.methods``), in the order of their names. One
+    that cannot be loaded is skipped with a warning naming it, so that a broken plugin cannot stop every command."""
+    from importlib.metadata import entry_points
+
+    found = []
+    for point in sorted(entry_points(group=PLUGIN_GROUP), key=lambda p: p.name):
+        dist = getattr(point.dist, "name", None)
+        source = f"{point.name!r} ({point.value}" + (f", from {dist})" if dist else ")")
+        try:
+            made = point.load()
+            if callable(made) and not isinstance(made, Method):
+                made = made()
+        except Exception as exc:  # noqa: BLE001 (a plugin's own failure, whatever it is, is reported and skipped)
+            log.warning("method plugin %s cannot be loaded (%s: %s); skipped", source, type(exc).__name__, exc)
+            continue
+        made = list(made) if isinstance(made, (list, tuple)) else [made]
+        odd = [m for m in made if not isinstance(m, Method)]
+        if odd:
+            log.warning(
+                "method plugin %s: expected a crabrec.methods.Method (or a list of them), got %s; skipped",
+                source, type(odd[0]).__name__,
+            )  # fmt: skip
+            continue
+        found += [(source, m) for m in made]
+    return found
 
 
 def _builtin() -> list[Method]:

@@ -1,0 +1,122 @@
+"""Methods from outside the package: an installed package's entry point (group ``crabrec.methods``) and a method
+registered at run time both reach every process that computes stages, worker processes included."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import pytest
+
+import crabrec.methods as registry
+from crabrec.errors import CrabError
+from crabrec.methods import methods, register, unregister
+from crabrec.parallel import worker_pool
+from crabrec.pipeline import Stage
+from tests.test_design import MOSTPOP
+
+
+def installed(site, name: str, points: dict[str, str]) -> None:
+    """A distribution ``name`` installed into the folder ``site``: its metadata and its entry points."""
+    info = site / f"{name}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    lines = "".join(f"{k} = {v}\n" for k, v in points.items())
+    (info / "entry_points.txt").write_text(f"[{registry.PLUGIN_GROUP}]\n{lines}")
+
+
+@pytest.fixture
+def fresh_registry(monkeypatch):
+    """The registry as a new process finds it: loaded again at its first use, then put back as it was."""
+    monkeypatch.setattr(registry, "_REGISTRY", {})
+    monkeypatch.setattr(registry, "_ADDED", [])
+    monkeypatch.setattr(registry, "_LOADED", False)
+
+
+def names() -> list[str]:
+    return [m.name for m in methods()]
+
+
+def worker_names() -> list[str]:
+    """In a worker process: the methods it has."""
+    return names()
+
+
+def test_an_installed_methods_entry_point_registers_it_and_a_broken_one_is_skipped(
+    tmp_path, monkeypatch, fresh_registry, caplog
+):
+    installed(tmp_path, "good-plugin", {"mostpop": "tests.test_design:MOSTPOP"})
+    installed(tmp_path, "bad-plugin", {"gone": "no_such_module:METHOD", "odd": "tests.test_plugins:names"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="crabrec"):
+        found = names()
+    assert found[-1] == "mostpop" and found.count("mostpop") == 1 and "gone" not in found
+    assert "method plugin 'gone' (no_such_module:METHOD, from bad-plugin) cannot be loaded (ModuleNotFoundError" in (
+        caplog.text
+    )
+    assert "method plugin 'odd' (tests.test_plugins:names, from bad-plugin): expected a crabrec.methods.Method" in (
+        caplog.text
+    )
+
+
+def test_a_plugin_taking_a_built_in_name_is_skipped_with_a_warning(tmp_path, monkeypatch, fresh_registry, caplog):
+    installed(tmp_path, "clash", {"mor": "tests.test_plugins:TWIN_OF_MOR"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="crabrec"):
+        assert names().count("mor") == 1
+    assert "method plugin 'mor' (tests.test_plugins:TWIN_OF_MOR, from clash): method 'mor'" in caplog.text
+
+
+TWIN_OF_MOR = replace(MOSTPOP, name="mor", stages=(replace(MOSTPOP.stages[0], name="mor-twin"),))
+
+
+def test_worker_processes_have_the_installed_and_the_registered_methods(tmp_path, monkeypatch, fresh_registry):
+    """A worker process (spawned: nothing inherited) finds installed methods itself and gets the ones registered at
+    run time from its parent; before this, a registered method's stage or config section was unknown there."""
+    installed(tmp_path, "good-plugin", {"mostpop": "tests.test_design:MOSTPOP"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "mostpop" in names()
+    twin = replace(MOSTPOP, name="mostpop2", stages=(replace(MOSTPOP.stages[0], name="mostpop2"),))
+    register(twin)
+    with worker_pool(1) as pool:
+        assert pool.submit(worker_names).result() == names()
+    unregister("mostpop2")
+    assert "mostpop2" not in names() and registry._ADDED == []
+
+
+def test_a_registered_method_that_cannot_reach_a_worker_is_a_one_line_error(fresh_registry):
+    local = replace(MOSTPOP, name="local", stages=(Stage("local", lambda ctx: {}, artifacts=("x.json",)),))
+    register(local)
+    with pytest.raises(CrabError, match=r"^method 'local': registered in this process, but worker processes cannot "
+                       r"import it \(.*\); define its functions and settings at the top level of a module, or run "
+                       r"with --jobs 1$"):  # fmt: skip
+        worker_pool(1)
+
+
+def test_the_guides_plugin_runs_as_written(tmp_path, monkeypatch, fresh_registry, tiny_run, capsys):
+    """The extending guide's package, installed from its own text (module and entry point), joins a finished run:
+    its settings section is validated, its stage computes alone (the rest is cached) and Table 1 shows it."""
+    import json
+    import re
+    import shutil
+
+    from tests.conftest import ROOT, cli
+
+    guide = (ROOT / "docs" / "guides" / "extending.md").read_text()
+    section = guide.split("## A method in its own package")[1].split("\n## ")[0]
+    module, value = re.search(r'^toppop = "([\w.]+):(\w+)"$', section, re.M).groups()
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    path = tmp_path / "site" / (module.replace(".", "/") + ".py")
+    path.parent.mkdir(parents=True)
+    path.write_text(code)
+    installed(tmp_path / "site", "my-methods", {"toppop": f"{module}:{value}"})
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    run = tmp_path / "runs" / "copy"
+    shutil.copytree(tiny_run, run)
+    assert cli(["run", str(run), "--set", "toppop.depth=0"])[0] == 2
+    assert "toppop.depth: Input should be greater than or equal to 1" in capsys.readouterr().err
+    assert cli(["run", str(run), "--jobs", "1"])[0] == 0
+    err = capsys.readouterr().err
+    assert "[toppop] done" in err and "[train] cached" in err
+    assert json.loads((run / "models" / "toppop" / "metrics.json").read_text())["HR@10"] >= 0
+    assert "| TopPop |" in (run / "report.md").read_text()
