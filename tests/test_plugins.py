@@ -120,3 +120,26 @@ def test_the_guides_plugin_runs_as_written(tmp_path, monkeypatch, fresh_registry
     assert "[toppop] done" in err and "[train] cached" in err
     assert json.loads((run / "models" / "toppop" / "metrics.json").read_text())["HR@10"] >= 0
     assert "| TopPop |" in (run / "report.md").read_text()
+
+
+def test_a_runs_section_of_a_plugin_not_installed_here_is_warned_of_and_kept(tmp_path, caplog):
+    """A run made with a method plugin opens where the plugin is not installed: its section is left out with a
+    warning (not refused as an unknown key), and the run's config.yaml keeps it when a command rewrites the file."""
+    import yaml
+
+    from crabrec.config import load_config
+    from crabrec.pipeline import write_config
+
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    saved = yaml.safe_dump(load_config(overrides={"name": "r"}).model_dump(mode="json")) + "toppop:\n  depth: 3\n"
+    (run / "config.yaml").write_text(saved)
+    with pytest.raises(CrabError, match="toppop: unknown key"):
+        load_config(str(run / "config.yaml"))  # a config file a user wrote: a typo stays an error
+    location = {"name": "r", "runs_dir": str(tmp_path / "runs")}
+    with caplog.at_level(logging.WARNING, logger="crabrec"):
+        cfg = load_config(str(run / "config.yaml"), location, saved=True)
+    assert "section 'toppop' belongs to no method installed here" in caplog.text
+    write_config(cfg.model_copy(update={"seed": 7}))
+    text = yaml.safe_load((run / "config.yaml").read_text())
+    assert text["seed"] == 7 and text["toppop"] == {"depth": 3}

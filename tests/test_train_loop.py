@@ -51,6 +51,76 @@ def test_checkpoint_resumes_only_under_the_same_fingerprint(tmp_path):
     assert steps == 4 and [h["epoch"] for h in history] == [1, 2]
 
 
+_VALIDATIONS: dict = {}
+
+
+def _budgeted(out, **loop) -> tuple[list[float], bytes]:
+    """Train the tiny problem under ``loop`` with one configuration but for its budget: (each epoch's loss, the kept
+    model's bytes). The validation score is the number of validations in ``out`` so far (a resumed run goes on
+    counting), so every epoch improves and the kept model is the last epoch's."""
+    model, rows = _tiny_problem()
+    cfg = TrainConfig(batch_size=16, warmup_steps=0, patience=5, dropout=0.1, **loop)
+    loss = lambda m, b: target_loss(m, b["ids"], b["mask"], b["labels"])  # noqa: E731
+
+    def validate(m) -> float:
+        _VALIDATIONS[out] = _VALIDATIONS.get(out, 0) + 1
+        return float(_VALIDATIONS[out])
+
+    result = train(model, rows, loss, validate, cfg, out, 0, fingerprint=repr(loop), budget_free="all but the budget")
+    return [h["loss"] for h in result.history], (out / "model" / "model.safetensors").read_bytes()
+
+
+@pytest.mark.parametrize("schedule", ["plateau", "inverse_sqrt"])
+def test_more_epochs_train_on_from_a_checkpoint_and_equal_one_longer_run(tmp_path, schedule, caplog):
+    """A schedule that does not depend on the number of epochs: 2 epochs, then 4 under a new fingerprint that differs
+    only in the budget, train epochs 3 and 4 on the checkpoint, and give exactly what 4 epochs at once give (losses
+    and the kept model, with dropout on)."""
+    import logging
+
+    _budgeted(tmp_path / "a", schedule=schedule, epochs=2, plateau_factor=0.5)
+    with caplog.at_level(logging.INFO, logger="crabrec"):
+        extended = _budgeted(tmp_path / "a", schedule=schedule, epochs=4, plateau_factor=0.5)
+    assert "trained 2 epochs under a smaller budget; training on from there" in caplog.text
+    assert extended == _budgeted(tmp_path / "b", schedule=schedule, epochs=4, plateau_factor=0.5)
+
+
+def test_a_checkpoint_validated_only_as_the_last_epoch_is_not_trained_on(tmp_path, caplog):
+    """valid_every=2: a 3-epoch run validated epoch 3 because it was its last; a 4-epoch run would not have (its kept
+    model and plateau rate follow validations), so 4 epochs train from scratch. A 2-epoch checkpoint is trained on."""
+    import logging
+
+    _budgeted(tmp_path / "a", schedule="plateau", epochs=3, valid_every=2)
+    with caplog.at_level(logging.INFO, logger="crabrec"):
+        _budgeted(tmp_path / "a", schedule="plateau", epochs=4, valid_every=2)
+    assert "training from scratch" in caplog.text and "smaller budget" not in caplog.text
+    _budgeted(tmp_path / "b", schedule="plateau", epochs=2, valid_every=2)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="crabrec"):
+        _budgeted(tmp_path / "b", schedule="plateau", epochs=4, valid_every=2)
+    assert "trained 2 epochs under a smaller budget" in caplog.text
+
+
+def test_a_budget_that_changes_the_training_trains_from_scratch(tmp_path, caplog):
+    """Under linear decay over `epochs`, 2 more epochs change every step's learning rate: not resumed. A time budget
+    the checkpoint already used up would have stopped the run sooner: not resumed either. A larger one is."""
+    import logging
+
+    _budgeted(tmp_path / "a", epochs=2)
+    with caplog.at_level(logging.INFO, logger="crabrec"):
+        assert _budgeted(tmp_path / "a", epochs=4) == _budgeted(tmp_path / "b", epochs=4)
+    assert "saved by another configuration; training from scratch" in caplog.text
+    assert "smaller budget" not in caplog.text
+    caplog.clear()
+    stopped = _budgeted(tmp_path / "c", epochs=4, max_minutes=1e-9)  # stops after epoch 1
+    assert len(stopped[0]) == 1
+    with caplog.at_level(logging.INFO, logger="crabrec"):
+        assert _budgeted(tmp_path / "c", epochs=4, max_minutes=2e-9)[0] == stopped[0]  # used up: from scratch again
+        assert "training from scratch" in caplog.text
+        caplog.clear()
+        assert _budgeted(tmp_path / "c", epochs=4, max_minutes=10.0) == _budgeted(tmp_path / "b", epochs=4)
+    assert "trained 1 epochs under a smaller budget; training on from there" in caplog.text
+
+
 def test_forced_rerun_trains_from_scratch(tmp_path):
     _run(tmp_path, 2, "config-a")
     steps, history = _run(tmp_path, 2, "config-a", fresh=True)  # same configuration, but `--force`: all epochs again
@@ -553,3 +623,24 @@ def test_the_validation_batch_size_changes_nothing_but_speed(tiny_run):
         for size in (7, 64, 200)
     ]
     assert scores[0] > 0 and scores == pytest.approx([scores[0]] * 3, abs=1e-12)
+
+
+def test_a_run_stopped_by_its_budget_trains_on_when_the_budget_grows(tiny_run, tmp_path, capsys):
+    """Through the pipeline: TIGER on a constant learning rate (plateau), 1 epoch, then `crabrec train --set
+    tiger.epochs=2` on the same run trains epoch 2 on its checkpoint, and gives the model 2 epochs at once give."""
+    import shutil
+
+    from tests.conftest import cli
+
+    runs = {}
+    for name in ("grown", "direct"):
+        runs[name] = tmp_path / name
+        shutil.copytree(tiny_run, runs[name])
+    plateau = ["--set", "tiger.schedule=plateau", "--set", "tiger.plateau_factor=1", "--set", "tiger.valid_every=1"]
+    assert cli(["train", str(runs["grown"]), "--method", "tiger", *plateau, "--set", "tiger.epochs=1"])[0] == 0
+    capsys.readouterr()
+    assert cli(["train", str(runs["grown"]), "--method", "tiger", *plateau, "--set", "tiger.epochs=2"])[0] == 0
+    assert "trained 1 epochs under a smaller budget; training on from there" in capsys.readouterr().err
+    assert cli(["train", str(runs["direct"]), "--method", "tiger", *plateau, "--set", "tiger.epochs=2"])[0] == 0
+    weights = [(runs[n] / "models" / "tiger" / "model" / "model.safetensors").read_bytes() for n in runs]
+    assert weights[0] == weights[1]

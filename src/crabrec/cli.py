@@ -157,7 +157,7 @@ class RunOptions:
         if not (path / "config.yaml").is_file():
             raise CrabError(f"{self.run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
         location = {"name": path.resolve().name, "runs_dir": str(path.resolve().parent)}
-        return load_config(str(path / "config.yaml"), deep_merge(overrides, location), self.preset, origin)
+        return load_config(str(path / "config.yaml"), deep_merge(overrides, location), self.preset, origin, saved=True)
 
 
 def run_command(fn: Callable[..., None]) -> Callable[..., None]:

@@ -603,15 +603,19 @@ def load_config(
     overrides: dict[str, Any] | None = None,
     preset: str | None = None,
     given: dict[str, str] | None = None,
+    saved: bool = False,
 ) -> RunConfig:
     """Preset (default quick) <- YAML file(s) <- overrides, validated into a :class:`RunConfig`. Several files are
     layered in order, each over the ones before (``--config office_llm.yaml --config smoke.yaml``). ``given`` maps
     the dotted keys of the overrides a user typed to the option that set them (``--set``, ``--data``): an invalid
-    value names that option instead of the file."""
+    value names that option instead of the file. ``saved``: the file is a run's own ``config.yaml``, where a section
+    of a method that is not installed here (a plugin's) is left out with a warning instead of refused."""
     paths = [path] if isinstance(path, str) else list(path or [])
     user: dict[str, Any] = {}
     for one in paths:
         user = deep_merge(user, _read_yaml(one))
+    if saved:
+        user = _without_absent_sections(user, " + ".join(paths))
     path = " + ".join(paths) or None
     chosen = preset or user.get("preset") or "quick"
     if chosen == "custom":
@@ -622,6 +626,27 @@ def load_config(
     if preset:
         merged["preset"] = preset
     return validate_config(merged, source=path or "config", given=given)
+
+
+def absent_sections(data: dict[str, Any]) -> dict[str, Any]:
+    """The sections of a run's saved config that no field of the run config holds: those of a method plugin that is
+    not installed here."""
+    fields = run_config_model().model_fields
+    return {k: v for k, v in data.items() if k not in fields and k not in MOVED_SECTIONS and isinstance(v, dict)}
+
+
+def _without_absent_sections(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A run's saved config without its :func:`absent_sections`, each one named in a warning (the run's
+    ``config.yaml`` keeps them)."""
+    import logging
+
+    absent = absent_sections(data)
+    for key in absent:
+        logging.getLogger("crabrec").warning(
+            "%s: section %r belongs to no method installed here (a method plugin's?); not used, kept in the file",
+            source, key,
+        )  # fmt: skip
+    return {k: v for k, v in data.items() if k not in absent}
 
 
 # Settings that moved into their method's own section (``Method.settings``): an old config still loads, with a warning.
@@ -635,6 +660,9 @@ MOVED = {
     "baselines.d2lr_alpha": "d2lr.alpha",
     "baselines.d2lr_clip": "d2lr.clip",
 }
+
+
+MOVED_SECTIONS = frozenset(key.partition(".")[0] for key in MOVED)
 
 
 def moved_keys(data: dict[str, Any], source: str) -> dict[str, Any]:

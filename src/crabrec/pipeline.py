@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel
 
 from crabrec import distributed
-from crabrec.config import INPUT_FILES, RunConfig, applies, is_speed_only, leaf_keys, self_gated
+from crabrec.config import INPUT_FILES, RunConfig, absent_sections, applies, is_speed_only, leaf_keys, self_gated
 from crabrec.errors import CrabError
 from crabrec.io import content_hash, sha256_of, write_json, write_text
 from crabrec.runfiles import RunFiles
@@ -34,6 +34,9 @@ log = logging.getLogger("crabrec")
 
 # Where a run lives: never part of a result, readable by every stage.
 LOCATION = frozenset({"name", "runs_dir", "run_dir", "preset"})
+# A training loop's budget: where it stops, not what it computes up to there. A checkpoint trained under a smaller one
+# (and the same everything else) is resumed under a larger one (crabrec.train.loop.extends says when).
+BUDGET = frozenset({"epochs", "max_minutes"})
 
 
 @dataclass
@@ -131,12 +134,13 @@ class RunContext:
     def path(self, *parts: str) -> Path:
         return self.run_dir.joinpath(*parts)
 
-    def settings(self, name: str) -> dict[str, Any]:
-        """The declared, result-changing settings of stage ``name`` with their values (its key's config part)."""
+    def settings(self, name: str, budget_free: bool = False) -> dict[str, Any]:
+        """The declared, result-changing settings of stage ``name`` with their values (its key's config part);
+        ``budget_free``: without the training budget (:data:`BUDGET`)."""
         dump = self.config.model_dump(mode="json")
         out = {}
         for key in sorted(self.stages[name].declared_keys(self.config)):
-            if is_speed_only(key):
+            if is_speed_only(key) or (budget_free and key.rpartition(".")[2] in BUDGET):
                 continue
             node: Any = dump
             for part in key.split("."):
@@ -180,8 +184,15 @@ class RunContext:
         return self.running in self.force
 
     def checkpoint_policy(self) -> dict[str, Any]:
-        """``train`` keyword arguments: resume only this stage's own checkpoint, and none when the stage is forced."""
-        return {"fingerprint": self.running_key(), "fresh": self.forced}
+        """``train`` keyword arguments: resume only this stage's own checkpoint, or one trained under a smaller budget
+        and otherwise the same (``budget_free``: the key without :data:`BUDGET`); none when the stage is forced."""
+        name = self.running
+        budget_free = ""
+        if name:
+            payload = {"stage": name, "config": self.settings(name, budget_free=True)}
+            payload["inputs"] = {n: self.key(n) for n in self.needs(name)}
+            budget_free = sha256_of(payload | {"revision": self.stages[name].revision})
+        return {"fingerprint": self.running_key(), "fresh": self.forced, "budget_free": budget_free}
 
     def state_path(self, name: str) -> Path:
         return self.files.state(name)
@@ -336,9 +347,18 @@ def start_stage(cfg: RunConfig, seeded: bool, uses_torch: bool = True) -> None:
 
 
 def write_config(cfg: RunConfig) -> None:
-    """The resolved config of the run, next to its artifacts."""
-    text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    """The resolved config of the run, next to its artifacts; the sections of method plugins not installed here that
+    the file holds stay in it."""
     target = RunFiles(cfg.run_dir).config
+    values = cfg.model_dump(mode="json")
+    if target.is_file():
+        try:
+            old = yaml.safe_load(target.read_text())
+        except (OSError, yaml.YAMLError):
+            old = None
+        if isinstance(old, dict):
+            values |= absent_sections(old)
+    text = yaml.safe_dump(values, sort_keys=False)
     if not target.exists() or target.read_text() != text:
         write_text(target, text)
 

@@ -255,7 +255,7 @@ def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -
     if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int) or beam < 1):
         raise CrabError(f"beam={beam!r}: expected an integer ≥ 1")
     location = {"name": root.resolve().name, "runs_dir": str(root.resolve().parent)}
-    cfg = load_config(str(root / "config.yaml"), location)
+    cfg = load_config(str(root / "config.yaml"), location, saved=True)
     files = RunFiles(root)
     if chosen.trains and files.load_state(chosen.trains) is None:  # not trained, or its training did not finish
         raise CrabError(

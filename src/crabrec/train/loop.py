@@ -126,12 +126,36 @@ def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
 
 
-def checkpoint_fingerprint(folder: Path) -> str | None:
-    """The configuration fingerprint a checkpoint was saved under (None: no readable checkpoint)."""
+def checkpoint_state(folder: Path) -> dict[str, Any] | None:
+    """The state a checkpoint was saved with: its configuration's fingerprint, epochs, seconds (None: no readable
+    checkpoint)."""
     try:
-        return str(json.loads((folder / "state.json").read_text()).get("fingerprint", ""))
-    except (OSError, ValueError, AttributeError):
+        state = json.loads((folder / "state.json").read_text())
+    except (OSError, ValueError):
         return None
+    return state if isinstance(state, dict) else None
+
+
+EPOCH_FREE = ("plateau", "inverse_sqrt")  # schedules whose learning rate does not depend on the number of epochs
+
+
+def extends(saved: dict[str, Any], budget_free: str, cfg: LoopConfig) -> bool:
+    """Whether a checkpoint saved under another budget is where a run of ``cfg`` would be after the same epochs: the
+    same configuration but for the budget, a learning-rate schedule that the number of epochs does not change (or the
+    same number), a budget that would not have stopped the run before the checkpoint's last epoch, and the same
+    validations: a run validates its last epoch whatever ``valid_every`` says, and the longer run would not have
+    validated it (the kept model, early stopping and the plateau schedule follow validations)."""
+    if saved.get("budget_free") != budget_free:
+        return False
+    epoch, planned = saved.get("epoch"), saved.get("planned_epochs")
+    if not isinstance(epoch, int) or epoch > cfg.epochs:
+        return False
+    if cfg.schedule not in EPOCH_FREE and planned != cfg.epochs:
+        return False
+    if getattr(cfg, "keep", "best") == "best" and epoch % cfg.valid_every and epoch < cfg.epochs:
+        return False
+    seconds = saved.get("seconds")
+    return cfg.max_minutes is None or (isinstance(seconds, (int, float)) and seconds < 60 * cfg.max_minutes)
 
 
 STATE_KEYS = ("epoch", "best_score", "best_epoch", "bad_epochs", "history", "seconds")
@@ -203,15 +227,18 @@ def train(
     export: Callable[[Any, Path], None] | None = None,
     fingerprint: str = "",
     fresh: bool = False,
+    budget_free: str = "",
     recorder: Any = None,
 ) -> TrainResult:
     """Train ``model`` on ``rows``; keep the best epoch by ``validate`` in ``out_dir/model``. A ``cfg`` with
     ``keep="last"`` (CRAB's fine-tune) validates nothing: every epoch runs and the last is kept (plateau keeps its
     rate).
 
-    ``fingerprint`` identifies the configuration: a checkpoint saved under another one is not resumed; ``fresh``
-    (a forced re-run) discards any checkpoint and trains from scratch; ``recorder`` replaces the CUDA graph recorder of
-    ``cuda_graphs`` (tests record on the CPU with it)."""
+    ``fingerprint`` identifies the configuration: a checkpoint saved under another one is not resumed, unless it
+    only differs in its budget (``budget_free``, the fingerprint without ``epochs`` and ``max_minutes``) and the run
+    asked for now would have trained past it (:func:`extends`); ``fresh`` (a forced re-run) discards any checkpoint and
+    trains from scratch; ``recorder`` replaces the CUDA graph recorder of ``cuda_graphs`` (tests record on the CPU
+    with it)."""
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
     from accelerate.utils import AutocastKwargs
@@ -279,14 +306,17 @@ def train(
     if getattr(cfg, "compile", False):
         compiled = compile_blocks(accelerator.unwrap_model(model), compile_backend())
     ckpt = out_dir / "checkpoint"
-    saved = checkpoint_fingerprint(ckpt)
-    if ckpt.exists() and (fresh or (saved is not None and saved != fingerprint)):
+    saved = checkpoint_state(ckpt)
+    other = saved is not None and saved.get("fingerprint") != fingerprint
+    extended = other and bool(budget_free) and extends(saved, budget_free, cfg)
+    if ckpt.exists() and (fresh or (other and not extended)):
         why = "re-run forced" if fresh else "saved by another configuration"
         log.info("%s: %s; training from scratch", ckpt, why)
         shutil.rmtree(ckpt)
         shutil.rmtree(out_dir / STAGED, ignore_errors=True)
+    elif extended:
+        log.info("%s: trained %d epochs under a smaller budget; training on from there", ckpt, saved["epoch"])
     state = load_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler) or {
-        "fingerprint": fingerprint,
         "epoch": 0,
         "best_score": -1.0,
         "best_epoch": 0,
@@ -294,6 +324,7 @@ def train(
         "history": [],
         "seconds": 0.0,
     }
+    state.update(fingerprint=fingerprint, budget_free=budget_free, planned_epochs=cfg.epochs)
     if state["epoch"]:
         log.info("resuming from %s after epoch %d", ckpt, state["epoch"])
     engine = None
