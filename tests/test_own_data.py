@@ -313,3 +313,26 @@ def test_bad_data_is_one_line_naming_the_fix(case, tmp_path, capsys):
     assert len(errors) == 1 and err[-1] == errors[0] and not any("Traceback" in line for line in err), err
     assert expected in errors[0], errors[0]
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("stages/data.json"))
+
+
+def test_a_run_on_other_data_never_replaces_a_runs_results(tmp_path, capsys, monkeypatch):
+    """Two files of the same name in two folders get the same default run name: the second command is refused,
+    naming both files, and the first run is left as it was. The same file (edited, or named another way) reruns."""
+    monkeypatch.chdir(tmp_path)
+    for year in ("2023", "2024"):
+        (tmp_path / year).mkdir()
+        write(tmp_path / year / "ratings.csv", "userId,movieId,rating,timestamp", RATINGS)
+    args = ["--set", "data.kcore=0", "--until", "data"]
+    assert cli(["run", "--data", "2023/ratings.csv", *args])[0] == 0
+    run = tmp_path / "runs" / "ratings-quick"
+    before = {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+    assert cli(["run", "--data", "2024/ratings.csv", *args])[0] == 2
+    err = capsys.readouterr().err
+    assert f"runs/ratings-quick: holds the results of a run on {tmp_path}/2023/ratings.csv; --data " in err
+    assert f"({tmp_path}/2024/ratings.csv) would replace them: name this run with --name, or delete " in err
+    assert {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()} == before
+    assert cli(["run", "--data", "2024/ratings.csv", "--name", "r2024", *args])[0] == 0
+    assert cli(["run", "--data", "./2023/ratings.csv", *args])[0] == 0  # the same file
+    write(tmp_path / "2023" / "ratings.csv", "userId,movieId,rating,timestamp", RATINGS[:-3])
+    assert cli(["run", "--data", "2023/ratings.csv", *args])[0] == 0
+    assert "[data] done" in capsys.readouterr().err  # edited: recomputed, as before

@@ -138,6 +138,7 @@ class RunOptions:
                 cfg = cfg.model_copy(update={"name": f"{dataset_name(Path(self.data).resolve())}-{cfg.preset}"})
             described = self.config or self.preset or self.data or self.data_format or self.items
             if self.name is None or described or not (cfg.run_dir / "config.yaml").is_file():
+                refuse_other_data(cfg, "--data" if self.data else "this config's data")
                 return cfg
             # --name of an existing run and nothing else that describes one: that run's saved config, as with RUN_DIR
             return RunOptions(str(cfg.run_dir), sets=self.sets, seed=self.seed).resolve(**sections)
@@ -158,6 +159,44 @@ class RunOptions:
             raise CrabError(f"{self.run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
         location = {"name": path.resolve().name, "runs_dir": str(path.resolve().parent)}
         return load_config(str(path / "config.yaml"), deep_merge(overrides, location), self.preset, origin, saved=True)
+
+
+def refuse_other_data(cfg: RunConfig, given: str) -> None:
+    """A run folder's finished results are never replaced by a run on another dataset: two data files with the same
+    name (``2023/ratings.csv``, ``2024/ratings.csv``) get the same default run name, and ``--name`` may repeat one by
+    mistake. Editing the same file recomputes as usual."""
+    import os
+
+    import yaml
+
+    folder = cfg.run_dir
+    if not any((folder / "stages").glob("*.json")):
+        return  # nothing finished there: nothing to lose
+    try:
+        saved = yaml.safe_load((folder / "config.yaml").read_text())
+        old = saved["data"]["path"]
+    except (OSError, yaml.YAMLError, TypeError, KeyError):
+        return  # not a run's config: the commands that read it say what is wrong with it
+    new = cfg.data.path
+    if old == new or (old and new and _same_file(old, new)):
+        return
+
+    def named(path: str | None) -> str:
+        return os.path.abspath(path) if path else "the embedded Office dataset"
+
+    raise CrabError(
+        f"{folder}: holds the results of a run on {named(old)}; {given} ({named(new)}) would replace them: name this "
+        f"run with --name, or delete {folder} first"
+    )
+
+
+def _same_file(a: str, b: str) -> bool:
+    import os
+
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def run_command(fn: Callable[..., None]) -> Callable[..., None]:
