@@ -181,8 +181,10 @@ def refuse_other_data(cfg: RunConfig, given: str) -> None:
     if old == new or (old and new and _same_file(old, new)):
         return
 
-    def named(path: str | None) -> str:
-        return os.path.abspath(path) if path else "the embedded Office dataset"
+    def named(path: str | None) -> str:  # as saved when it names nothing from here (saved relative to another folder)
+        if not path:
+            return "the embedded Office dataset"
+        return os.path.abspath(path) if os.path.exists(path) else path
 
     raise CrabError(
         f"{folder}: holds the results of a run on {named(old)}; {given} ({named(new)}) would replace them: name this "
