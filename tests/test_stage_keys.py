@@ -185,3 +185,48 @@ def test_grouping_rows_by_length_keys_the_decoder_trainings_only_when_set():
     changed = {name for name in registry() if off.settings(name) != on.settings(name)}
     assert changed == {"train", "rw", "d2lr", "finetune"}
     assert all("train.group_by_length" not in off.settings(name) for name in changed)
+
+
+def test_dropping_missing_items_keys_the_data_stage_only_when_set():
+    """``data.missing_items`` came after runs were cached: at its default (an error, so any data that loads is the
+    same as before) it is in no key; set to drop, it keys the data stage."""
+    error = RunContext(config=load_config(), stages=registry())
+    drop = RunContext(config=load_config(overrides={"data": {"missing_items": "drop"}}), stages=registry())
+    assert {name for name in registry() if error.settings(name) != drop.settings(name)} == {"data"}
+    assert "data.missing_items" not in error.settings("data")
+    assert error.key("data") != drop.key("data")
+
+
+# The default run's stage keys (their first 16 hex digits). A change here re-runs every stage of every user's cached
+# runs after an upgrade. When that is meant (a stage's results changed: bump its ``revision``), update the table; a new
+# setting that leaves results as they were at its old behaviour is ``keyed_when_set`` instead, and keeps these keys.
+DEFAULT_KEYS = {
+    "data": "72b0509104d4ae9e",
+    "embed": "75fb121b43db6bb0",
+    "tokenize": "890d2c99e18db116",
+    "train": "2bfd554d72eca43d",
+    "evaluate": "f00be6c82adb44f3",
+    "tiger": "aac021c241812be4",
+    "tiger-eval": "4711a77f099d5b90",
+    "sasrec": "bb956496693c7303",
+    "sasrec-eval": "1cf6255ac489d1b3",
+    "rw": "b36fc36fdd6e53c6",
+    "rw-eval": "c4b0a993a67d5403",
+    "rr": "950cd29b80d228a6",
+    "d2lr": "eb08ea812ec05687",
+    "d2lr-eval": "c0023691bee0c0dc",
+    "rebalance": "173e9f08937ea1dd",
+    "finetune": "ce4bb4607aa29535",
+    "crab-eval": "373cf667a5b6fa1f",
+    "ppd": "74fc21d0a1202f1f",
+    "ppd-rr": "b099baa2d0c9546f",
+    "crab-ppd": "794d93e96f147ed6",
+    "pop-eval": "0b4671919ee52cba",
+    "random-eval": "6191a1cfc8edb05b",
+    "report": "4542315b53a18a37",
+}
+
+
+def test_an_upgrade_keeps_the_default_runs_cached_results():
+    ctx = RunContext(config=load_config(), stages=registry())
+    assert {name: ctx.key(name)[:16] for name in registry()} == DEFAULT_KEYS

@@ -102,7 +102,7 @@ class DataConfig(Strict):
         "cut-offs), given (the layout's own split); auto = given if the files have one, else the raw recipe's, else "
         "global_time with timestamps, else leave_one_out",
     )
-    missing_items: Literal["error", "drop"] = Field(
+    missing_items: Literal["error", "drop"] = keyed_when_set(
         "error",
         description="interactions with an item the item table lacks: error (name the first and count them) or drop "
         "them (the count is logged and kept in data/stats.json)",
