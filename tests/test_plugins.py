@@ -93,9 +93,10 @@ def test_a_registered_method_that_cannot_reach_a_worker_is_a_one_line_error(fres
         worker_pool(1)
 
 
-def test_the_guides_plugin_runs_as_written(tmp_path, monkeypatch, fresh_registry, tiny_run, capsys):
-    """The extending guide's package, installed from its own text (module and entry point), joins a finished run:
-    its settings section is validated, its stage computes alone (the rest is cached) and Table 1 shows it."""
+def test_the_guides_plugins_run_as_written(tmp_path, monkeypatch, fresh_registry, tiny_run, capfd):
+    """The extending guide's package, installed from its own text (modules and entry points), joins a finished run:
+    its settings sections are validated, its stages compute alone (the rest is cached), the training one in a worker
+    process beside SASRec (which finds the plugin itself), and Table 1 shows both."""
     import json
     import re
     import shutil
@@ -104,22 +105,27 @@ def test_the_guides_plugin_runs_as_written(tmp_path, monkeypatch, fresh_registry
 
     guide = (ROOT / "docs" / "guides" / "extending.md").read_text()
     section = guide.split("## A method in its own package")[1].split("\n## ")[0]
-    module, value = re.search(r'^toppop = "([\w.]+):(\w+)"$', section, re.M).groups()
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    path = tmp_path / "site" / (module.replace(".", "/") + ".py")
-    path.parent.mkdir(parents=True)
-    path.write_text(code)
-    installed(tmp_path / "site", "my-methods", {"toppop": f"{module}:{value}"})
+    points = dict(re.findall(r'^(\w+) = "([\w.:]+)"$', section, re.M))
+    assert set(points) == {"toppop", "coarse"}
+    for code in re.findall(r"```python\n(.*?)```", section, re.S):
+        path = tmp_path / "site" / re.match(r"# (\S+\.py):", code).group(1)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(code)
+    installed(tmp_path / "site", "my-methods", points)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     run = tmp_path / "runs" / "copy"
     shutil.copytree(tiny_run, run)
     assert cli(["run", str(run), "--set", "toppop.depth=0"])[0] == 2
-    assert "toppop.depth: Input should be greater than or equal to 1" in capsys.readouterr().err
-    assert cli(["run", str(run), "--jobs", "1"])[0] == 0
-    err = capsys.readouterr().err
-    assert "[toppop] done" in err and "[train] cached" in err
+    assert "toppop.depth: Input should be greater than or equal to 1" in capfd.readouterr().err
+    assert cli(["run", str(run), "--jobs", "2", "--force", "sasrec", "--set", "coarse.weight=3"])[0] == 0
+    err = capfd.readouterr().err
+    assert "training sasrec, coarse in 2 processes" in err
+    assert "[toppop] done" in err and "[coarse] done" in err and "[coarse-eval] done" in err
+    assert "[train] cached" in err
     assert json.loads((run / "models" / "toppop" / "metrics.json").read_text())["HR@10"] >= 0
-    assert "| TopPop |" in (run / "report.md").read_text()
+    assert json.loads((run / "models" / "coarse" / "metrics.json").read_text())["HR@10"] >= 0
+    report = (run / "report.md").read_text()
+    assert "| TopPop |" in report and "| MOR, coarse-weighted |" in report
 
 
 def test_a_runs_section_of_a_plugin_not_installed_here_is_warned_of_and_kept(tmp_path, caplog):

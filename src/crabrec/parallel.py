@@ -28,8 +28,10 @@ from crabrec.pipeline import RunContext
 
 log = logging.getLogger("crabrec")
 
-# the stages that only need data and SIDs, in the order they are handed out: longest first (quick and paper presets)
+# the built-in training stages that only need data and SIDs, in the order they are handed out: longest first (quick
+# and paper presets); a method plugin's such stage comes after them
 INDEPENDENT = ("tiger", "train", "rw", "d2lr", "sasrec")
+FIXED_INPUTS = frozenset({"data", "embed", "tokenize"})
 
 
 def cores() -> int:
@@ -52,10 +54,26 @@ def closure(ctx: RunContext, names: list[str]) -> set[str]:
     return out
 
 
+def independent(ctx: RunContext) -> list[str]:
+    """The training stages that need only the data and SIDs (:data:`FIXED_INPUTS`): the built-in ones longest first,
+    then those of other registered methods in Table 1's order."""
+    from crabrec.methods import methods
+
+    other = [
+        m.trains
+        for m in methods()
+        if m.trains
+        and m.trains not in INDEPENDENT
+        and m.trains in ctx.stages
+        and set(ctx.needs(m.trains)) <= FIXED_INPUTS
+    ]
+    return [s for s in INDEPENDENT if s in ctx.stages] + other
+
+
 def pending(ctx: RunContext, names: list[str]) -> list[str]:
     """The independent training stages that running ``names`` will compute (not finished, or forced)."""
     wanted = closure(ctx, names)
-    return [s for s in INDEPENDENT if s in wanted and (s in ctx.force or not ctx.is_done(s))]
+    return [s for s in independent(ctx) if s in wanted and (s in ctx.force or not ctx.is_done(s))]
 
 
 def auto_count(cfg: Any, n: int) -> int:
