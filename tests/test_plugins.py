@@ -51,6 +51,7 @@ def test_an_installed_methods_entry_point_registers_it_and_a_broken_one_is_skipp
     with caplog.at_level(logging.WARNING, logger="crabrec"):
         found = names()
     assert found[-1] == "mostpop" and found.count("mostpop") == 1 and "gone" not in found
+    assert registry.origin("mostpop") == "good-plugin" and registry.origin("mor") is None
     assert "method plugin 'gone' (no_such_module:METHOD, from bad-plugin) cannot be loaded (ModuleNotFoundError" in (
         caplog.text
     )

@@ -636,11 +636,13 @@ def list_methods() -> None:
 
     Example: crabrec methods
     """
-    from crabrec.methods import methods
+    from crabrec.methods import methods, origin
 
     for m in methods():
         stages = " -> ".join(s.name for s in m.stages)
-        typer.echo(f"{m.name:8s} {m.label:24s} stages: {stages}; settings: {m.section}; knob: {m.knob or '-'}")
+        source = f"; from {origin(m.name)}" if origin(m.name) else ""
+        line = f"{m.name:8s} {m.label:24s} stages: {stages}; settings: {m.section or '-'}; knob: {m.knob or '-'}"
+        typer.echo(line + source)
 
 
 @app.command()

@@ -65,6 +65,7 @@ log = logging.getLogger("crabrec")
 PLUGIN_GROUP = "crabrec.methods"  # entry points: a Method, a list of them, or a function returning either
 _REGISTRY: dict[str, Method] = {}
 _ADDED: list[str] = []  # registered at run time in this process (worker processes get them from added_payload)
+_ORIGIN: dict[str, str] = {}  # a method plugin's name -> the distribution (package) it came from
 _LOADED = False
 
 
@@ -147,16 +148,26 @@ def _load() -> None:
     for method in _builtin():
         _check_section(method, list(_REGISTRY.values()))
         _REGISTRY[method.name] = method
-    for source, method in _installed():
+    for source, dist, method in _installed():
         try:
             _add(method)
         except ValueError as exc:
             log.warning("method plugin %s: %s; skipped", source, exc)
+            continue
+        if dist:
+            _ORIGIN[method.name] = dist
 
 
-def _installed() -> list[tuple[str, Method]]:
-    """The methods of installed packages (entry-point group ``crabrec.methods``), in the order of their names. One
-    that cannot be loaded is skipped with a warning naming it, so that a broken plugin cannot stop every command."""
+def origin(name: str) -> str | None:
+    """The package a method plugin came from (None: a built-in method, or one registered at run time)."""
+    _load()
+    return _ORIGIN.get(name)
+
+
+def _installed() -> list[tuple[str, str | None, Method]]:
+    """The methods of installed packages (entry-point group ``crabrec.methods``) as ``(entry point, package,
+    method)``, in the order of the entry points' names. One that cannot be loaded is skipped with a warning naming
+    it, so that a broken plugin cannot stop every command."""
     from importlib.metadata import entry_points
 
     found = []
@@ -178,7 +189,7 @@ def _installed() -> list[tuple[str, Method]]:
                 source, type(odd[0]).__name__,
             )  # fmt: skip
             continue
-        found += [(source, m) for m in made]
+        found += [(source, dist, m) for m in made]
     return found
 
 
