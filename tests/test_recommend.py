@@ -243,6 +243,18 @@ def test_cli_recommend_prints_a_table(tiny_run, capsys):
     assert [line.split()[1] for line in lines[1:]] == [r.item for r in expected]
 
 
+def test_cli_recommend_file_to_standard_output(tiny_run, tmp_path, capsys):
+    """``--output -`` prints the file's answers as JSON lines, the same as a .jsonl file holds, and nothing else."""
+    histories, users, _ = histories_of(tiny_run, 6)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"history": h, "user": u}) + "\n" for h, u in zip(histories, users)))
+    args = ["recommend", str(tiny_run), "--method", "tiger", "--input", str(src), "-k", "3", "--output"]
+    code, out, err = run_cli([*args, "-"], capsys)
+    assert code == 0, err
+    assert run_cli([*args, str(tmp_path / "out.jsonl")], capsys)[0] == 0
+    assert out == (tmp_path / "out.jsonl").read_text() and len(out.splitlines()) == 6
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
 def test_cli_recommend_file(tiny_run, tmp_path, capsys, suffix):
     histories, users, _ = histories_of(tiny_run, 20)

@@ -839,7 +839,9 @@ def recommend(
         str | None,
         typer.Option("--input", help="A file of histories or user ids (.csv, .parquet, .jsonl; docs/guides/serve.md)."),
     ] = None,
-    output: Annotated[str | None, typer.Option(help="Where --input's answers go (.csv/.parquet/.jsonl).")] = None,
+    output: Annotated[
+        str | None, typer.Option(help="Where --input's answers go (.csv/.parquet/.jsonl; - : JSON lines on stdout).")
+    ] = None,
     drop_unknown: Annotated[bool, typer.Option(help="Ignore item ids outside the catalogue.")] = False,
     exclude_seen: Annotated[
         bool,
@@ -854,7 +856,7 @@ def recommend(
 
     Example: crabrec recommend runs/office-quick --method crab --history 0,1,5 -k 5
     """
-    from crabrec.histories import file_format, history_ids, read_histories, write_recommendations
+    from crabrec.histories import file_format, history_ids, read_histories, recommendation_lines, write_recommendations
     from crabrec.io import writable_file
     from crabrec.recommender import load
 
@@ -874,8 +876,10 @@ def recommend(
     if user_id is not None and user is not None:
         raise CrabError("give --user-id (the data's user id) or --user (the run's user index), not both")
     if input_file is not None and output is None:
-        raise CrabError("--input needs --output FILE (.csv, .parquet or .jsonl)")
-    if output is not None:
+        raise CrabError(
+            "--input needs --output FILE (.csv, .parquet or .jsonl), or --output - for JSON lines on stdout"
+        )
+    if output is not None and output != "-":
         file_format(Path(output))
         if input_file is not None and Path(output).resolve() == Path(input_file).resolve():
             raise CrabError(f"--output {output}: is the --input file; write the answers to another file")
@@ -904,6 +908,9 @@ def recommend(
         )  # fmt: skip
     except CrabError as exc:
         raise CrabError(f"{input_file}: {exc}") from None
+    if output == "-":
+        typer.echo(recommendation_lines(rows), nl=False)
+        return
     typer.echo(f"{len(rows)} histories -> {write_recommendations(output, rows)}")
 
 

@@ -178,13 +178,13 @@ def _history(path: Path, row: int, value: Any) -> list[str]:
     raise CrabError(f"{path} row {row}: history {clip(repr(value), 40)}: expected item ids (a list or a string)")
 
 
-def write_recommendations(path: str | Path, rows: list[list[Any]]) -> Path:
-    """Write each input row's recommendations (lists of :class:`~crabrec.recommender.Recommendation`)."""
-    import pandas as pd
+def recommendation_lines(rows: list[list[Any]]) -> str:
+    """Each input row's recommendations as JSON lines (``row``, ``items``, ``scores``, ``groups``)."""
+    return "".join(json.dumps(rec) + "\n" for rec in _records(rows))
 
-    path = Path(path)
-    kind = file_format(path)
-    records = [
+
+def _records(rows: list[list[Any]]) -> list[dict[str, Any]]:
+    return [
         {
             "row": r,
             "items": [x.item for x in recs],
@@ -193,9 +193,18 @@ def write_recommendations(path: str | Path, rows: list[list[Any]]) -> Path:
         }
         for r, recs in enumerate(rows)
     ]
+
+
+def write_recommendations(path: str | Path, rows: list[list[Any]]) -> Path:
+    """Write each input row's recommendations (lists of :class:`~crabrec.recommender.Recommendation`)."""
+    import pandas as pd
+
+    path = Path(path)
+    kind = file_format(path)
+    records = _records(rows)
     with atomic_path(path) as tmp:
         if kind == ".jsonl":
-            tmp.write_text("".join(json.dumps(rec) + "\n" for rec in records))
+            tmp.write_text(recommendation_lines(rows))
         elif kind == ".parquet":
             pd.DataFrame(records).to_parquet(tmp)
         else:
