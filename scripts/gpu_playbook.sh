@@ -70,8 +70,9 @@ WIDE_BATCH=${WIDE_BATCH:-2048}
 # TIGER keeps its learning rate (plateau_factor 1: constant): under the preset's halving on every validation that does
 # not improve, it stopped at cornac's default-recipe level with its rate down to 1/64 (docs/results/gpu.md); GRID's
 # recipe keeps a constant rate. TIGER validates every second epoch (early stopping after 5 validations, 10 epochs,
-# without improvement): its budget, not convergence, ends it, and validating 5,000 users took about a third of an
-# epoch's 12.3 s beside a 514-step epoch at 15.9 ms a step; at a constant rate training does not depend on validation
+# without improvement): its budget, not convergence, ends it, and its 514 steps an epoch at 15.9 ms (step 3, alone on
+# the H100) account for 8.2 of the 12.3 s an epoch took beside MOR, so validating 5,000 users is an estimated third of
+# an epoch; at a constant rate training does not depend on validation
 BEAUTY_SETS=${BEAUTY_SETS-train.cuda_graphs=true tiger.cuda_graphs=true tiger.plateau_factor=1 tiger.valid_every=2 tiger.patience=5}
 # step 5: RR's default alphas, and CRAB at gamma 0 (the H100's best point; 0.2 cost accuracy on both leases) with
 # ratio 0 as the control: does CRAB's gain come from rebalancing or from two more epochs of training? (RW's and D²LR's
