@@ -150,3 +150,18 @@ def test_a_runs_section_of_a_plugin_not_installed_here_is_warned_of_and_kept(tmp
     write_config(cfg.model_copy(update={"seed": 7}))
     text = yaml.safe_load((run / "config.yaml").read_text())
     assert text["seed"] == 7 and text["toppop"] == {"depth": 3}
+
+
+def test_asking_for_a_plugins_results_where_it_is_not_installed_says_so(tiny_run, tmp_path):
+    import shutil
+
+    import crabrec
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    (run / "models" / "ghost").mkdir()
+    with pytest.raises(CrabError, match=r"^method 'ghost': this run holds its results \(models/ghost\), but no method "
+                       r"of that name is installed here; install the package that provides it"):  # fmt: skip
+        crabrec.load(run, "ghost")
+    with pytest.raises(CrabError, match=r"^method 'nothing': expected one of mor, "):
+        crabrec.load(run, "nothing")

@@ -240,7 +240,7 @@ def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -
 
     ``beam``: the beam width (the longest list) of a generative method; default the run's ``evaluate.beam``."""
     from crabrec.config import load_config
-    from crabrec.methods import get
+    from crabrec.methods import get, methods
     from crabrec.runfiles import RunFiles
     from crabrec.stages import registry
 
@@ -249,6 +249,11 @@ def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -
     root = Path(run_dir)
     if not (root / "config.yaml").is_file():
         raise CrabError(f"{run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
+    if isinstance(method, str) and (root / "models" / method).is_dir() and method not in {m.name for m in methods()}:
+        raise CrabError(
+            f"method {method!r}: this run holds its results (models/{method}), but no method of that name is installed "
+            "here; install the package that provides it (`crabrec methods` lists what is installed)"
+        )
     chosen = get(method, flag="method")  # the CLI's --method and the Python API's method=
     if chosen.ranker is None:
         raise CrabError(f"method {method!r}: this method cannot rank histories")
