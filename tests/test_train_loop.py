@@ -118,7 +118,7 @@ def test_a_budget_that_changes_the_training_trains_from_scratch(tmp_path, caplog
         assert "training from scratch" in caplog.text
         caplog.clear()
         assert _budgeted(tmp_path / "c", epochs=4, max_minutes=10.0) == _budgeted(tmp_path / "b", epochs=4)
-    assert "trained 1 epochs under a smaller budget; training on from there" in caplog.text
+    assert "trained 1 epoch under a smaller budget; training on from there" in caplog.text
 
 
 def test_forced_rerun_trains_from_scratch(tmp_path):
@@ -640,7 +640,7 @@ def test_a_run_stopped_by_its_budget_trains_on_when_the_budget_grows(tiny_run, t
     assert cli(["train", str(runs["grown"]), "--method", "tiger", *plateau, "--set", "tiger.epochs=1"])[0] == 0
     capsys.readouterr()
     assert cli(["train", str(runs["grown"]), "--method", "tiger", *plateau, "--set", "tiger.epochs=2"])[0] == 0
-    assert "trained 1 epochs under a smaller budget; training on from there" in capsys.readouterr().err
+    assert "trained 1 epoch under a smaller budget; training on from there" in capsys.readouterr().err
     assert cli(["train", str(runs["direct"]), "--method", "tiger", *plateau, "--set", "tiger.epochs=2"])[0] == 0
     weights = [(runs[n] / "models" / "tiger" / "model" / "model.safetensors").read_bytes() for n in runs]
     assert weights[0] == weights[1]

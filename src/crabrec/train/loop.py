@@ -315,7 +315,8 @@ def train(
         shutil.rmtree(ckpt)
         shutil.rmtree(out_dir / STAGED, ignore_errors=True)
     elif extended:
-        log.info("%s: trained %d epochs under a smaller budget; training on from there", ckpt, saved["epoch"])
+        epochs = f"{saved['epoch']} epoch" + ("" if saved["epoch"] == 1 else "s")
+        log.info("%s: trained %s under a smaller budget; training on from there", ckpt, epochs)
     state = load_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler) or {
         "epoch": 0,
         "best_score": -1.0,
