@@ -105,7 +105,8 @@ class DataConfig(Strict):
     missing_items: Literal["error", "drop"] = keyed_when_set(
         "error",
         description="interactions with an item the item table lacks: error (name the first and count them) or drop "
-        "them (the count is logged and kept in data/stats.json)",
+        "them (the count is logged and kept in data/stats.json); tables, MovieLens, RecBole and LC-Rec layouts (raw "
+        "Amazon data keeps such items with empty text)",
     )
     max_history: int = Field(10, ge=1, description="history items a model reads before the predicted one")
     train_on_available: bool = Field(
