@@ -630,6 +630,28 @@ def finetune(
     _print_metrics(cfg, chosen.name)
 
 
+@app.command("runs")
+def list_runs(
+    folders: Annotated[
+        list[str] | None, typer.Argument(help="Folders of runs, or run folders (default: runs).", show_default=False)
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per run instead of the table.")] = False,
+) -> None:
+    """The runs in a folder: each one's data, size and last update, and every evaluated method's HR@10, NDCG@10,
+    DGU@10 and MGU@10 (from the stored metrics; nothing is computed).
+
+    Example: crabrec runs runs
+    """
+    import json
+
+    from crabrec.methods import methods
+    from crabrec.runlist import describe, find_runs, render
+
+    order = [m.name for m in methods()]
+    runs = [describe(run, order) for run in find_runs([Path(f) for f in folders or ["runs"]])]
+    typer.echo("\n".join(json.dumps(r) for r in runs) if as_json else render(runs))
+
+
 @app.command("methods")
 def list_methods() -> None:
     """The compared methods: name, Table 1 label, stages, config section and frontier knob.

@@ -1,0 +1,31 @@
+"""``crabrec runs``: every run under a folder with its data and each evaluated method's stored headline metrics."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from tests.conftest import cli
+
+
+def test_runs_lists_each_runs_data_and_stored_metrics(tiny_run, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    shutil.copytree(tiny_run, runs / "a")
+    (runs / "b" / "stages").mkdir(parents=True)  # a run whose data stage has not finished
+    (runs / "b" / "config.yaml").write_text("data:\n  path: ratings.csv\n")
+    (runs / "notes").mkdir()  # not a run
+    assert cli(["runs", str(runs)])[0] == 0
+    out = capsys.readouterr().out.splitlines()
+    stored = json.loads((runs / "a" / "models" / "tiger" / "metrics.json").read_text())
+    assert out[0].startswith(f"{runs / 'a'}: ") and ", 135 users, 364 items, updated " in out[0]
+    assert out[1].split() == ["method", "HR@10", "NDCG@10", "DGU@10", "MGU@10"]
+    assert out[2].split()[0] == "mor"  # Table 1's order
+    tiger = next(line.split() for line in out if line.split()[0] == "tiger")
+    assert tiger[1:] == [f"{stored[k]:.4f}" for k in ("HR@10", "NDCG@10", "DGU@10", "MGU@10")]
+    assert out[-2:] == [f"{runs / 'b'}: ratings.csv, data not loaded", "  no method evaluated yet"]
+    assert not any("notes" in line for line in out)
+    assert cli(["runs", str(runs / "a"), "--json"])[0] == 0
+    (one,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert one["users"] == 135 and one["methods"]["tiger"]["HR@10"] == stored["HR@10"]
+    assert cli(["runs", str(tmp_path / "nowhere")])[0] == 2
+    assert "nowhere: no such folder" in capsys.readouterr().err
