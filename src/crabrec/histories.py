@@ -180,7 +180,11 @@ def _history(path: Path, row: int, value: Any) -> list[str]:
 
 def recommendation_lines(rows: list[list[Any]]) -> str:
     """Each input row's recommendations as JSON lines (``row``, ``items``, ``scores``, ``groups``)."""
-    return "".join(json.dumps(rec) + "\n" for rec in _records(rows))
+    return _lines(_records(rows))
+
+
+def _lines(records: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(rec) + "\n" for rec in records)
 
 
 def _records(rows: list[list[Any]]) -> list[dict[str, Any]]:
@@ -204,7 +208,7 @@ def write_recommendations(path: str | Path, rows: list[list[Any]]) -> Path:
     records = _records(rows)
     with atomic_path(path) as tmp:
         if kind == ".jsonl":
-            tmp.write_text(recommendation_lines(rows))
+            tmp.write_text(_lines(records))
         elif kind == ".parquet":
             pd.DataFrame(records).to_parquet(tmp)
         else:

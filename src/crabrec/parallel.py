@@ -185,11 +185,11 @@ def _start_worker(parent: int, methods: bytes) -> None:
 
     _die_with_parent(parent)
     logger = logging.getLogger("crabrec")
-    level, logger.disabled = logger.disabled, True
+    was_disabled, logger.disabled = logger.disabled, True
     try:
         register_payload(methods)
     finally:
-        logger.disabled = level
+        logger.disabled = was_disabled
 
 
 def _die_with_parent(parent: int) -> None:

@@ -159,15 +159,19 @@ class RunContext:
         """Cache key = hash of (stage name, the settings it reads, its inputs' keys, and its code revision when
         nonzero: revision 0 is in no key, so the keys of stages never revised stay what they were)."""
         if name not in self._keys:
-            payload: dict[str, Any] = {
-                "stage": name,
-                "config": self.settings(name),
-                "inputs": {n: self.key(n) for n in self.needs(name)},
-            }
-            if self.stages[name].revision:
-                payload["revision"] = self.stages[name].revision
-            self._keys[name] = sha256_of(payload)
+            self._keys[name] = self._hash(name)
         return self._keys[name]
+
+    def _hash(self, name: str, budget_free: bool = False) -> str:
+        """:meth:`key`'s hash; ``budget_free``: of the settings without the training budget (:data:`BUDGET`)."""
+        payload: dict[str, Any] = {
+            "stage": name,
+            "config": self.settings(name, budget_free),
+            "inputs": {n: self.key(n) for n in self.needs(name)},
+        }
+        if self.stages[name].revision:
+            payload["revision"] = self.stages[name].revision
+        return sha256_of(payload)
 
     def needs(self, name: str) -> tuple[str, ...]:
         """A stage's inputs: its fixed ones, then those its ``needs_if`` asks for once the fixed ones exist."""
@@ -186,12 +190,7 @@ class RunContext:
     def checkpoint_policy(self) -> dict[str, Any]:
         """``train`` keyword arguments: resume only this stage's own checkpoint, or one trained under a smaller budget
         and otherwise the same (``budget_free``: the key without :data:`BUDGET`); none when the stage is forced."""
-        name = self.running
-        budget_free = ""
-        if name:
-            payload = {"stage": name, "config": self.settings(name, budget_free=True)}
-            payload["inputs"] = {n: self.key(n) for n in self.needs(name)}
-            budget_free = sha256_of(payload | {"revision": self.stages[name].revision})
+        budget_free = self._hash(self.running, budget_free=True) if self.running else ""
         return {"fingerprint": self.running_key(), "fresh": self.forced, "budget_free": budget_free}
 
     def state_path(self, name: str) -> Path:
