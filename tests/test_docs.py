@@ -104,3 +104,20 @@ def test_version_flag(capsys):
         main(["--version"])
     assert exc.value.code in (0, None)
     assert capsys.readouterr().out.strip() == f"crabrec {__version__}"
+
+
+@pytest.mark.parametrize("group", [[], ["data"], ["sid"], ["backbone"]])
+def test_a_commands_table_row_is_its_summary_without_the_docstrings_line_breaks(group, monkeypatch, capsys):
+    from tests.conftest import cli
+
+    monkeypatch.setenv("COLUMNS", "400")  # wide enough that no summary wraps: a break left in one shows as a line
+    cli([*group, "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    refresh_help()
+    root = typer.main.get_command(app)
+    cmd = root.commands[group[0]] if group else root
+    for name, sub in cmd.commands.items():
+        if getattr(sub, "commands", None):  # a group: its own one-line help
+            continue
+        summary = " ".join(sub.help.split("\n\n")[0].split())
+        assert any(name in line and summary in line for line in lines), (group, name, summary)

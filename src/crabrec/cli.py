@@ -250,6 +250,15 @@ def refresh_help() -> None:
     )
     FORCE_STAGES.help = "Re-run this stage even if cached (repeatable): " + ", ".join(stages) + "."
     app.info.help = APP_HELP.format(stages=" -> ".join(stages))
+    for group in (app, data_app, sid_app, backbone_app):
+        for info in group.registered_commands:
+            info.short_help = info.short_help or _summary(info.callback)
+
+
+def _summary(callback: object) -> str | None:
+    """A command's first docstring paragraph on one line: a commands table keeps the docstring's line breaks."""
+    doc = inspect.getdoc(callback)
+    return " ".join(doc.split("\n\n")[0].split()) if doc else None
 
 
 def _setup_logging() -> None:
