@@ -12,6 +12,7 @@ from crabrec.config import DataConfig, load_config
 from crabrec.data.amazon import clean, month_start, usable_title
 from crabrec.data.loaders import load_dataset
 from crabrec.data.splits import make_splits
+from crabrec.data.users import UserHistories
 from crabrec.errors import CrabError
 
 DAY = 86400
@@ -186,7 +187,13 @@ def test_minionerec_export_round_trips(tiny_run, tmp_path, capsys):
         header = (out / part / f"{name}.csv").read_text().splitlines()[0]
         assert header == "user_id,history_item_title,item_title,history_item_id,item_id,history_item_sid,item_sid"
     mine = files.load_splits()
-    back = make_splits(load_dataset(DataConfig(path=str(out), format="minionerec")), "auto", 10)
+    dataset = load_dataset(DataConfig(path=str(out), format="minionerec"))
+    back = make_splits(dataset, "auto", 10)
+    # each user's whole sequence comes back too (recommend --user-id): the first row's history, then every target
+    # (the layout names users and items by the run's indices)
+    users, again = files.load_users(), UserHistories.from_dataset(dataset)
+    assert sorted(again.ids) == sorted(str(u) for u in range(len(users))) and not dataset.notes
+    assert all(again.sequence(again.user(str(u))) == users.sequence(u) for u in range(len(users)))
     assert back.kind == "given"
     for part in ("train", "valid", "test"):
         a, b = getattr(mine, part), getattr(back, part)
@@ -218,3 +225,19 @@ def test_time_window_applies_to_the_tiger_recipe_when_set(tmp_path):
     assert load_dataset(DataConfig(path=str(folder), kcore=3, time_window=["2016-11", "2016-12"])).n_users == 3
     with pytest.raises(CrabError, match="no interaction left"):
         load_dataset(DataConfig(path=str(folder), kcore=3, time_window=["2017-01", "2017-02"]))
+
+
+def test_minionerec_rows_out_of_time_order_are_noted(tmp_path):
+    """A user's later row whose history does not end with what their earlier rows gave is counted in a note."""
+    folder = tmp_path / "mor"
+    (folder / "index").mkdir(parents=True)
+    (folder / "index" / "T.item.json").write_text(json.dumps({str(i): {"title": f"item {i}"} for i in range(5)}))
+    head = "user_id,history_item_title,item_title,history_item_id,item_id,history_item_sid,item_sid\n"
+    rows = {"train": ["u,[],x,[0],1,[],s", 'u,[],x,"[0, 1]",2,[],s'], "valid": ['u,[],x,"[0, 1, 2]",3,[],s']}
+    rows["test"] = ['u,[],x,"[0, 2]",4,[],s']  # skips item 3: not the end of 0 1 2 3
+    for split, lines in rows.items():
+        (folder / split).mkdir()
+        (folder / split / "T.csv").write_text(head + "\n".join(lines) + "\n")
+    dataset = load_dataset(DataConfig(path=str(folder), format="minionerec"))
+    assert dataset.sequences[0].tolist() == [0, 1, 2, 3, 4]
+    assert len(dataset.notes) == 1 and dataset.notes[0].startswith("1 of 4 rows have a history that does not end")

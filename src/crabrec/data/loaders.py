@@ -459,8 +459,7 @@ def _load_minionerec(path: Path, cfg: DataConfig) -> Dataset:
             continue
         parts = [_read_minionerec_csv(f, index, user_index) for f in files]  # every CSV of the split, in name order
         given[split] = tuple([x for part in parts for x in part[k]] for k in range(3))  # type: ignore[assignment]
-        if split != "train":
-            order.extend(zip(*given[split]))
+        order.extend(zip(*given[split]))
     notes = []
     for split in ("valid", "test"):
         if split not in given:
@@ -473,13 +472,14 @@ def _load_minionerec(path: Path, cfg: DataConfig) -> Dataset:
         given["train"] = given["valid"]
         notes.append("no train split: the valid rows are used for training, so validation is not held out")
         log.warning("%s: %s", path, notes[-1])
-    # rebuild each user's (suffix of) sequence from the rows, as PROVENANCE describes
     users = sorted(user_index, key=user_index.get)
-    seqs: list[list[int]] = [[] for _ in users]
-    for u, hist, tgt in sorted(order, key=lambda r: r[0]):
-        if not seqs[u]:
-            seqs[u] = list(hist)
-        seqs[u].append(tgt)
+    seqs, broken = _rebuild_sequences(order, len(users))
+    if broken:
+        notes.append(
+            f"{broken:,} of {len(order):,} rows have a history that does not end with their user's earlier rows "
+            "(train, valid, test, each in file order); a user's history (recommend --user-id) follows that order"
+        )
+        log.warning("%s: %s", path, notes[-1])
     return Dataset(
         name=item_files[0].name.split(".")[0] if item_files else path.name,
         source=str(path),
@@ -490,6 +490,22 @@ def _load_minionerec(path: Path, cfg: DataConfig) -> Dataset:
         given=given,
         notes=notes,
     )
+
+
+def _rebuild_sequences(rows: list[tuple[int, list[int], int]], n_users: int) -> tuple[list[list[int]], int]:
+    """Each user's sequence from sliding-window rows (user, history, target) in time order: the user's first
+    history, then every target. Rows whose history is not the end of what came before are counted, not fixed.
+    A user whose first row has a full window gets the end of their sequence only."""
+    seqs: list[list[int]] = [[] for _ in range(n_users)]
+    broken = 0
+    for u, hist, tgt in sorted(rows, key=lambda r: r[0]):  # stable: each user's rows keep their order
+        seq = seqs[u]
+        if not seq:
+            seq.extend(hist)
+        elif hist and seq[len(seq) - len(hist) :] != hist:
+            broken += 1
+        seq.append(tgt)
+    return seqs, broken
 
 
 def _items_from_info(path: Path) -> dict[str, dict[str, str]]:
