@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
 
 import pytest
 
@@ -31,7 +32,7 @@ def test_bars_only_on_a_terminal_without_tqdm_disable_or_quiet(monkeypatch, norm
     monkeypatch.setattr("sys.stderr", io.StringIO())
     assert not progress.bars_enabled()
     items = [1, 2, 3]
-    assert progress.progress(items, "x") is items  # the iterable itself: nothing is drawn
+    assert list(progress.progress(items, "x")) == items and not sys.stderr.getvalue()  # nothing drawn, no minute
     monkeypatch.setattr("sys.stderr", FakeTTY())
     assert progress.bars_enabled()
     assert list(progress.progress(items, "x")) == items
@@ -42,6 +43,25 @@ def test_bars_only_on_a_terminal_without_tqdm_disable_or_quiet(monkeypatch, norm
     assert progress.bars_enabled()
     progress.set_verbosity(progress.QUIET)
     assert not progress.bars_enabled()
+    assert progress.progress(items, "x") is items  # nothing drawn, nothing logged
+
+
+def test_off_a_terminal_a_long_loop_logs_where_it_is_once_a_minute(monkeypatch, normal, caplog):
+    """A line per LOG_EVERY seconds (0 here: one per item after the first), with the share done, the time taken and
+    left, and what the loop set with set_postfix (the training loss)."""
+    import logging
+
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    monkeypatch.setattr(progress, "LOG_EVERY", 0.0)
+    loop = progress.progress(range(4), "epoch 3")
+    with caplog.at_level(logging.INFO, logger="crabrec"):
+        for i in loop:
+            loop.set_postfix(loss=f"{1 / (i + 1):.4f}")
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3 and lines[0].startswith("epoch 3: 25% (1 of 4), 0s, about 0s left, loss 1.0000")
+    assert lines[2].startswith("epoch 3: 75% (3 of 4)") and lines[2].endswith("loss 0.3333")
+    assert progress._duration(59.6) == "1m 00s" and progress._duration(3725) == "1h 02m"
+    assert progress._Logged(iter("ab"), "x").line(2, 5) == "2 done, 5s"  # no length: a count
 
 
 def test_off_a_terminal_a_library_s_own_tqdm_bar_draws_no_frames_either():

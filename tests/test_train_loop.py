@@ -14,11 +14,11 @@ from crabrec.models.decoder import N_SPECIAL, build_decoder, encode_rows, item_t
 from crabrec.train.loop import Rows, train
 
 
-def _tiny_problem() -> tuple[object, Rows]:
+def _tiny_problem(dropout: float = 0.0) -> tuple[object, Rows]:
     """A tiny decoder and 32 random training rows over 10 items, the same at every call."""
     rng = np.random.default_rng(0)
     tokens = item_tokens(np.arange(30).reshape(10, 3))
-    model = build_decoder(N_SPECIAL + 30, TrainConfig(hidden=16, layers=1, heads=2, ff=32), seed=0)
+    model = build_decoder(N_SPECIAL + 30, TrainConfig(hidden=16, layers=1, heads=2, ff=32, dropout=dropout), seed=0)
     hist, length, target = rng.integers(0, 10, (32, 4)), rng.integers(1, 5, 32), rng.integers(0, 10, 32)
 
     def make(rows):
@@ -58,7 +58,7 @@ def _budgeted(out, **loop) -> tuple[list[float], bytes]:
     """Train the tiny problem under ``loop`` with one configuration but for its budget: (each epoch's loss, the kept
     model's bytes). The validation score is the number of validations in ``out`` so far (a resumed run goes on
     counting), so every epoch improves and the kept model is the last epoch's."""
-    model, rows = _tiny_problem()
+    model, rows = _tiny_problem(dropout=0.1)
     cfg = TrainConfig(batch_size=16, warmup_steps=0, patience=5, dropout=0.1, **loop)
     loss = lambda m, b: target_loss(m, b["ids"], b["mask"], b["labels"])  # noqa: E731
 
@@ -644,3 +644,70 @@ def test_a_run_stopped_by_its_budget_trains_on_when_the_budget_grows(tiny_run, t
     assert cli(["train", str(runs["direct"]), "--method", "tiger", *plateau, "--set", "tiger.epochs=2"])[0] == 0
     weights = [(runs[n] / "models" / "tiger" / "model" / "model.safetensors").read_bytes() for n in runs]
     assert weights[0] == weights[1]
+
+
+def _cut_at(monkeypatch, calls: set[int]) -> None:
+    """The time budget stops training at the n-th inside-epoch check for each n in ``calls`` (a check every step)."""
+    import crabrec.train.loop as loop
+
+    seen = []
+
+    def out_of(cfg, start, prof, whole_step):
+        seen.append(1)
+        return cfg.max_minutes is not None and len(seen) in calls
+
+    monkeypatch.setattr(loop, "CHECK_EVERY", 1)
+    monkeypatch.setattr(loop, "out_of", out_of)
+
+
+def _scored(out, scores: list[float], **loop) -> tuple[object, bytes]:
+    """The tiny problem (2 steps an epoch, dropout on) with ``validate`` returning ``scores`` in turn (and drawing a
+    random number), under one configuration but for its budget: (the result, the kept model's bytes)."""
+    model, rows = _tiny_problem(dropout=0.1)
+    cfg = TrainConfig(batch_size=16, warmup_steps=0, patience=5, dropout=0.1, schedule="plateau", **loop)
+    loss = lambda m, b: target_loss(m, b["ids"], b["mask"], b["labels"])  # noqa: E731
+    scores = list(scores)
+
+    def validate(m) -> float:
+        torch.rand(1)  # a validation that draws from the generator training draws from
+        return scores.pop(0)
+
+    result = train(model, rows, loss, validate, cfg, out, 0, fingerprint=repr(loop), budget_free="b")
+    return result, (out / "model" / "model.safetensors").read_bytes()
+
+
+def test_a_time_budget_stops_inside_an_epoch_and_keeps_the_model_there(tmp_path, monkeypatch, caplog):
+    """Checked every CHECK_EVERY steps: the budget stops epoch 1 after its first step; that point is validated and
+    kept, and the epoch's loss is its first step's."""
+    import logging
+
+    _cut_at(monkeypatch, {1})
+    with caplog.at_level(logging.INFO, logger="crabrec"):
+        result, kept = _scored(tmp_path, [0.3], epochs=4, max_minutes=5.0)
+    assert "epoch 1 (the time budget stopped it after 1 of 2 steps)" in caplog.text
+    assert [h["steps"] for h in result.history] == [[1, 2]] and result.best_epoch == 1 and result.epochs_run == 1
+    _cut_at(monkeypatch, {1})
+    again = _scored(tmp_path / "again", [0.3], epochs=1, max_minutes=5.0)  # another number of epochs: the same stop
+    assert again[1] == kept and again[0].history[0]["loss"] == result.history[0]["loss"]
+
+
+def test_training_on_from_inside_an_epoch_equals_one_longer_run(tmp_path, monkeypatch, caplog):
+    """Stopped by the budget at step 1 of epoch 2 (validated there at 0.9, the best so far: kept), then trained on
+    under a larger budget: the longer run goes on from that step, without that validation, and gives what one run
+    gives: the same losses, and the same kept model (epoch 1's, scored 0.5 against 0.1 and 0.2 later; the model
+    kept at the stop is set aside)."""
+    import logging
+
+    _cut_at(monkeypatch, {2})
+    stopped, at_stop = _scored(tmp_path / "a", [0.5, 0.9], epochs=3, max_minutes=5.0)
+    assert stopped.best_epoch == 2 and stopped.history[-1]["steps"] == [1, 2]
+    with caplog.at_level(logging.INFO, logger="crabrec"):
+        grown, kept = _scored(tmp_path / "a", [0.1, 0.2], epochs=3, max_minutes=10.0)
+    assert "trained 1 steps of epoch 2 under a smaller budget; training on from there" in caplog.text
+    _cut_at(monkeypatch, set())
+    direct, direct_kept = _scored(tmp_path / "b", [0.5, 0.1, 0.2], epochs=3, max_minutes=10.0)
+    assert [h["loss"] for h in grown.history] == [h["loss"] for h in direct.history]
+    assert "steps" not in grown.history[1] and grown.best_epoch == direct.best_epoch == 1
+    assert kept == direct_kept != at_stop
+    ckpt = [(tmp_path / x / "checkpoint" / "weights.safetensors").read_bytes() for x in "ab"]
+    assert ckpt[0] == ckpt[1]  # the same weights after the last epoch: the stop changed nothing in the training

@@ -212,7 +212,10 @@ class LoopConfig(Strict):
         "kept; early stopping and the plateau schedule count validations)",
     )
     max_minutes: float | None = Field(
-        None, gt=0, description="wall-clock budget: stop after the epoch that reaches it (the best epoch is kept)"
+        None,
+        gt=0,
+        description="wall-clock budget: stop when it is reached, inside an epoch if need be (checked every 50 steps; "
+        "the model where it stopped is validated, and the best validated one is kept)",
     )
     compile: bool = keyed_when_set(
         False,

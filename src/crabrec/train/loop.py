@@ -87,17 +87,48 @@ def by_length(length: np.ndarray, batch_size: int, seed: int) -> Callable[[int],
     return lambda epoch: length_bucketed(length, ones, batch_size, seed, epoch)
 
 
-def save_checkpoint(folder: Path, model, optimizer, scheduler, state: dict[str, Any]) -> None:
+def save_checkpoint(
+    folder: Path,
+    model,
+    optimizer,
+    scheduler,
+    state: dict[str, Any],
+    rng: dict[str, Any] | None = None,
+    best: Path | None = None,
+) -> None:
+    """Write ``folder`` (whole or not at all): the weights, the optimizer's and scheduler's states, the random
+    generators' (``rng``, default: now) and ``state``; ``best``, a kept model, is copied in as ``best/``."""
     from safetensors.torch import save_model
 
     def fill(tmp: Path) -> None:
         tmp.mkdir(parents=True)
         save_model(model, str(tmp / "weights.safetensors"))
-        extra = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()}
+        extra = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng or rng_state()}
         torch.save(extra, tmp / "optim.pt")
+        if best is not None:
+            shutil.copytree(best, tmp / BEST)
         (tmp / "state.json").write_text(json.dumps(state))
 
     write_folder(folder, fill)
+
+
+BEST = "best"  # in a checkpoint saved where a budget stopped an epoch: the kept model from before that point
+
+
+def best_so_far(out_dir: Path, best_epoch: int) -> Path | None:
+    """The model kept so far: staged by this training, else published by the one it trains on from (None: no
+    validated epoch yet)."""
+    for folder in (out_dir / STAGED, out_dir / "model"):
+        if best_epoch and folder.is_dir():
+            return folder
+    return None
+
+
+def restore_best(out_dir: Path, ckpt: Path) -> None:
+    """Training on from a checkpoint saved where a budget stopped an epoch: the model kept before that point is
+    staged again, so that what the stopped epoch's validation kept is not kept by the longer run."""
+    if (ckpt / BEST).is_dir():
+        write_folder(out_dir / STAGED, lambda tmp: shutil.copytree(ckpt / BEST, tmp))
 
 
 def rng_state() -> dict[str, Any]:
@@ -139,12 +170,21 @@ def checkpoint_state(folder: Path) -> dict[str, Any] | None:
 EPOCH_FREE = ("plateau", "inverse_sqrt")  # schedules whose learning rate does not depend on the number of epochs
 
 
+def out_of(cfg: LoopConfig, start: float, prof: Any, whole_step: bool) -> bool:
+    """Whether the time budget stops training here, inside an epoch: only after a whole optimizer step, never in a
+    benchmark's profile; decided by the main process for all."""
+    if cfg.max_minutes is None or prof is not None or not whole_step:
+        return False
+    return bool(distributed.broadcast(time.perf_counter() - start >= 60 * cfg.max_minutes))
+
+
 def extends(saved: dict[str, Any], budget_free: str, cfg: LoopConfig) -> bool:
     """Whether a checkpoint saved under another budget is where a run of ``cfg`` would be after the same epochs: the
     same configuration but for the budget, a learning-rate schedule that the number of epochs does not change (or the
     same number), a budget that would not have stopped the run before the checkpoint's last epoch, and the same
     validations: a run validates its last epoch whatever ``valid_every`` says, and the longer run would not have
-    validated it (the kept model, early stopping and the plateau schedule follow validations)."""
+    validated it (the kept model, early stopping and the plateau schedule follow validations). A checkpoint saved
+    where the budget stopped an epoch holds the state from before that stop's validation."""
     if saved.get("budget_free") != budget_free:
         return False
     epoch, planned = saved.get("epoch"), saved.get("planned_epochs")
@@ -152,7 +192,8 @@ def extends(saved: dict[str, Any], budget_free: str, cfg: LoopConfig) -> bool:
         return False
     if cfg.schedule not in EPOCH_FREE and planned != cfg.epochs:
         return False
-    if getattr(cfg, "keep", "best") == "best" and epoch % cfg.valid_every and epoch < cfg.epochs:
+    cut = saved.get("cut")  # stopped inside this epoch: its validation there is not one of the longer run's
+    if not cut and getattr(cfg, "keep", "best") == "best" and epoch % cfg.valid_every and epoch < cfg.epochs:
         return False
     seconds = saved.get("seconds")
     return cfg.max_minutes is None or (isinstance(seconds, (int, float)) and seconds < 60 * cfg.max_minutes)
@@ -315,8 +356,13 @@ def train(
         shutil.rmtree(ckpt)
         shutil.rmtree(out_dir / STAGED, ignore_errors=True)
     elif extended:
-        epochs = f"{saved['epoch']} epoch" + ("" if saved["epoch"] == 1 else "s")
-        log.info("%s: trained %s under a smaller budget; training on from there", ckpt, epochs)
+        cut = saved.get("cut")
+        done = f"{saved['epoch']} epoch" + ("" if saved["epoch"] == 1 else "s")
+        if cut:
+            done = f"{cut['step']:,} steps of epoch {saved['epoch']}"
+        log.info("%s: trained %s under a smaller budget; training on from there", ckpt, done)
+        if accelerator.is_main_process:
+            restore_best(out_dir, ckpt)
     state = load_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler) or {
         "epoch": 0,
         "best_score": -1.0,
@@ -326,7 +372,10 @@ def train(
         "seconds": 0.0,
     }
     state.update(fingerprint=fingerprint, budget_free=budget_free, planned_epochs=cfg.epochs)
-    if state["epoch"]:
+    resumed, sums = state.pop("cut", None), state.pop("cut_sums", None)  # a budget stopped the epoch at a step
+    if resumed:
+        state["epoch"] -= 1
+    elif state["epoch"]:
         log.info("resuming from %s after epoch %d", ckpt, state["epoch"])
     engine = None
     if graphs:
@@ -356,14 +405,20 @@ def train(
         # the loss is summed on the device (float64, the same sum the host would make): no host sync per step
         total_loss, count = torch.zeros((), dtype=torch.float64, device=accelerator.device), 0
         epoch_start = time.perf_counter()
-        plan = plans[epoch]
+        plan, skip = plans[epoch], 0
+        if resumed:  # the steps run before the budget stopped this epoch, with every process's loss so far
+            skip, resumed = resumed["step"], None
+            if accelerator.is_main_process:
+                total_loss, count = total_loss + sums[0], int(sums[1])
+            epoch_start -= sums[2]
         if prof is not None:
             prof.device, prof.steps_per_epoch = str(accelerator.device), len(plan)
             prof.compiled = bool(getattr(cfg, "compile", False))
             prof.rows_per_epoch = int(rows.size(np.concatenate(plan))) if plan else 0
-        bar = progress(plan, f"epoch {epoch}", show=accelerator.is_main_process)
+        bar = progress(plan[skip:], f"epoch {epoch}", show=accelerator.is_main_process)
         world = accelerator.num_processes
-        for step, whole in enumerate(bar, 1):
+        cut = 0  # the step at which the time budget stopped this epoch (0: it ran whole)
+        for step, whole in enumerate(bar, skip + 1):
             index = whole[accelerator.process_index :: world]  # data parallel: a share each
             weight = rows.size(index)
             if not len(index):  # fewer indices than processes: this one joins the step with a zero-weight row
@@ -402,6 +457,9 @@ def train(
                     )
                 if hasattr(bar, "set_postfix"):
                     bar.set_postfix(loss=f"{value:.4f}")
+                if step < len(plan) and out_of(cfg, start_time, prof, accelerator.sync_gradients):
+                    cut = step  # after a whole optimizer step; the epoch's rows so far are its loss and its model
+                    break
             if profiling.end_step(prof, weight, batch, engine is not None and engine.replayed):
                 break
         total_loss = float(total_loss)
@@ -410,8 +468,12 @@ def train(
             total_loss, count = float(sums[0]), int(sums[1])
         model.eval()
         validation_start = time.perf_counter()
+        if cut and accelerator.is_main_process:  # where a longer run would be: before this validation
+            before = dict(state, epoch=epoch, seconds=validation_start - start_time, history=list(state["history"]))
+            before.update(cut={"step": cut}, cut_sums=[total_loss, count, validation_start - epoch_start])
+            random_state = rng_state()
         # the time budget is decided here (by the main process, for all), so that the last epoch is validated
-        out_of_time = distributed.broadcast(
+        out_of_time = bool(cut) or distributed.broadcast(
             cfg.max_minutes is not None and time.perf_counter() - start_time >= 60 * cfg.max_minutes
         )
         final = epoch == cfg.epochs or out_of_time
@@ -428,6 +490,8 @@ def train(
             "valid_ndcg@10": score,
             "epoch_seconds": time.perf_counter() - epoch_start,
         }
+        if cut:
+            entry["steps"] = [cut, len(plan)]
         terms = getattr(loss_fn, "epoch_terms", None)  # a loss of several terms reports each (CRAB: L_Rec, L_T)
         if terms is not None and (means := terms()):
             entry["terms"] = means
@@ -440,15 +504,24 @@ def train(
             else f"valid NDCG@10 {score:.4f}"
         )
         parts = "".join(f", {name} {value:.4f}" for name, value in entry.get("terms", {}).items())
-        log.info("epoch %d: loss %.4f%s, %s (%.0fs)", epoch, entry["loss"], parts, shown, entry["epoch_seconds"])
+        within = f" (the time budget stopped it after {cut:,} of {len(plan):,} steps)" if cut else ""
+        log.info(
+            "epoch %d%s: loss %.4f%s, %s (%.0fs)", epoch, within, entry["loss"], parts, shown, entry["epoch_seconds"]
+        )
         main = accelerator.is_main_process  # every process validates identically; one writes
+        wins = not skipped and (score is None or score > state["best_score"])
+        if cut and main:  # saved first: a longer run from it trains, validates and keeps what one run would
+            kept = best_so_far(out_dir, state["best_epoch"]) if wins and not last else None
+            save_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler, before, random_state, kept)
         if skipped:  # neither a candidate nor a bad epoch: patience and the plateau count validations
             pass
-        elif score is None or score > state["best_score"]:  # keep=last: every epoch replaces the previous one
+        elif wins:  # keep=last: every epoch replaces the previous one
             state.update(best_score=state["best_score"] if score is None else score, best_epoch=epoch, bad_epochs=0)
             best = out_dir / STAGED  # published as out_dir/model only when training completes
             if main:  # only the writer touches model.next.tmp: another process must not delete it mid-write
                 write_folder(best, lambda tmp: (export or _save_pretrained)(accelerator.unwrap_model(model), tmp))
+        elif cut:  # the epoch so far is a candidate for the kept model only: patience and the plateau count epochs
+            pass
         else:
             state["bad_epochs"] += 1
             if kind == "plateau":
@@ -457,11 +530,12 @@ def train(
                     set_lr(group, base * schedule(scheduler.last_epoch))
         state["epoch"] = epoch
         state["seconds"] = time.perf_counter() - start_time
-        if main:
+        if main and not cut:
             save_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler, state)
         accelerator.wait_for_everyone()
         if out_of_time:
-            log.info("time budget of %g min reached after epoch %d", cfg.max_minutes, epoch)
+            if not cut:  # a stop inside the epoch said so on the epoch's line
+                log.info("time budget of %g min reached after epoch %d", cfg.max_minutes, epoch)
             break
     if engine is not None:
         done = engine.summary()
