@@ -62,6 +62,8 @@ def test_off_a_terminal_a_long_loop_logs_where_it_is_once_a_minute(monkeypatch, 
     assert lines[2].startswith("epoch 3: 75% (3 of 4)") and lines[2].endswith("loss 0.3333")
     assert progress._duration(59.6) == "1m 00s" and progress._duration(3725) == "1h 02m"
     assert progress._Logged(iter("ab"), "x").line(2, 5) == "2 done, 5s"  # no length: a count
+    resumed = progress._Logged(range(30, 40), "epoch 2", initial=30)  # 30 of 40 done before: 10s for 5 more
+    assert resumed.line(5, 10) == "88% (35 of 40), 10s, about 10s left"
 
 
 def test_off_a_terminal_a_library_s_own_tqdm_bar_draws_no_frames_either():

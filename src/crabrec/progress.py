@@ -64,7 +64,7 @@ def progress(iterable: Iterable[T], desc: str, show: bool = True, **kwargs: Any)
     if not show:
         return iterable
     if not bars_enabled():
-        return _Logged(iterable, desc) if _level <= NORMAL else iterable
+        return _Logged(iterable, desc, kwargs.get("initial", 0), kwargs.get("total")) if _level <= NORMAL else iterable
     from tqdm.auto import tqdm
 
     return tqdm(iterable, desc=desc, leave=False, dynamic_ncols=True, **kwargs)
@@ -72,11 +72,14 @@ def progress(iterable: Iterable[T], desc: str, show: bool = True, **kwargs: Any)
 
 class _Logged:
     """A loop's progress as log lines, one every ``LOG_EVERY`` seconds: ``epoch 1: 35% (3,880 of 11,084), 5m 12s,
-    about 9m 40s left, loss 3.2104``. ``set_postfix`` (tqdm's) adds its values to the next line."""
+    about 9m 40s left, loss 3.2104``. ``set_postfix`` (tqdm's) adds its values to the next line; as with tqdm,
+    ``initial`` items were done before and ``total`` counts them (a loop resumed inside)."""
 
-    def __init__(self, iterable: Iterable[Any], desc: str) -> None:
-        self.iterable, self.desc, self.postfix = iterable, desc, ""
-        self.total = len(iterable) if hasattr(iterable, "__len__") else None  # type: ignore[arg-type]
+    def __init__(self, iterable: Iterable[Any], desc: str, initial: int = 0, total: int | None = None) -> None:
+        self.iterable, self.desc, self.postfix, self.initial = iterable, desc, "", initial
+        if total is None and hasattr(iterable, "__len__"):
+            total = initial + len(iterable)  # type: ignore[arg-type]
+        self.total = total
 
     def __len__(self) -> int:
         return len(self.iterable)  # type: ignore[arg-type]
@@ -96,12 +99,13 @@ class _Logged:
             yield item
 
     def line(self, done: int, seconds: float) -> str:
-        """Where the loop is after ``done`` items in ``seconds``."""
+        """Where the loop is after ``done`` items in ``seconds`` (this process's)."""
+        at = self.initial + done
         if not self.total:
-            return f"{done:,} done, {_duration(seconds)}{self.postfix}"
-        left = seconds * (self.total - done) / done
+            return f"{at:,} done, {_duration(seconds)}{self.postfix}"
+        left = seconds * (self.total - at) / done
         return (
-            f"{done / self.total:.0%} ({done:,} of {self.total:,}), {_duration(seconds)}, "
+            f"{at / self.total:.0%} ({at:,} of {self.total:,}), {_duration(seconds)}, "
             f"about {_duration(left)} left{self.postfix}"
         )
 

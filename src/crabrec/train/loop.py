@@ -415,7 +415,7 @@ def train(
             prof.device, prof.steps_per_epoch = str(accelerator.device), len(plan)
             prof.compiled = bool(getattr(cfg, "compile", False))
             prof.rows_per_epoch = int(rows.size(np.concatenate(plan))) if plan else 0
-        bar = progress(plan[skip:], f"epoch {epoch}", show=accelerator.is_main_process)
+        bar = progress(plan[skip:], f"epoch {epoch}", show=accelerator.is_main_process, initial=skip, total=len(plan))
         world = accelerator.num_processes
         cut = 0  # the step at which the time budget stopped this epoch (0: it ran whole)
         for step, whole in enumerate(bar, skip + 1):
