@@ -652,12 +652,12 @@ def _cut_at(monkeypatch, calls: set[int]) -> None:
 
     seen = []
 
-    def out_of(cfg, start, prof, whole_step):
+    def inside_epoch(cfg, start, saved, prof, whole_step):
         seen.append(1)
-        return cfg.max_minutes is not None and len(seen) in calls
+        return cfg.max_minutes is not None and len(seen) in calls, False
 
     monkeypatch.setattr(loop, "CHECK_EVERY", 1)
-    monkeypatch.setattr(loop, "out_of", out_of)
+    monkeypatch.setattr(loop, "inside_epoch", inside_epoch)
 
 
 def _scored(out, scores: list[float], **loop) -> tuple[object, bytes]:
@@ -711,3 +711,39 @@ def test_training_on_from_inside_an_epoch_equals_one_longer_run(tmp_path, monkey
     assert kept == direct_kept != at_stop
     ckpt = [(tmp_path / x / "checkpoint" / "weights.safetensors").read_bytes() for x in "ab"]
     assert ckpt[0] == ckpt[1]  # the same weights after the last epoch: the stop changed nothing in the training
+
+
+def test_an_interrupted_epoch_resumes_from_its_last_checkpoint_inside_it(tmp_path, monkeypatch, caplog):
+    """Inside a long epoch a checkpoint is saved every SAVE_EVERY seconds (0 here: at every check, every step but an
+    epoch's last). Ctrl-C in the second step of epoch 2, and the same command again, resumes at step 1 of epoch 2 and
+    trains what one uninterrupted run trains: the same losses, kept model and last weights (dropout on)."""
+    import logging
+
+    import crabrec.train.loop as loop
+
+    monkeypatch.setattr(loop, "CHECK_EVERY", 1)
+    monkeypatch.setattr(loop, "SAVE_EVERY", 0.0)
+    cfg = TrainConfig(batch_size=16, warmup_steps=0, patience=5, epochs=3)
+    steps, stop_at = [], {4}  # the 4th step: epoch 2's second
+
+    def loss(m, b):
+        steps.append(1)
+        if len(steps) in stop_at:
+            stop_at.clear()
+            raise KeyboardInterrupt
+        return target_loss(m, b["ids"], b["mask"], b["labels"])
+
+    def run(out):
+        model, rows = _tiny_problem(dropout=0.1)
+        return train(model, rows, loss, lambda m: float(len(steps)), cfg, out, 0, fingerprint="f")
+
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "a")
+    with caplog.at_level(logging.INFO, logger="crabrec"):
+        resumed = run(tmp_path / "a")
+    assert "at step 1 of epoch 2" in caplog.text
+    steps.clear()
+    whole = run(tmp_path / "b")
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in whole.history]
+    files = ("model/model.safetensors", "checkpoint/weights.safetensors")
+    assert [(tmp_path / "a" / f).read_bytes() for f in files] == [(tmp_path / "b" / f).read_bytes() for f in files]

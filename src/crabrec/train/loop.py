@@ -45,6 +45,7 @@ Batch = dict[str, Any]
 STAGED = "model.next"  # the best model so far, while training runs
 LossFn = Callable[[Any, Batch], torch.Tensor]
 CHECK_EVERY = 50  # steps between the host's reads of the running loss (divergence check, progress bar)
+SAVE_EVERY = 600.0  # seconds: inside a long epoch, a checkpoint at least this often (what an interruption loses)
 
 
 @dataclass
@@ -170,12 +171,15 @@ def checkpoint_state(folder: Path) -> dict[str, Any] | None:
 EPOCH_FREE = ("plateau", "inverse_sqrt")  # schedules whose learning rate does not depend on the number of epochs
 
 
-def out_of(cfg: LoopConfig, start: float, prof: Any, whole_step: bool) -> bool:
-    """Whether the time budget stops training here, inside an epoch: only after a whole optimizer step, never in a
-    benchmark's profile; decided by the main process for all."""
-    if cfg.max_minutes is None or prof is not None or not whole_step:
-        return False
-    return bool(distributed.broadcast(time.perf_counter() - start >= 60 * cfg.max_minutes))
+def inside_epoch(cfg: LoopConfig, start: float, saved: float, prof: Any, whole_step: bool) -> tuple[bool, bool]:
+    """At a step inside an epoch: (whether the time budget stops training here, whether a checkpoint is due:
+    ``SAVE_EVERY`` seconds since ``saved``). Only after a whole optimizer step, never in a benchmark's profile;
+    decided by the main process for all."""
+    if prof is not None or not whole_step:
+        return False, False
+    now = time.perf_counter()
+    stop = cfg.max_minutes is not None and now - start >= 60 * cfg.max_minutes
+    return tuple(distributed.broadcast((stop, not stop and now - saved >= SAVE_EVERY)))  # type: ignore[return-value]
 
 
 def extends(saved: dict[str, Any], budget_free: str, cfg: LoopConfig) -> bool:
@@ -372,9 +376,11 @@ def train(
         "seconds": 0.0,
     }
     state.update(fingerprint=fingerprint, budget_free=budget_free, planned_epochs=cfg.epochs)
-    resumed, sums = state.pop("cut", None), state.pop("cut_sums", None)  # a budget stopped the epoch at a step
+    resumed, sums = state.pop("cut", None), state.pop("cut_sums", None)  # saved inside an epoch: on from that step
     if resumed:
         state["epoch"] -= 1
+        if not extended:
+            log.info("resuming from %s at step %d of epoch %d", ckpt, resumed["step"], state["epoch"] + 1)
     elif state["epoch"]:
         log.info("resuming from %s after epoch %d", ckpt, state["epoch"])
     engine = None
@@ -393,6 +399,7 @@ def train(
         engine = StepGraphs(graph_step, model, inner, recorder=recorder or cuda_recorder)
     plateau["scale"] = state.setdefault("lr_scale", 1.0)
     start_time = time.perf_counter() - state["seconds"]
+    last_save = time.perf_counter()  # the last checkpoint (or the start): inside an epoch, one every SAVE_EVERY s
     prof = profiling.active()  # a benchmark asked where the step's time goes (crabrec.train.profile)
     every = cfg.valid_every  # read whatever the number of epochs: it is part of the stage's settings
     for epoch in range(state["epoch"] + 1, cfg.epochs + 1):
@@ -457,9 +464,21 @@ def train(
                     )
                 if hasattr(bar, "set_postfix"):
                     bar.set_postfix(loss=f"{value:.4f}")
-                if step < len(plan) and out_of(cfg, start_time, prof, accelerator.sync_gradients):
+                stop, save = (False, False)
+                if step < len(plan):
+                    stop, save = inside_epoch(cfg, start_time, last_save, prof, accelerator.sync_gradients)
+                if stop:
                     cut = step  # after a whole optimizer step; the epoch's rows so far are its loss and its model
                     break
+                if save:  # where the epoch is: an interrupted run resumes from this step
+                    so_far = [float(total_loss), float(count)]
+                    if world > 1:  # every process's loss so far: the resumed main process goes on from the sum
+                        so_far = accelerator.reduce(torch.tensor(so_far, device=accelerator.device), "sum").tolist()
+                    last_save = time.perf_counter()
+                    if accelerator.is_main_process:
+                        here = dict(state, epoch=epoch, seconds=last_save - start_time, cut={"step": step})
+                        here["cut_sums"] = [so_far[0], int(so_far[1]), last_save - epoch_start]
+                        save_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler, here)
             if profiling.end_step(prof, weight, batch, engine is not None and engine.replayed):
                 break
         total_loss = float(total_loss)
@@ -532,6 +551,7 @@ def train(
         state["seconds"] = time.perf_counter() - start_time
         if main and not cut:
             save_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler, state)
+        last_save = time.perf_counter()
         accelerator.wait_for_everyone()
         if out_of_time:
             if not cut:  # a stop inside the epoch said so on the epoch's line
