@@ -111,14 +111,14 @@ def test_a_budget_that_changes_the_training_trains_from_scratch(tmp_path, caplog
     assert "saved by another configuration; training from scratch" in caplog.text
     assert "smaller budget" not in caplog.text
     caplog.clear()
-    stopped = _budgeted(tmp_path / "c", epochs=4, max_minutes=1e-9)  # stops after epoch 1
+    stopped = _budgeted(tmp_path / "c", epochs=4, max_minutes=1e-9)  # stops after the first step
     assert len(stopped[0]) == 1
     with caplog.at_level(logging.INFO, logger="crabrec"):
         assert _budgeted(tmp_path / "c", epochs=4, max_minutes=2e-9)[0] == stopped[0]  # used up: from scratch again
         assert "training from scratch" in caplog.text
         caplog.clear()
         assert _budgeted(tmp_path / "c", epochs=4, max_minutes=10.0) == _budgeted(tmp_path / "b", epochs=4)
-    assert "trained 1 epoch under a smaller budget; training on from there" in caplog.text
+    assert "trained 1 step of epoch 1 under a smaller budget; training on from there" in caplog.text
 
 
 def test_forced_rerun_trains_from_scratch(tmp_path):
@@ -703,7 +703,7 @@ def test_training_on_from_inside_an_epoch_equals_one_longer_run(tmp_path, monkey
     assert stopped.best_epoch == 2 and stopped.history[-1]["steps"] == [1, 2]
     with caplog.at_level(logging.INFO, logger="crabrec"):
         grown, kept = _scored(tmp_path / "a", [0.1, 0.2], epochs=3, max_minutes=10.0)
-    assert "trained 1 steps of epoch 2 under a smaller budget; training on from there" in caplog.text
+    assert "trained 1 step of epoch 2 under a smaller budget; training on from there" in caplog.text
     _cut_at(monkeypatch, set())
     direct, direct_kept = _scored(tmp_path / "b", [0.5, 0.1, 0.2], epochs=3, max_minutes=10.0)
     assert [h["loss"] for h in grown.history] == [h["loss"] for h in direct.history]

@@ -214,8 +214,9 @@ class LoopConfig(Strict):
     max_minutes: float | None = Field(
         None,
         gt=0,
-        description="wall-clock budget: stop when it is reached, inside an epoch if need be (checked every 50 steps; "
-        "the model where it stopped is validated, and the best validated one is kept)",
+        description="wall-clock budget: stop when it is reached, inside an epoch if need be (checked after every "
+        "step; every 50 with several processes); the model where it stopped is validated, and the best validated "
+        "one is kept",
     )
     compile: bool = keyed_when_set(
         False,

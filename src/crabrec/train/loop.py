@@ -45,7 +45,7 @@ Batch = dict[str, Any]
 STAGED = "model.next"  # the best model so far, while training runs
 LossFn = Callable[[Any, Batch], torch.Tensor]
 CHECK_EVERY = 50  # steps between the host's reads of the running loss (divergence check, progress bar)
-SAVE_EVERY = 600.0  # seconds: inside a long epoch, a checkpoint at least this often (what an interruption loses)
+SAVE_EVERY = 600.0  # seconds: inside a long epoch, a checkpoint this often (what an interruption loses at most)
 
 
 @dataclass
@@ -363,7 +363,7 @@ def train(
         cut = saved.get("cut")
         done = f"{saved['epoch']} epoch" + ("" if saved["epoch"] == 1 else "s")
         if cut:
-            done = f"{cut['step']:,} steps of epoch {saved['epoch']}"
+            done = f"{cut['step']:,} step{'' if cut['step'] == 1 else 's'} of epoch {saved['epoch']}"
         log.info("%s: trained %s under a smaller budget; training on from there", ckpt, done)
         if accelerator.is_main_process:
             restore_best(out_dir, ckpt)
@@ -455,7 +455,13 @@ def train(
                         optimizer.zero_grad()
             total_loss += loss.detach().double() * weight
             count += weight
-            if step % CHECK_EVERY == 0 or step == len(plan):  # the host reads the loss only every CHECK_EVERY steps
+            # the host reads the loss only every CHECK_EVERY steps; the clock (the budget, a checkpoint inside the
+            # epoch) every step, or every CHECK_EVERY steps with several processes (they decide together)
+            checked = step % CHECK_EVERY == 0 or step == len(plan)
+            stop = save = False
+            if step < len(plan) and (checked or world == 1):
+                stop, save = inside_epoch(cfg, start_time, last_save, prof, accelerator.sync_gradients)
+            if checked or stop or save:
                 value = float(total_loss) / max(count, 1)
                 if not math.isfinite(value):  # nothing of this epoch is kept: the last checkpoint stays the last good
                     raise CrabError(
@@ -464,21 +470,18 @@ def train(
                     )
                 if hasattr(bar, "set_postfix"):
                     bar.set_postfix(loss=f"{value:.4f}")
-                stop, save = (False, False)
-                if step < len(plan):
-                    stop, save = inside_epoch(cfg, start_time, last_save, prof, accelerator.sync_gradients)
-                if stop:
-                    cut = step  # after a whole optimizer step; the epoch's rows so far are its loss and its model
-                    break
-                if save:  # where the epoch is: an interrupted run resumes from this step
-                    so_far = [float(total_loss), float(count)]
-                    if world > 1:  # every process's loss so far: the resumed main process goes on from the sum
-                        so_far = accelerator.reduce(torch.tensor(so_far, device=accelerator.device), "sum").tolist()
-                    last_save = time.perf_counter()
-                    if accelerator.is_main_process:
-                        here = dict(state, epoch=epoch, seconds=last_save - start_time, cut={"step": step})
-                        here["cut_sums"] = [so_far[0], int(so_far[1]), last_save - epoch_start]
-                        save_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler, here)
+            if stop:
+                cut = step  # after a whole optimizer step; the epoch's rows so far are its loss and its model
+                break
+            if save:  # where the epoch is: an interrupted run resumes from this step
+                so_far = [float(total_loss), float(count)]
+                if world > 1:  # every process's loss so far: the resumed main process goes on from the sum
+                    so_far = accelerator.reduce(torch.tensor(so_far, device=accelerator.device), "sum").tolist()
+                last_save = time.perf_counter()
+                if accelerator.is_main_process:
+                    here = dict(state, epoch=epoch, seconds=last_save - start_time, cut={"step": step})
+                    here["cut_sums"] = [so_far[0], int(so_far[1]), last_save - epoch_start]
+                    save_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler, here)
             if profiling.end_step(prof, weight, batch, engine is not None and engine.replayed):
                 break
         total_loss = float(total_loss)
