@@ -686,6 +686,10 @@ def test_a_time_budget_stops_inside_an_epoch_and_keeps_the_model_there(tmp_path,
         result, kept = _scored(tmp_path, [0.3], epochs=4, max_minutes=5.0)
     assert "epoch 1 (the time budget stopped it after 1 of 2 steps)" in caplog.text
     assert [h["steps"] for h in result.history] == [[1, 2]] and result.best_epoch == 1 and result.epochs_run == 1
+    from crabrec.train.loop import training_summary
+
+    per_epoch = training_summary(result, tmp_path)["seconds_per_epoch"]  # the stopped epoch scaled to its 2 steps
+    assert per_epoch == round(result.history[0]["epoch_seconds"] * 2, 1)
     _cut_at(monkeypatch, {1})
     again = _scored(tmp_path / "again", [0.3], epochs=1, max_minutes=5.0)  # another number of epochs: the same stop
     assert again[1] == kept and again[0].history[0]["loss"] == result.history[0]["loss"]

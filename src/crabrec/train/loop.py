@@ -583,7 +583,10 @@ def publish(out_dir: Path, history: list[dict[str, float]]) -> None:
 
 def training_summary(result: TrainResult, out_dir: Path) -> dict[str, Any]:
     """The summary every trained method records (``out_dir/train_summary.json``) and returns to its stage."""
-    epoch_seconds = [h["epoch_seconds"] for h in result.history]
+    # an epoch a budget stopped inside is not an epoch's time: the whole ones, else that one scaled to its steps
+    whole = [h["epoch_seconds"] for h in result.history if "steps" not in h]
+    cut = [h["epoch_seconds"] * h["steps"][1] / max(h["steps"][0], 1) for h in result.history if "steps" in h]
+    epoch_seconds = whole or cut
     summary = {
         "epochs_run": result.epochs_run,
         "best_epoch": result.best_epoch,
