@@ -91,13 +91,14 @@ def point_curves(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 def curves(data: dict[str, Any]) -> list[str]:
     """One line per trained model (the run's, then the frontier points'): each epoch's loss and validation NDCG@10
-    (– where not validated)."""
+    (– where not validated); an epoch a budget stopped inside says after how many steps."""
     lines = []
     models = sorted((data.get("curves") or {}).items()) + sorted(point_curves(data).items())
     for name, log in models:
         valid = ["–" if e.get("valid_ndcg@10") is None else f"{e['valid_ndcg@10']:.4f}" for e in log]
         terms = [", ".join(f"{k} {v:.3f}" for k, v in (e.get("terms") or {}).items()) for e in log]  # CRAB: L_Rec, L_T
-        epochs = [f"{e['epoch']}: {e['loss']:.3f}{f' ({t})' if t else ''} / {v}" for e, t, v in zip(log, terms, valid)]
+        at = [f"{e['epoch']}" + (" ({:,} of {:,} steps)".format(*e["steps"]) if "steps" in e else "") for e in log]
+        epochs = [f"{a}: {e['loss']:.3f}{f' ({t})' if t else ''} / {v}" for a, e, t, v in zip(at, log, terms, valid)]
         lines.append(f"- {name} (epoch: loss / valid NDCG@10): " + ", ".join(epochs))
     return lines
 

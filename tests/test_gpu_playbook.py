@@ -233,3 +233,15 @@ def test_tables_read_step3s_measurements_left_unnested_by_a_step_stopped_at_its_
         [sys.executable, str(ROOT / "scripts" / "playbook_tables.py"), str(empty)], capture_output=True, text=True
     )
     assert res.returncode == 2 and "no *-metrics.json there" in res.stderr
+
+
+def test_the_curves_say_where_a_budget_stopped_an_epoch():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import playbook_tables
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    log = [{"epoch": 1, "loss": 2.5, "valid_ndcg@10": 0.01}, {"epoch": 2, "loss": 2.1, "valid_ndcg@10": None}]
+    log[1]["steps"] = [1400, 11173]
+    (line,) = playbook_tables.curves({"curves": {"mor": log}})
+    assert line.endswith("1: 2.500 / 0.0100, 2 (1,400 of 11,173 steps): 2.100 / –")
