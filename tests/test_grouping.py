@@ -16,13 +16,15 @@ from tests.conftest import shared_path
 
 
 def reference(inter: pd.DataFrame, ts: np.ndarray | None, items: dict) -> tuple[list, list, list | None]:
-    """One row at a time: sort (user id, time, row number), then append each row to its user's list."""
+    """One row at a time: sort (user id, time, row number), then append each row to its user's list; an id is its
+    text without the spaces around it."""
     item_ids = _catalogue_order(list(items))
-    keys = sorted((str(u), 0.0 if ts is None else float(ts[r]), r) for r, u in enumerate(inter["user"].astype(str)))
+    users = inter["user"].astype(str)
+    keys = sorted((str(u).strip(), 0.0 if ts is None else float(ts[r]), r) for r, u in enumerate(users))
     seqs: dict[str, list[int]] = {}
     times: dict[str, list[float]] = {}
     for user, t, r in keys:
-        seqs.setdefault(user, []).append(item_ids.index(str(inter["item"].iloc[r])))
+        seqs.setdefault(user, []).append(item_ids.index(str(inter["item"].iloc[r]).strip()))
         times.setdefault(user, []).append(t)
     return list(seqs), list(seqs.values()), list(times.values()) if ts is not None else None
 
@@ -42,7 +44,7 @@ def check(inter: pd.DataFrame, ts: np.ndarray | None, items: dict) -> None:
 @pytest.mark.parametrize("with_time", [True, False])
 def test_grouping_equals_the_row_by_row_reference(with_time):
     rng = np.random.default_rng(0)
-    user_names = np.array(["10", "9", "a", "Ä", "b ", "007", "7", "zz", "A", "ß"], dtype=object)
+    user_names = np.array(["10", "9", "a", "Ä", "b ", " b", "007", "7", "zz", "A", "ß"], dtype=object)  # b: 1 user
     items = {str(i): {"title": f"item {i}"} for i in (12, 3, 100, 7, 45, 8, 21)}
     n = 3000
     inter = pd.DataFrame(

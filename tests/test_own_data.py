@@ -143,6 +143,26 @@ def test_a_byte_order_mark_and_windows_line_ends_read_as_the_plain_table(tmp_pat
     assert a.users == b.users and [s.tolist() for s in a.sequences] == [s.tolist() for s in b.sequences]
 
 
+def test_spaces_around_ids_and_after_commas_read_as_the_plain_table(tmp_path):
+    """`u, i, t` with a space after each comma (and an item table written the same way, one id with a trailing
+    space; a quoted title with a comma): the ids, the item table and the text read as the plain files'. JSON lines
+    with spaces around its ids read the same."""
+    plain = load(
+        write(tmp_path / "r.csv", "user_id,item_id,timestamp", EVENTS), item_table=str(movies(tmp_path / "m.csv"))
+    )
+    spaced = tmp_path / "spaced.csv"
+    spaced.write_text("user_id, item_id, timestamp\n" + "".join(f"{u}, {i}, {t}\n" for u, i, t in EVENTS))
+    titles = "".join(f'{i}{" " if i == 3 else ""}, "Movie {i} &amp; co"\n' for i in range(1, 13))
+    (tmp_path / "spaced_movies.csv").write_text("movieId, title\n" + titles)
+    ds = load(spaced, item_table=str(tmp_path / "spaced_movies.csv"))
+    assert ds.users == plain.users and ds.item_ids == plain.item_ids and ds.item_text == plain.item_text
+    assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in plain.sequences]
+    lines = [json.dumps({"user_id": f" {u}", "item_id": f"{i} ", "timestamp": t}) for u, i, t in EVENTS]
+    (tmp_path / "r.jsonl").write_text("\n".join(lines) + "\n")
+    ds = load(tmp_path / "r.jsonl", item_table=str(movies(tmp_path / "m.csv")))
+    assert ds.users == plain.users and [s.tolist() for s in ds.sequences] == [s.tolist() for s in plain.sequences]
+
+
 def test_json_lines_table_reads_as_the_csv(tmp_path):
     csv_ds = load(write(tmp_path / "r.csv", "user_id,item_id,timestamp", EVENTS))
     lines = [json.dumps({"user_id": u, "item_id": str(i), "timestamp": float(t), "extra": {"a": [1]}})

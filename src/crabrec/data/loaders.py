@@ -358,7 +358,7 @@ def _load_movielens(path: Path, cfg: DataConfig) -> Dataset:
 
 
 def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, dict[str, str]]:
-    ids = id_cells(df[id_col])
+    ids = id_cells(df[id_col]).str.strip()  # as the interactions' ids: without spaces around them
     empty = np.flatnonzero(ids.str.strip().to_numpy() == "")
     if len(empty):
         raise CrabError(f"{path}: row {int(empty[0]) + first_row(path)}: empty item id in column {id_col!r}")
@@ -380,6 +380,16 @@ def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, di
     return items
 
 
+def _stripped(codes: np.ndarray, uniques: pd.Index) -> tuple[np.ndarray, pd.Index]:
+    """Factorized ids without the spaces around them (``u1, i1`` written with a space after each comma): the
+    distinct values are stripped and those that become one are merged, so a large table is not stripped row by row."""
+    clean = pd.Index(uniques, dtype=object).str.strip()
+    if clean.equals(pd.Index(uniques, dtype=object)):
+        return codes, uniques
+    merged, kept = pd.factorize(clean, sort=False)
+    return merged[codes], kept
+
+
 def _group_interactions(
     name: str,
     source: Path,
@@ -396,7 +406,7 @@ def _group_interactions(
     Array operations throughout: a 25M-row table groups in seconds."""
     if len(inter) == 0:
         raise CrabError(f"{where}: no interactions")
-    user_codes, user_ids = pd.factorize(inter[user_col].astype(str), sort=False)
+    user_codes, user_ids = _stripped(*pd.factorize(inter[user_col].astype(str), sort=False))
     ids = np.asarray(user_ids, dtype=object)
     by_id = np.argsort(ids, kind="stable")
     rank = np.empty(len(ids), dtype=np.int64)
@@ -405,16 +415,16 @@ def _group_interactions(
     rows = np.arange(len(inter))
     order = np.lexsort((rows, ts, user) if ts is not None else (rows, user))
     item_ids = _catalogue_order(list(items))
-    raw_items = inter[item_col].astype(str).to_numpy(dtype=object)
-    codes = pd.Index(item_ids, dtype=object).get_indexer(raw_items)
+    item_codes, raw_items = _stripped(*pd.factorize(inter[item_col].astype(str), sort=False))
+    codes = pd.Index(item_ids, dtype=object).get_indexer(raw_items)[item_codes]
     codes, user = codes[order], user[order]
     missing = np.flatnonzero(codes < 0)
     notes = []
     if len(missing):
-        n_items = len(pd.unique(raw_items[order[missing]]))
+        n_items = len(np.unique(item_codes[order[missing]]))
         if not drop_missing:
             row = int(order[missing[0]])  # the first one met, users in order
-            raise _unlisted_error(where, str(inter[user_col].iloc[row]), raw_items[row], n_items, len(missing))
+            raise _unlisted_error(where, str(ids[user_codes[row]]), raw_items[item_codes[row]], n_items, len(missing))
         notes.append(_dropped_unlisted(where, n_items, len(missing)))
         kept = codes >= 0
         if not kept.any():

@@ -158,6 +158,7 @@ def _delimited(path: Path, sep: str | None, header_only: bool, names: list[str] 
             return pd.read_csv(
                 f if path.suffix.lower() in COMPRESSIONS else path,  # a plain file: pandas reads it fastest itself
                 sep=sep, dtype=str, keep_default_na=False, nrows=0 if header_only else None, encoding=encoding,
+                skipinitialspace=True,  # `a, "b, c"`: a space after a delimiter is not part of the next field
                 encoding_errors="replace" if header_only else "strict",
                 **({"header": None, "names": names} if names is not None else {}),
             )  # fmt: skip
