@@ -359,7 +359,7 @@ def _load_movielens(path: Path, cfg: DataConfig) -> Dataset:
 
 def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, dict[str, str]]:
     ids = id_cells(df[id_col]).str.strip()  # as the interactions' ids: without spaces around them
-    empty = np.flatnonzero(ids.str.strip().to_numpy() == "")
+    empty = np.flatnonzero(ids.to_numpy() == "")
     if len(empty):
         raise CrabError(f"{path}: row {int(empty[0]) + first_row(path)}: empty item id in column {id_col!r}")
     dup = ids[ids.duplicated()]

@@ -171,6 +171,17 @@ def checkpoint_state(folder: Path) -> dict[str, Any] | None:
 EPOCH_FREE = ("plateau", "inverse_sqrt")  # schedules whose learning rate does not depend on the number of epochs
 
 
+def at_step(
+    state: dict[str, Any], epoch: int, step: int, loss: list[float], seconds: float, in_epoch: float
+) -> dict[str, Any]:
+    """The checkpoint state of training stopped after ``step`` of ``epoch``: ``state`` as it is (no validation of
+    this point in it), where the epoch is, and its loss sum and row count so far (every process's) and seconds, from
+    which a resumed run goes on."""
+    here = dict(state, epoch=epoch, seconds=seconds, history=list(state["history"]), cut={"step": step})
+    here["cut_sums"] = [float(loss[0]), int(loss[1]), in_epoch]
+    return here
+
+
 def inside_epoch(cfg: LoopConfig, start: float, saved: float, prof: Any, whole_step: bool) -> tuple[bool, bool]:
     """At a step inside an epoch: (whether the time budget stops training here, whether a checkpoint is due:
     ``SAVE_EVERY`` seconds since ``saved``). Only after a whole optimizer step, never in a benchmark's profile;
@@ -479,8 +490,7 @@ def train(
                     so_far = accelerator.reduce(torch.tensor(so_far, device=accelerator.device), "sum").tolist()
                 last_save = time.perf_counter()
                 if accelerator.is_main_process:
-                    here = dict(state, epoch=epoch, seconds=last_save - start_time, cut={"step": step})
-                    here["cut_sums"] = [so_far[0], int(so_far[1]), last_save - epoch_start]
+                    here = at_step(state, epoch, step, so_far, last_save - start_time, last_save - epoch_start)
                     save_checkpoint(ckpt, accelerator.unwrap_model(model), optimizer, scheduler, here)
             if profiling.end_step(prof, weight, batch, engine is not None and engine.replayed):
                 break
@@ -491,8 +501,8 @@ def train(
         model.eval()
         validation_start = time.perf_counter()
         if cut and accelerator.is_main_process:  # where a longer run would be: before this validation
-            before = dict(state, epoch=epoch, seconds=validation_start - start_time, history=list(state["history"]))
-            before.update(cut={"step": cut}, cut_sums=[total_loss, count, validation_start - epoch_start])
+            seconds = (validation_start - start_time, validation_start - epoch_start)
+            before = at_step(state, epoch, cut, [total_loss, count], *seconds)
             random_state = rng_state()
         # the time budget is decided here (by the main process, for all), so that the last epoch is validated
         out_of_time = bool(cut) or distributed.broadcast(
