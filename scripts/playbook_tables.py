@@ -165,8 +165,10 @@ def wide_table(bench: dict[str, Any]) -> str:
     """Step 3's small models replayed from CUDA graphs at their own batch (``cuda_graphs``) and at a wide one
     (``wide``): how far the rows per step lift the share of the device's peak once the host no longer bounds a step."""
     label = {"train": "MOR", "tiger": "TIGER"}
+    measured = [bench, *(bench.get(key) or {} for key in ("cuda_graphs", "wide"))]
+    device = next((m["device"] for m in measured if m.get("device")), "?")
     lines = [
-        f"Replayed steps at the training batch and at a wide one ({bench.get('device', '?')}):",
+        f"Replayed steps at the training batch and at a wide one ({device}):",
         "",
         "| model | rows / step | replayed step (ms) | rows / s | of peak |",
         "|---|---|---|---|---|",
@@ -176,9 +178,11 @@ def wide_table(bench: dict[str, Any]) -> str:
         peak = measured.get("peak_flop_per_s") or bench.get("peak_flop_per_s") or 0.0
         for stage, r in (measured.get("stages") or {}).items():
             step = r.get("replayed_step_s") or 0.0
-            if not step:
-                continue
             rows = r["rows_per_epoch"] / max(1, r["steps_per_epoch"])
+            if not step:  # no batch shape came twice in the timed steps: every step ran eagerly
+                eager = f"none replayed ({r.get('timed_steps', 0)} timed steps eager, {1000 * r['step_s']:.1f} ms)"
+                lines.append(f"| {label.get(stage, stage)} | {rows:,.0f} | {eager} | {r['rows_per_s']:,.0f} | – |")
+                continue
             flops = r["flop_per_s"] * r["step_s"]  # a step's arithmetic as recorded (a replayed batch's padding too)
             of_peak = f"{100 * flops / step / peak:.1f}%" if peak else "–"
             speed = r.get("replayed_rows_per_s", 0)
