@@ -159,7 +159,8 @@ def test_a_bfloat16_backbones_row_steps_replay_as_cuda_graphs_and_train_as_eager
     codes = np.unique(rng.integers(0, 6, (40, 3)), axis=0)
     cb = Codebook(codes=codes, sizes=[6, 6, 6], item_ids=[str(i) for i in range(len(codes))])
     path = tiny_backbone(tmp_path / "llm")
-    hist, length, target = rng.integers(0, cb.n_items, (128, 4)), rng.integers(1, 5, 128), rng.integers(0, cb.n_items, 128)
+    n = cb.n_items
+    hist, length, target = rng.integers(0, n, (128, 4)), rng.integers(1, 5, 128), rng.integers(0, n, 128)
     losses = {}
     for graphs in (False, True):
         model, tokenizer, _ = load_backbone(path, list(cb.sizes), seed=0, dtype="bfloat16")
