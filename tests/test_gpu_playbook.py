@@ -254,10 +254,14 @@ def test_the_wide_table_names_the_device_of_a_lone_measurement_and_keeps_a_stage
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     stage = {"rows_per_epoch": 4000, "steps_per_epoch": 2, "step_s": 0.05, "flop_per_s": 1e12, "rows_per_s": 40000}
-    wide = {"device": "GPU X", "peak_flop_per_s": 1e14, "stages": {
-        "train": {**stage, "replayed_step_s": 0.0, "timed_steps": 18},
-        "tiger": {**stage, "replayed_step_s": 0.04, "replayed_rows_per_s": 50000},
-    }}
+    wide = {
+        "device": "GPU X",
+        "peak_flop_per_s": 1e14,
+        "stages": {
+            "train": {**stage, "replayed_step_s": 0.0, "timed_steps": 18},
+            "tiger": {**stage, "replayed_step_s": 0.04, "replayed_rows_per_s": 50000},
+        },
+    }
     table = playbook_tables.wide_table({"wide": wide})  # step 3 measured `wide` alone: no bench_small.json
     assert "(GPU X)" in table
     assert "| MOR | 2,000 | none replayed (18 timed steps eager, 50.0 ms) | 40,000 | – |" in table
