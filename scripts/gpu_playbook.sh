@@ -12,7 +12,8 @@
 #           (benchmarks/bench_train.py); the SmolLM2 MOR's step with cuDNN's attention allowed; the small models'
 #           steps again, replayed as CUDA graphs (cuda_graphs), and so at WIDE_BATCH rows a step (wide); the SmolLM2
 #           MOR's step with its frozen weights in bfloat16 (train.backbone_dtype), and compiled (train.compile, its
-#           compiling steps untimed); all in one process (STEP3_MEASURE picks some)
+#           compiling steps untimed), and replayed as CUDA graphs at its training batch (llmgraphs) and at
+#           LLM_WIDE_BATCH rows a step (llmwide); all in one process (STEP3_MEASURE picks some)
 #   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget, their steps
 #           replayed as CUDA graphs
 #   step 5  the accuracy-fairness frontier on step 1's run (on the same machine, after step 1): RR over its alphas and
@@ -38,8 +39,9 @@
 # CRAB fine-tunes at half MOR's rate as in the quick preset; see docs/results/gpu.md), STEP1_UNTIL (the stages step 1
 # runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BENCH_SETS (KEY=VALUE settings for every model step 3 times
 # on the device, e.g. "tiger.compile=true"), STEP3_MEASURE (step 3's measurements, some of "llm small cudnn graphs
-# wide bf16 compiled llmgraphs", run in the order given; default all; compiled and llmgraphs: the LLM's step with its
-# frozen weights in bfloat16, compiled or replayed as CUDA graphs), WIDE_BATCH (2048: the rows per step of "wide", the small
+# wide bf16 compiled llmgraphs llmwide", run in the order given; default all; compiled, llmgraphs and llmwide: the LLM's
+# step with its frozen weights in bfloat16, compiled or replayed as CUDA graphs, llmwide at LLM_WIDE_BATCH rows a step:
+# 512, where its matrix products are 4 times wider than at the training batch), WIDE_BATCH (2048: the rows per step of "wide", the small
 # models' steps replayed as CUDA graphs at a batch where the host no longer bounds them), BEAUTY_MINUTES (2),
 # BEAUTY_SETS (KEY=VALUE settings for step 4's run: "train.cuda_graphs=true tiger.cuda_graphs=true
 # tiger.plateau_factor=1 tiger.valid_every=2 tiger.patience=5"; add e.g. "tiger.batch_size=1024 tiger.lr=0.002": a
@@ -58,7 +60,7 @@ STEP1_UNTIL=${STEP1_UNTIL:-evaluate rr crab-eval rw-eval d2lr-eval}
 LLM_BACKBONE=backbones/smollm2-135m  # made on the device from the bundle's GGUF
 GRAPH_STAGES=train,tiger  # step 3: the models whose steps are measured again as CUDA graphs (the dry run: TIGER)
 BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
-STEP3_ALL="llm small cudnn graphs wide bf16 compiled llmgraphs"
+STEP3_ALL="llm small cudnn graphs wide bf16 compiled llmgraphs llmwide"
 # llmgraphs and compiled: the LLM's step in its fastest eager form (frozen weights in bfloat16), replayed or compiled;
 # the replayed one over more steps, as each batch shape is first run, then recorded
 LLM_FAST_SETS=(--set train.backbone_dtype=bfloat16)
@@ -66,6 +68,7 @@ LLM_GRAPH_STEPS=(--steps 40)
 TRACE=(--trace 3)  # steps traced after the timed ones (torch.profiler): the operators a step issues
 STEP3_MEASURE=${STEP3_MEASURE:-$STEP3_ALL}  # step 3's measurements, in the order given (a lease may want only some)
 WIDE_BATCH=${WIDE_BATCH:-2048}
+LLM_WIDE_BATCH=${LLM_WIDE_BATCH:-512}
 # step 4's models replay their steps as CUDA graphs (on an H100, TIGER's step 3.4-4.5x and MOR's 1.3-2x faster), and
 # TIGER keeps its learning rate (plateau_factor 1: constant): under the preset's halving on every validation that does
 # not improve, it stopped at cornac's default-recipe level with its rate down to 1/64 (docs/results/gpu.md); GRID's
@@ -263,16 +266,19 @@ step3() {
                        --json "$OUT/bench_compiled.json") ;;
       llmgraphs) args+=("${llm[@]}" "${LLM_FAST_SETS[@]}" "${LLM_GRAPH_STEPS[@]}" --set train.cuda_graphs=true
                         "${TRACE[@]}" --json "$OUT/bench_llm_graphs.json") ;;
+      llmwide) args+=("${llm[@]}" "${LLM_FAST_SETS[@]}" "${LLM_GRAPH_STEPS[@]}" --set train.cuda_graphs=true
+                      --set train.batch_size="$LLM_WIDE_BATCH" "${TRACE[@]}" --json "$OUT/bench_llm_wide.json") ;;
     esac
   done
   [ ${#args[@]} -eq 0 ] || "${HIDE[@]}" $PY benchmarks/bench_train.py "${args[@]}" || rc=$?
   # a call returns at most 8 files: the graphs' measurements go into bench_small.json under "cuda_graphs" and "wide",
-  # the LLM's variants into bench_llm.json under "bf16_backbone", "compiled" and "cuda_graphs"
+  # the LLM's variants into bench_llm.json under "bf16_backbone", "compiled", "cuda_graphs" and "cuda_graphs_wide"
   nest "$OUT/bench_small.json" cuda_graphs "$OUT/bench_graphs.json"
   nest "$OUT/bench_small.json" wide "$OUT/bench_wide.json"
   nest "$OUT/bench_llm.json" bf16_backbone "$OUT/bench_bf16.json"
   nest "$OUT/bench_llm.json" compiled "$OUT/bench_compiled.json"
   nest "$OUT/bench_llm.json" cuda_graphs "$OUT/bench_llm_graphs.json"
+  nest "$OUT/bench_llm.json" cuda_graphs_wide "$OUT/bench_llm_wide.json"
   return $rc
 }
 
@@ -399,7 +405,7 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
   SETS=(--steps 2 --set train.batch_size=16 --set tiger.batch_size=16)
   SMALL=(--set train.hidden=32 --set train.layers=2 --set train.heads=2 --set train.ff=64 --set tiger.layers=2)
   GRAPH_STAGES=tiger  # the CPU trains without graphs: one model shows the measurement's plumbing
-  WIDE_BATCH=32
+  WIDE_BATCH=32 LLM_WIDE_BATCH=32
   export CRABREC_COMPILE_BACKEND=eager  # the compiled LLM: dynamo captures it, inductor's minute of codegen is spared
   LLM_FAST_SETS=() LLM_GRAPH_STEPS=()  # bfloat16 is slow on a CPU; no CUDA graphs on a CPU (its steps run eagerly)
   TRACE=(--trace 1)  # a trace's events take about a second a step to collect on the CPU

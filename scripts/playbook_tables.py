@@ -178,7 +178,7 @@ def wide_table(bench: dict[str, Any]) -> str:
         peak = measured.get("peak_flop_per_s") or bench.get("peak_flop_per_s") or 0.0
         for stage, r in (measured.get("stages") or {}).items():
             step = r.get("replayed_step_s") or 0.0
-            rows = r["rows_per_epoch"] / max(1, r["steps_per_epoch"])
+            rows = rows_per_step(r)
             if not step:  # no batch shape came twice in the timed steps: every step ran eagerly
                 eager = f"none replayed ({r.get('timed_steps', 0)} timed steps eager, {1000 * r['step_s']:.1f} ms)"
                 lines.append(f"| {label.get(stage, stage)} | {rows:,.0f} | {eager} | {r['rows_per_s']:,.0f} | – |")
@@ -194,6 +194,7 @@ VARIANTS = {  # step 3's LLM, under these keys
     "bf16_backbone": "frozen weights in bfloat16",
     "compiled": "frozen weights in bfloat16, compiled",
     "cuda_graphs": "frozen weights in bfloat16, replayed CUDA graphs",
+    "cuda_graphs_wide": "frozen weights in bfloat16, replayed CUDA graphs, a wide batch",
 }
 PARTS = {  # each file step 3 nests its measurements into: key -> the measurement's own file
     "bench_small.json": {"cuda_graphs": "bench_graphs.json", "wide": "bench_wide.json"},
@@ -201,6 +202,7 @@ PARTS = {  # each file step 3 nests its measurements into: key -> the measuremen
         "bf16_backbone": "bench_bf16.json",
         "compiled": "bench_compiled.json",
         "cuda_graphs": "bench_llm_graphs.json",
+        "cuda_graphs_wide": "bench_llm_wide.json",
     },
 }
 
@@ -217,19 +219,25 @@ def step3_bench(folder: Path, name: str) -> dict[str, Any] | None:
     return bench
 
 
+def rows_per_step(r: dict[str, Any]) -> float:
+    """A measured stage's rows a step (its epoch's rows over its steps; 1 where the measurement does not say)."""
+    return r["rows_per_epoch"] / r["steps_per_epoch"] if r.get("steps_per_epoch") else 1.0
+
+
 def variant_table(bench: dict[str, Any]) -> str:
     """Step 3's LLM step, eager (its own measurement) against its variants: the frozen weights in bfloat16
     (``bf16_backbone``), and with those compiled (``compiled``, torch.compile with inductor) or replayed from CUDA
-    graphs (``cuda_graphs``: the replayed steps' time, the replayed share beside it)."""
+    graphs (``cuda_graphs``: the replayed steps' time, the replayed share beside it; ``cuda_graphs_wide``: the same at
+    more rows a step). "faster" compares the time a row takes, so that a wider batch compares with the others."""
     measured = [bench, *(bench.get(key) or {} for key in VARIANTS)]
     peak = next((m["peak_flop_per_s"] for m in measured if m.get("peak_flop_per_s")), 0.0)
     device = next((m["device"] for m in measured if m.get("device")), "?")
     lines = [
         f"The LLM's step, eager and its variants ({device}):",
         "",
-        "| variant | step (ms) | faster | of peak | device busy | kernel launches / step | top operators (device ms "
-        "/ step) | graphs compiled in the timed steps |",
-        "|---|---|---|---|---|---|---|---|",
+        "| variant | rows / step | step (ms) | faster | of peak | device busy | kernel launches / step "
+        "| top operators (device ms / step) | graphs compiled in the timed steps |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     eager = (bench.get("stages") or {}).get("train")
     rows = [("eager, frozen weights in float32", eager)]
@@ -244,15 +252,15 @@ def variant_table(bench: dict[str, Any]) -> str:
             step_s, flop_per_s = r["replayed_step_s"], flop_per_s * r["step_s"] / r["replayed_step_s"]
             label += f" ({r['replayed_steps']} of {r['timed_steps']} steps replayed)"
         of_peak = f"{100 * flop_per_s / peak:.1f}%" if peak else "–"
-        faster = f"{eager['step_s'] / step_s:.2f}x" if eager else "–"
+        faster = f"{eager['step_s'] / rows_per_step(eager) * rows_per_step(r) / step_s:.2f}x" if eager else "–"
         compiled = r.get("compilations_in_timed_steps", "–") if r.get("compiled") else "–"
         trace = r.get("trace") or {}
         busy = f"{100 * trace['device_busy_ms'] / (1000 * r['step_s']):.0f}%" if trace else "–"
         launches = f"{trace['kernel_launches']:,.0f}" if trace else "–"
         top = ", ".join(f"`{t['name'].removeprefix('aten::')}` {t['device_ms']:.1f}" for t in trace.get("top", [])[:4])
         lines.append(
-            f"| {label} | {1000 * step_s:.1f} | {faster} | {of_peak} | {busy} | {launches} | {top or '–'} | "
-            f"{compiled} |"
+            f"| {label} | {rows_per_step(r):,.0f} | {1000 * step_s:.1f} | {faster} | {of_peak} | {busy} | {launches} | "
+            f"{top or '–'} | {compiled} |"
         )
     return "\n".join(lines)
 

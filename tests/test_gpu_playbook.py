@@ -113,10 +113,13 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
     assert not (out / "bench_compiled.json").exists() and not (out / "bench_bf16.json").exists()
     assert "train.cuda_graphs=true" in llm["cuda_graphs"]["sets"]  # on the CPU its steps run eagerly
     assert not (out / "bench_llm_graphs.json").exists()
+    assert "train.batch_size=32" in llm["cuda_graphs_wide"]["sets"]  # llmwide: LLM_WIDE_BATCH rows a step
+    assert not (out / "bench_llm_wide.json").exists()
     variants = tables.stdout.split("The LLM's step, eager and its variants")[1]
     for label in ("| eager, frozen weights in float32 | ", "| frozen weights in bfloat16 | ",
                   "| frozen weights in bfloat16, compiled | ",
-                  "| frozen weights in bfloat16, replayed CUDA graphs | "):  # fmt: skip
+                  "| frozen weights in bfloat16, replayed CUDA graphs | ",
+                  "| frozen weights in bfloat16, replayed CUDA graphs, a wide batch | "):  # fmt: skip
         assert label in variants, label
     frontier = json.loads((out / "office-llm-frontier.json").read_text())  # step 5 (here CRAB's points alone)
     assert {p["method"] for p in frontier["points"]} == {"mor", "crab"} and "crab" in frontier["selected"]
@@ -204,7 +207,7 @@ def test_a_typo_in_step3s_measurements_stops_before_any_device_time(tmp_path):
 
 
 def _bench(step_ms: float, **extra) -> dict:
-    row = {"step_s": step_ms / 1000, "flop_per_s": 4e13, **extra}
+    row = {"step_s": step_ms / 1000, "flop_per_s": 4e13, "rows_per_epoch": 1280, "steps_per_epoch": 10, **extra}
     return {"device": "GPU X", "peak_flop_per_s": 8e14, "stages": {"train": row}}
 
 
@@ -218,15 +221,25 @@ def test_tables_read_step3s_measurements_left_unnested_by_a_step_stopped_at_its_
     )
     replayed = {"replayed_steps": 30, "timed_steps": 40, "replayed_step_s": 0.05}  # 150 ms a step with the eager ones
     (tmp_path / "bench_llm_graphs.json").write_text(json.dumps(_bench(150.0, **replayed)))
+    wide = {**replayed, "replayed_step_s": 0.1, "rows_per_epoch": 5120, "steps_per_epoch": 10}
+    (tmp_path / "bench_llm_wide.json").write_text(json.dumps(_bench(300.0, **wide)))
     res = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "playbook_tables.py"), str(tmp_path)], capture_output=True, text=True
     )
     assert res.returncode == 0, res.stderr
-    assert "| eager, frozen weights in float32 | 200.0 | 1.00x | 5.0% | 50% | 6,000 | `copy_` 29.2 | – |" in res.stdout
-    assert "| frozen weights in bfloat16, compiled | 100.0 | 2.00x | 5.0% | – | – | – | 0 |" in res.stdout
-    assert "| frozen weights in bfloat16, replayed CUDA graphs (30 of 40 steps replayed) | 50.0 | 4.00x | 15.0% |" in (
+    assert "| eager, frozen weights in float32 | 128 | 200.0 | 1.00x | 5.0% | 50% | 6,000 | `copy_` 29.2 | – |" in (
         res.stdout
-    )  # the replayed steps' own time and rate
+    )
+    assert "| frozen weights in bfloat16, compiled | 128 | 100.0 | 2.00x | 5.0% | – | – | – | 0 |" in res.stdout
+    replayed_row = (
+        "| frozen weights in bfloat16, replayed CUDA graphs (30 of 40 steps replayed) | 128 | 50.0 | 4.00x | 15.0% |"
+    )
+    assert replayed_row in res.stdout  # the replayed steps' own time and rate
+    # 4 times the rows in twice the time: a row twice as fast as at the training batch (8 times the eager step's)
+    wide_row = (
+        "| frozen weights in bfloat16, replayed CUDA graphs, a wide batch (30 of 40 steps replayed) | 512 | 100.0 | "
+    )
+    assert wide_row + "8.00x | 15.0% |" in res.stdout
     empty = tmp_path / "empty"
     empty.mkdir()
     res = subprocess.run(
