@@ -1,13 +1,13 @@
 """Building a training batch on the host: the vectorized builders against the per-row reference ones, on a run's
 training rows, side by side in one process.
 
-    python benchmarks/bench_batches.py [runs/office-quick] [--batches 100] [--repeats 3]
+    python benchmarks/bench_batches.py [runs/office-quick] [--batches 100] [--repeats 3] [--backbone PATH]
 
-For TIGER's encoder inputs and the packed decoder batch, each builder makes the first
-``--batches`` batches of epoch 1 of the run's plans (TIGER's length-bucketed rows, the packed chains), as training
-builds them; the best of ``--repeats`` rounds is kept. Both builders' batches are checked equal. On a GPU the host
-builds the next batch while the device runs the step, so a batch that takes longer to build than a (replayed) step
-sets the pace.
+For TIGER's encoder inputs, the packed decoder batch and the row form (one sequence per training row, padded to 32
+tokens; with ``--backbone``, an LLM backbone's prompt around the SIDs), each builder makes the first ``--batches``
+batches of epoch 1 of the run's plans (length-bucketed rows, the packed chains), as training builds them; the best
+of ``--repeats`` rounds is kept. Both builders' batches are checked equal. On a GPU the host builds the next batch
+while the device runs the step, so a batch that takes longer to build than a (replayed) step sets the pace.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def best_ms(build: Callable[[np.ndarray], object], plan: list[np.ndarray], repea
 
 def same(a, b) -> bool:
     pairs = zip(a.values(), b.values()) if isinstance(a, dict) else zip(a, b)
-    return all(torch.equal(x, y) for x, y in pairs)
+    return all(x is y is None or torch.equal(x, y) for x, y in pairs)
 
 
 def main() -> None:
@@ -41,14 +41,16 @@ def main() -> None:
     ap.add_argument("run", nargs="?", type=Path, default=Path("runs/office-quick"))
     ap.add_argument("--batches", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--backbone", type=Path, default=None, help="an LLM backbone folder: the row form with its prompt")
     args = ap.parse_args()
     from crabrec.config import load_config
-    from crabrec.models.decoder import item_tokens
+    from crabrec.models.backbone import decoder_io, load_backbone
+    from crabrec.models.decoder import Prompt, encode_rows, item_tokens
     from crabrec.models.packing import build_chains, pack_batch
     from crabrec.models.tiger import build_tiger, encode_inputs
     from crabrec.pipeline import RunContext
     from crabrec.stages import registry
-    from crabrec.train.batch_reference import pack_batch_rows, tiger_inputs_rows
+    from crabrec.train.batch_reference import encode_rows_rows, pack_batch_rows, tiger_inputs_rows
     from crabrec.train.loop import by_length, length_bucketed
 
     cfg = load_config(str(args.run / "config.yaml"))
@@ -75,6 +77,18 @@ def main() -> None:
             packed_plan,
         ),
     ]
+    prompt, row_tokens, what = Prompt(), tokens, "bare SIDs"
+    if args.backbone:
+        io = decoder_io(codebook, load_backbone(args.backbone, list(codebook.sizes), seed=0)[1])
+        prompt, row_tokens, what = io.train_prompt, io.tokens, f"{args.backbone.name}'s prompt"
+    row_plan = by_length(train.length, cfg.train.batch_size, cfg.seed)(1)[: args.batches]
+
+    def row_form(builder):
+        return lambda r: builder(train.history[r], train.length[r], train.target[r], row_tokens, prompt, 32)
+
+    forms.append(
+        (f"row form, {what} ({cfg.train.batch_size} rows)", row_form(encode_rows_rows), row_form(encode_rows), row_plan)
+    )
     print(f"{args.run}: the first {args.batches} batches of epoch 1, best of {args.repeats} rounds, 1 thread")
     print("| batch | per-row reference (ms / batch) | vectorized (ms / batch) | faster | equal |")
     print("|---|---|---|---|---|")

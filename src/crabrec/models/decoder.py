@@ -9,7 +9,7 @@ Packed form (:mod:`crabrec.models.packing`) computes the same per-row loss from 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 import numpy as np
 import torch
@@ -105,29 +105,39 @@ def encode_rows(
     """Left-padded ``[prompt] history SIDs [prompt] (+ target SID [+ answer end])`` -> ``(ids, mask, labels)``.
 
     Labels cover the answer (target SID and ``prompt.answer_end``), which always ends the row. The width is the
-    longest row's, rounded up to a ``multiple`` (few batch shapes for recorded steps)."""
-    n, _ = history.shape
+    longest row's, rounded up to a ``multiple`` (few batch shapes for recorded steps). Built without a loop over
+    rows: every row is laid out with all its history slots, then the slots past its length are moved to the left
+    as padding (the same batch as :func:`crabrec.train.batch_reference.encode_rows_rows`)."""
+    n, slots = history.shape
     prompt = prompt or Prompt()
-    seqs, answer = [], 0
-    for r in range(n):
-        body = list(prompt.head)
-        for j, h in enumerate(history[r, : length[r]]):
-            body += (list(prompt.sep) if j else []) + tokens[h].tolist()
-        body += prompt.tail
-        if target is not None:
-            tail = tokens[target[r]].tolist() + list(prompt.answer_end)
-            answer = len(tail)
-            body += tail
-        seqs.append(body)
-    max_len = -(-max(len(s) for s in seqs) // multiple) * multiple
-    ids = torch.full((n, max_len), PAD, dtype=torch.long)
-    mask = torch.zeros((n, max_len), dtype=torch.long)
-    labels = torch.full((n, max_len), IGNORE, dtype=torch.long) if target is not None else None
-    for r, s in enumerate(seqs):
-        ids[r, max_len - len(s) :] = torch.tensor(s)
-        mask[r, max_len - len(s) :] = 1
-        if labels is not None:
-            labels[r, max_len - answer :] = ids[r, max_len - answer :]
+    head, sep, tail, end = (np.asarray(part, dtype=np.int64) for part in astuple(prompt))
+    used = np.arange(slots) < np.asarray(length)[:, None]  # [n, slots]
+    sids = tokens[np.where(used, history, 0)].astype(np.int64)  # [n, slots, levels]; unused slots masked below
+    blocks = np.concatenate([np.broadcast_to(sep, (n, slots, len(sep))), sids], axis=2)
+    keep = np.broadcast_to(used[:, :, None], blocks.shape).copy()
+    keep[:, 0, : len(sep)] = False  # no separator before the first item
+    parts = [np.broadcast_to(head, (n, len(head))), blocks.reshape(n, -1), np.broadcast_to(tail, (n, len(tail)))]
+    kept = [np.ones((n, len(head)), bool), keep.reshape(n, -1), np.ones((n, len(tail)), bool)]
+    answer = 0
+    if target is not None:
+        answer = tokens.shape[1] + len(end)
+        parts.append(np.concatenate([tokens[target].astype(np.int64), np.broadcast_to(end, (n, len(end)))], axis=1))
+        kept.append(np.ones((n, answer), bool))
+    full, valid = np.concatenate(parts, axis=1), np.concatenate(kept, axis=1)
+    order = np.argsort(valid, axis=1, kind="stable")  # each row's padding first, its tokens after in their order
+    full, valid = np.take_along_axis(full, order, axis=1), np.take_along_axis(valid, order, axis=1)
+    max_len = -(-int(valid.sum(axis=1).max()) // multiple) * multiple
+    extra = max_len - full.shape[1]
+    if extra > 0:
+        full = np.pad(full, ((0, 0), (extra, 0)))
+        valid = np.pad(valid, ((0, 0), (extra, 0)))
+    full, valid = full[:, full.shape[1] - max_len :], valid[:, valid.shape[1] - max_len :]
+    ids = torch.from_numpy(np.where(valid, full, PAD))
+    mask = torch.from_numpy(valid.astype(np.int64))
+    labels = None
+    if target is not None:
+        labels = torch.full((n, max_len), IGNORE, dtype=torch.long)
+        labels[:, max_len - answer :] = ids[:, max_len - answer :]
     return ids, mask, labels
 
 

@@ -1,13 +1,13 @@
 """The per-row batch builders the vectorized ones are checked and benchmarked against (``tests/test_batches.py``,
-``benchmarks/bench_batches.py``): TIGER's encoder inputs and the packed decoder batch, built one row at a time in
-Python, as they were first written. Not used in training."""
+``benchmarks/bench_batches.py``): TIGER's encoder inputs, the packed decoder batch and the row form with its prompt
+(an LLM backbone's), built one row at a time in Python, as they were first written. Not used in training."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from crabrec.models.decoder import IGNORE, PAD
+from crabrec.models.decoder import IGNORE, PAD, Prompt
 from crabrec.models.packing import Chains
 
 
@@ -65,3 +65,37 @@ def pack_batch_rows(
         "label_item": label_item,
         "label_level": level,
     }
+
+
+def encode_rows_rows(
+    history: np.ndarray,
+    length: np.ndarray,
+    target: np.ndarray | None,
+    tokens: np.ndarray,
+    prompt: Prompt | None = None,
+    multiple: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """:func:`crabrec.models.decoder.encode_rows`, row by row."""
+    n, _ = history.shape
+    prompt = prompt or Prompt()
+    seqs, answer = [], 0
+    for r in range(n):
+        body = list(prompt.head)
+        for j, h in enumerate(history[r, : length[r]]):
+            body += (list(prompt.sep) if j else []) + tokens[h].tolist()
+        body += prompt.tail
+        if target is not None:
+            tail = tokens[target[r]].tolist() + list(prompt.answer_end)
+            answer = len(tail)
+            body += tail
+        seqs.append(body)
+    max_len = -(-max(len(s) for s in seqs) // multiple) * multiple
+    ids = torch.full((n, max_len), PAD, dtype=torch.long)
+    mask = torch.zeros((n, max_len), dtype=torch.long)
+    labels = torch.full((n, max_len), IGNORE, dtype=torch.long) if target is not None else None
+    for r, s in enumerate(seqs):
+        ids[r, max_len - len(s) :] = torch.tensor(s)
+        mask[r, max_len - len(s) :] = 1
+        if labels is not None:
+            labels[r, max_len - answer :] = ids[r, max_len - answer :]
+    return ids, mask, labels
