@@ -161,14 +161,19 @@ def graph_table(bench: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def device_of(bench: dict[str, Any], keys: Any) -> str:
+    """The device a step 3 file names, in itself or in the measurements nested in it under ``keys`` ("?" if none):
+    a step stopped before nesting leaves a file of nested measurements alone."""
+    measured = [bench, *(bench.get(key) or {} for key in keys)]
+    return next((m["device"] for m in measured if m.get("device")), "?")
+
+
 def wide_table(bench: dict[str, Any]) -> str:
     """Step 3's small models replayed from CUDA graphs at their own batch (``cuda_graphs``) and at a wide one
     (``wide``): how far the rows per step lift the share of the device's peak once the host no longer bounds a step."""
     label = {"train": "MOR", "tiger": "TIGER"}
-    measured = [bench, *(bench.get(key) or {} for key in ("cuda_graphs", "wide"))]
-    device = next((m["device"] for m in measured if m.get("device")), "?")
     lines = [
-        f"Replayed steps at the training batch and at a wide one ({device}):",
+        f"Replayed steps at the training batch and at a wide one ({device_of(bench, ('cuda_graphs', 'wide'))}):",
         "",
         "| model | rows / step | replayed step (ms) | rows / s | of peak |",
         "|---|---|---|---|---|",
@@ -231,9 +236,8 @@ def variant_table(bench: dict[str, Any]) -> str:
     more rows a step). "faster" compares the time a row takes, so that a wider batch compares with the others."""
     measured = [bench, *(bench.get(key) or {} for key in VARIANTS)]
     peak = next((m["peak_flop_per_s"] for m in measured if m.get("peak_flop_per_s")), 0.0)
-    device = next((m["device"] for m in measured if m.get("device")), "?")
     lines = [
-        f"The LLM's step, eager and its variants ({device}):",
+        f"The LLM's step, eager and its variants ({device_of(bench, VARIANTS)}):",
         "",
         "| variant | rows / step | step (ms) | faster | of peak | device busy | kernel launches / step "
         "| top operators (device ms / step) | graphs compiled in the timed steps |",
