@@ -15,7 +15,8 @@
 #           compiling steps untimed), and replayed as CUDA graphs at its training batch (llmgraphs) and at
 #           LLM_WIDE_BATCH rows a step (llmwide); all in one process (STEP3_MEASURE picks some)
 #   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget, their steps
-#           replayed as CUDA graphs
+#           replayed as CUDA graphs; beside them TIGER_VARIANTS, each TIGER 4+4 with some settings changed, then
+#           evaluated against the same MOR
 #   step 5  the accuracy-fairness frontier on step 1's run (on the same machine, after step 1): RR over its alphas and
 #           CRAB at gamma 0 splitting none or 10% of each level's tokens (FRONTIER_ARGS; ratio 0 is the control:
 #           the same fine-tune on the unchanged codebook), JOBS points at once; its frontier.md and frontier.json
@@ -44,8 +45,12 @@
 # 512, where its matrix products are 4 times wider than at the training batch), WIDE_BATCH (2048: the rows per step of "wide", the small
 # models' steps replayed as CUDA graphs at a batch where the host no longer bounds them), BEAUTY_MINUTES (2),
 # BEAUTY_SETS (KEY=VALUE settings for step 4's run: "train.cuda_graphs=true tiger.cuda_graphs=true
-# tiger.plateau_factor=1 tiger.valid_every=2 tiger.patience=5"; add e.g. "tiger.batch_size=1024 tiger.lr=0.002": a
-# launch-bound step costs about the same at 4 times the rows; see docs/results/tiger.md), JOBS (3: Office models trained at once, and
+# tiger.valid_every=2 tiger.patience=5 tiger.weight_decay=0.035 tiger.schedule=cosine tiger.epochs=30
+# tiger.warmup_steps=1000"; add e.g. "tiger.batch_size=1024 tiger.lr=0.002": a
+# launch-bound step costs about the same at 4 times the rows; see docs/results/tiger.md), TIGER_VARIANTS (step 4's
+# TIGER variants, separated by ";", each some KEY=VALUE settings over BEAUTY_SETS: "tiger.weight_decay=0.1;
+# tiger.dropout=0.2; tiger.lr=0.0005 tiger.weight_decay=0.000001 tiger.schedule=constant"; each trains in a copy of
+# the run, beside MOR and TIGER), JOBS (3: Office models trained at once, and
 # frontier points computed at once), FRONTIER_ARGS (step 5's methods and grids), PART_MB (what a call carries beside
 # the working tree), RUNS (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA (data folders) and WORK
 # (its scratch folder).
@@ -71,13 +76,19 @@ WIDE_BATCH=${WIDE_BATCH:-2048}
 LLM_WIDE_BATCH=${LLM_WIDE_BATCH:-512}
 # step 4's models replay their steps as CUDA graphs (on an H100, TIGER's step 3.4-4.5x and MOR's 1.3-2x faster), and
 # TIGER trains with the regularisation and schedule of cornac's best published recipe (PAISCHER's) that fit a lease:
-# weight decay 0.035 and a cosine decay of the learning rate over 45 epochs (about 7 minutes at 9.1 s an epoch) after
-# 1,000 warm-up steps. At the preset's plateau halving and at a constant rate it stopped at cornac's default-recipe
-# level with its training loss still falling and its validation flat (docs/results/gpu.md): over-fitting. Dropout
-# stays at 0.1: 0.2 validated lower at each of TIGER 4+4's first epochs on Office (docs/results/tiger.md). TIGER
-# validates every second epoch (early stopping after 5 validations, 10 epochs, without improvement); an epoch
-# without validation takes 7 s, one with it 12 s
-BEAUTY_SETS=${BEAUTY_SETS-train.cuda_graphs=true tiger.cuda_graphs=true tiger.valid_every=2 tiger.patience=5 tiger.weight_decay=0.035 tiger.schedule=cosine tiger.epochs=45 tiger.warmup_steps=1000}
+# weight decay 0.035 and a cosine decay of the learning rate over 30 epochs after 1,000 warm-up steps (alone, an epoch
+# took 9.1 s on an H100; the variants beside it share the GPU). At the preset's plateau halving and at a constant
+# rate it stopped at cornac's default-recipe level with its training loss still falling and its validation flat
+# (docs/results/gpu.md): over-fitting. TIGER validates every second epoch (early stopping after 5 validations, 10
+# epochs, without improvement); an epoch without validation takes 7 s, one with it 12 s
+BEAUTY_SETS=${BEAUTY_SETS-train.cuda_graphs=true tiger.cuda_graphs=true tiger.valid_every=2 tiger.patience=5 tiger.weight_decay=0.035 tiger.schedule=cosine tiger.epochs=30 tiger.warmup_steps=1000}
+# step 4's TIGER variants, each trained beside MOR and TIGER in a copy of the Beauty run (its SIDs and BEAUTY_SETS)
+# with its own settings on top, then evaluated against the same MOR; one process more on the GPU each, which the
+# small models leave mostly idle. The other regularisation strengths: weight decay 0.1 (MOR's on the CPU; at TIGER
+# 1+1 on Beauty it validated at or above the preset's 1e-4 at each of the first epochs, docs/results/tiger.md),
+# dropout 0.2 (PAISCHER's; at 4+4 on Office it validated lower for 10 epochs, closing in), and GRID's recipe
+# (a constant 5e-4, weight decay 1e-6), which cornac's TIGER reaches 0.0564 / 0.0288 with on its own SIDs
+TIGER_VARIANTS=${TIGER_VARIANTS-tiger.weight_decay=0.1; tiger.dropout=0.2; tiger.lr=0.0005 tiger.weight_decay=0.000001 tiger.schedule=constant}
 # step 5: RR's default alphas, and CRAB at gamma 0 (the H100's best point; 0.2 cost accuracy on both leases) with
 # ratio 0 as the control: does CRAB's gain come from rebalancing or from two more epochs of training? (RW's and D²LR's
 # points each retrain the LLM: `--only rw,d2lr` is a step of its own, about 3 x LLM_MINUTES with JOBS=3)
@@ -160,19 +171,19 @@ EOF
   done
   rm -rf $work
   echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU (about 13 minutes on an H100: Beauty's"
-  echo "MOR and TIGER, TIGER with weight decay 0.035 and a cosine schedule for 7 minutes, then the LLM's step eager, replayed"
-  echo "from CUDA graphs and replayed at 512 rows a step), back to"
+  echo "MOR and TIGER, TIGER with weight decay 0.035 and a cosine schedule, and beside them its variants (TIGER_VARIANTS),"
+  echo "for 6 minutes; then the LLM's step eager, replayed from CUDA graphs and replayed at 512 rows a step), back to"
   echo "back: the machine is handed back after 30 s without a call, and a fresh one needs every part carried again:"
   local cmd limit
   for i in $(seq 1 "$n"); do
     cmd="bash scripts/gpu_playbook.sh --step 0" limit=120
     if [ "$i" = "$n" ]; then
-      cmd="BEAUTY_MINUTES=7 STEP_SECONDS=480 bash scripts/gpu_playbook.sh --step 4"
-      limit=510
+      cmd="BEAUTY_MINUTES=6 STEP_SECONDS=510 bash scripts/gpu_playbook.sh --step 4"
+      limit=540
     fi
     echo "  run(carry=[\".gpu-$i\"], command=\"$cmd\", timeout_s=$limit)"
   done
-  echo "  run(command=\"STEP3_MEASURE='llm llmgraphs llmwide' STEP_SECONDS=230 bash scripts/gpu_playbook.sh --step 3\", timeout_s=250)"
+  echo "  run(command=\"STEP3_MEASURE='llm llmgraphs llmwide' STEP_SECONDS=200 bash scripts/gpu_playbook.sh --step 3\", timeout_s=220)"
   echo "Or Office on the LLM in the last part's call: MOR alone and the frontier with CRAB's control (step 5 after it),"
   echo "  STEP1_UNTIL='evaluate rr' STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 1"
   echo "or Table 1's trained rows (MOR, RW, D²LR, RR, CRAB; about 8 minutes):"
@@ -245,8 +256,9 @@ step2() {  # MOR, RW, D²LR, TIGER and SASRec train side by side, one process ea
 step3() {
   local run rc=0
   run=$(office_run)
-  # the CUDA-only tests first (skipped on the CPU): GPU beams against the CPU's, the loop on the GPU, recorded steps
-  "${HIDE[@]}" $PY -m pytest -q -p no:cacheprovider tests/test_gpu.py || echo "tests/test_gpu.py failed (above)"
+  # the CUDA-only tests first: GPU beams against the CPU's, the loop on the GPU, recorded steps (the dry run leaves
+  # them to the default suite, which collects them and skips them without a GPU)
+  [ $MODE = dry ] || $PY -m pytest -q -p no:cacheprovider tests/test_gpu.py || echo "tests/test_gpu.py failed (above)"
   # the backbone named: the run's own settings may not (the bundle's run is made without one); then the LLM's step
   # with cuDNN's attention allowed, as PyTorch would choose (crabrec turns it off on CUDA); the small models' steps
   # replayed as CUDA graphs (a shape's first step eager, its second recorded: more steps); last, the LLM's variants
@@ -302,18 +314,60 @@ step5() {  # the frontier of step 1's run: the same settings, so that MOR and it
   crab frontier "${OFFICE[@]}" "${LLM_BUDGET[@]}" $FRONTIER_ARGS --jobs "$JOBS"
 }
 
-step4() {  # one run, MOR and TIGER trained at the same time in two processes (TIGER's evaluation needs MOR's)
-  local data=${BEAUTY_DATA:-$STASH/bundle/datasets/beauty}
-  crab run "${BEAUTY[@]}" --set data.path="$data" --set tokenize.import_path="$data/Beauty.rqvae_native.index.json" \
-    --set train.max_minutes="$BEAUTY_MINUTES" --set tiger.max_minutes="$BEAUTY_MINUTES" --name beauty \
-    --until tiger-eval --jobs "$BEAUTY_JOBS"
+step4() {  # one run, MOR and TIGER trained at the same time in two processes (TIGER's evaluation needs MOR's), and
+  # beside it each of TIGER_VARIANTS in a run of its own (variant)
+  local data=${BEAUTY_DATA:-$STASH/bundle/datasets/beauty} variants=() i main rc=0 status pids=()
+  BEAUTY+=(--set data.path="$data" --set tokenize.import_path="$data/Beauty.rqvae_native.index.json"
+           --set train.max_minutes="$BEAUTY_MINUTES" --set tiger.max_minutes="$BEAUTY_MINUTES" --name beauty)
+  mapfile -t variants < <(tiger_variants)
+  crab run "${BEAUTY[@]}" --until tiger-eval --jobs "$BEAUTY_JOBS" &
+  main=$!
+  for i in "${!variants[@]}"; do
+    (variant "$((i + 1))" "${variants[$i]}" "$main" 2>&1 | (trap '' INT; exec sed -u "s/^/[v$((i + 1))] /")) &
+    pids+=("$!")  # the prefixing sed ignores SIGINT: the budget's SIGINT stops crabrec, whose last words still pass
+  done
+  wait "$main" || rc=$?
+  for i in "${pids[@]}"; do wait "$i" || { status=$?; [ "$rc" != 0 ] || rc=$status; }; done
+  return "$rc"
 }
+
+variant() {  # variant N SETTINGS PID: TIGER with SETTINGS over the Beauty run's in beauty-vN, which links that run's
+  # SIDs once they are there (as a frontier point links its base run) and trains; then links MOR's model and evaluation
+  # once they are there and evaluates against them. PID: the Beauty run's process (gone = nothing more to wait for)
+  local run=$RUNS/beauty-v$1 base=$RUNS/beauty sets=()
+  add_sets sets "$2"
+  await "$base/stages/tokenize.json" "$3" && link_run "$base" "$run" && crab run "$run" --until tiger "${sets[@]}" \
+    && await "$base/stages/evaluate.json" "$3" && link_run "$base" "$run" \
+    && crab run "$run" --until tiger-eval "${sets[@]}"
+}
+
+await() {  # await FILE PID: wait until FILE is there; fails once process PID has ended without it
+  until [ -f "$1" ]; do
+    kill -0 "$2" 2> /dev/null || [ -f "$1" ] || { echo "$1 never came: the Beauty run ended without it"; return 1; }
+    sleep 1
+  done
+}
+
+link_run() {  # link_run BASE RUN: RUN, a run of BASE's config sharing BASE's finished stages (crabrec.runfiles.link_base)
+  $PY - "$1" "$2" <<'EOF'
+import shutil, sys
+from pathlib import Path
+from crabrec.runfiles import link_base
+base, run = map(Path, sys.argv[1:])
+run.mkdir(parents=True, exist_ok=True)
+if not (run / "config.yaml").exists():
+    shutil.copy(base / "config.yaml", run / "config.yaml")
+link_base(base, run)
+EOF
+}
+
+tiger_variants() { tr ';' '\n' <<< "$TIGER_VARIANTS" | grep -v '^ *$' || true; }  # one line of settings each
 
 collect() {  # what comes back: the step's log plus the run's metrics (every stage's summary, every evaluated
   # method's test metrics with its change against MOR and the bootstrap intervals, the training curves) and report
-  local run=$1 tag=$2
+  local run=$1 tag=$2 variant=${3:-}  # variant: the settings a step 4 variant trained TIGER with
   [ -d "$run" ] || return 0
-  $PY - "$run" "$OUT/$tag-metrics.json" <<'EOF'
+  $PY - "$run" "$OUT/$tag-metrics.json" "$variant" <<'EOF'
 import json, os, pathlib, sys
 run = pathlib.Path(sys.argv[1])
 def records(run, only=None):  # every stage's summary and seconds, and each trained model's curve (or one model's)
@@ -326,7 +380,7 @@ def records(run, only=None):  # every stage's summary and seconds, and each trai
         if only in (None, log.parent.name):
             out["curves"][log.parent.name] = json.loads(log.read_text())
     return out
-out = {**records(run), "methods": {}}
+out = {**records(run), "methods": {}, **({"variant": sys.argv[3].strip()} if sys.argv[3].strip() else {})}
 def metrics(path):
     values = json.loads(path.read_text())
     values.pop("definitions", None)  # the docs' words, the same in every run
@@ -361,7 +415,12 @@ run_step() {  # one step under its time budget; 124 = stopped at the budget (run
     > >(tee "$OUT/step$n.log") 2>&1 || rc=$?
   case $n in
     1|2|3|5) collect "$(office_run)" office-llm ;;
-    4) collect "$RUNS/beauty" beauty ;;
+    4) collect "$RUNS/beauty" beauty
+       local i=0 variant
+       while read -r variant; do  # each TIGER variant's curve and test metrics, with its settings
+         i=$((i + 1))
+         collect "$RUNS/beauty-v$i" "beauty-v$i" "$variant"
+       done < <(tiger_variants) ;;
   esac
   if [ $rc = 124 ]; then
     echo "step $n stopped at its budget of ${STEP_SECONDS}s: run --step $n again on the same machine to go on"
@@ -411,7 +470,9 @@ settings() {  # the steps' arguments: the real ones on the device, tiny ones in 
   export CRABREC_COMPILE_BACKEND=eager  # the compiled LLM: dynamo captures it, inductor's minute of codegen is spared
   LLM_FAST_SETS=() LLM_GRAPH_STEPS=()  # bfloat16 is slow on a CPU; no CUDA graphs on a CPU (its steps run eagerly)
   TRACE=(--trace 1)  # a trace's events take about a second a step to collect on the CPU
-  BEAUTY_MINUTES=0.1
+  BEAUTY_MINUTES=0.05
+  TIGER_VARIANTS=${TIGER_VARIANTS%%;*}  # one variant, one epoch, shows the plumbing
+  [ -z "${TIGER_VARIANTS// /}" ] || TIGER_VARIANTS+=" tiger.epochs=1"
   JOBS=1 BEAUTY_JOBS=1  # on 2 cores, one at a time is faster (each worker process costs seconds of imports)
   HIDE=(env PYTHONPATH="$PWD/scripts/gpu_image:$PYTHONPATH" CRABREC_ABSENT_MODULES="$(IFS=,; echo "${ABSENT[*]}")")
   # Beauty has no item text: its encoder setting stays the device's (the default, which the image lacks)

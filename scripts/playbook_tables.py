@@ -7,7 +7,7 @@ A method shows when its evaluation finished on the device; its time is the stage
 folder holds step 3's measurements, the small models' eager steps are set beside their replayed ones (``cuda_graphs``)
 and the LLM's eager step beside its variants (``bf16_backbone``, ``compiled``, ``cuda_graphs``): nested in
 ``bench_small.json`` and ``bench_llm.json`` as the step leaves them, or in their own files where the step was
-stopped before nesting them.
+stopped before nesting them. A step 4 TIGER variant's file (``beauty-vN-metrics.json``) names its settings.
 """
 
 from __future__ import annotations
@@ -305,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
         env = path.parent / "env.txt"
         device = "; ".join(line for line in env.read_text().splitlines() if line.strip()) if env.is_file() else ""
         print(f"## {path}" + (f" ({device})" if device else "") + "\n")
+        if data.get("variant"):  # a step 4 TIGER variant: its own settings over the run's
+            print(f"TIGER variant: `{data['variant']}`\n")
         print(tables(data) + "\n")
     for folder in sorted({path.parent for path, _ in found} | {path for path in args.paths if path.is_dir()}):
         small = step3_bench(folder, "bench_small.json")

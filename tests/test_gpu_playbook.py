@@ -59,8 +59,9 @@ def tiny(tmp_path_factory) -> Path:
 def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, tiny, office_80, beauty_slice):
     (tmp_path / "tiny").symlink_to(tiny)
     out = tmp_path / "out"
+    variants = "tiger.head=level-tied; tiger.weight_decay=0.1"  # the dry run trains the first one, for one epoch
     res = playbook("--dry-run", WORK=str(tmp_path), OUT=str(out), OFFICE_DATA=str(office_80),
-                   BEAUTY_DATA=str(beauty_slice))  # fmt: skip
+                   BEAUTY_DATA=str(beauty_slice), TIGER_VARIANTS=variants)  # fmt: skip
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     for n in (1, 2, 3, 4, 5):
         assert f"step {n} done" in res.stdout
@@ -140,6 +141,15 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
     beauty = json.loads((out / "beauty-metrics.json").read_text())
     assert "HR@10" in beauty["stages"]["evaluate"] and "HR@10" in beauty["stages"]["tiger-eval"]
     assert sorted(beauty["curves"]) == ["mor", "tiger"]  # each trained once, side by side
+    # a TIGER variant (the dry run keeps the first): trained beside them in a copy, evaluated against the same MOR
+    variant = json.loads((out / "beauty-v1-metrics.json").read_text())
+    assert variant["variant"] == "tiger.head=level-tied tiger.epochs=1"
+    assert not (out / "beauty-v2-metrics.json").exists()
+    assert variant["stages"]["evaluate"] == beauty["stages"]["evaluate"]  # MOR linked, not retrained
+    assert len(variant["methods"]["tiger"]["vs_mor"]["HR@10"]["ci"]) == 2
+    model = json.loads((tmp_path / "runs" / "beauty-v1" / "models" / "tiger" / "model" / "config.json").read_text())
+    assert model["crabrec_head"] == "level-tied"
+    assert "TIGER variant: `tiger.head=level-tied tiger.epochs=1`" in tables.stdout
 
 
 def test_a_step_past_its_budget_stops_and_says_how_to_go_on(tmp_path, tiny, office_slice):

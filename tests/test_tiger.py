@@ -120,7 +120,32 @@ def test_level_head_is_untied_and_trains_apart_from_the_embeddings():
     assert user_rows.abs().sum() == 0  # user tokens are neither inputs here nor targets at any level
 
 
-@pytest.mark.parametrize("head,ffn", [("level", "relu"), ("tied", "relu"), ("level", "gated-gelu")])
+def test_level_tied_head_is_the_input_embeddings_with_each_levels_own_softmax():
+    """``tiger.head=level-tied``: the output projection is the embedding table itself (one tensor, trained by both
+    ends), scaled by d^-1/2 as T5's tied output; the loss is still each level's cross-entropy on its own tokens."""
+    from crabrec.models.tiger import TiedLevelT5, build_tiger, tiger_loss
+
+    model = build_tiger(SIZES, TigerSection(**SMALL, head="level-tied"), seed=1).eval()
+    assert isinstance(model, TiedLevelT5) and model.lm_head.weight is model.shared.weight
+    ids, mask, labels, codes = batch()
+    out = model(input_ids=ids, attention_mask=mask, labels=labels, output_hidden_states=True)
+    full = out.decoder_hidden_states[-1] * 32**-0.5 @ model.shared.weight.T
+    start = 2 + np.cumsum([0, *SIZES[:-1]])
+    nll = [
+        -torch.log_softmax(full[:, level, start[level] : start[level] + size], -1)[torch.arange(4), codes[:, level]]
+        for level, size in enumerate(SIZES)
+    ]
+    torch.testing.assert_close(out.loss, torch.stack(nll).mean(), rtol=1e-5, atol=1e-6)
+    loss = tiger_loss(model, {"ids": ids, "mask": mask, "labels": labels})
+    torch.testing.assert_close(loss, out.loss, rtol=1e-5, atol=1e-6)
+    loss.backward()
+    unread = np.setdiff1d(np.arange(2, 2 + sum(SIZES)), ids.numpy())  # SID rows no input reads
+    assert len(unread) and (model.shared.weight.grad[torch.from_numpy(unread)].abs().sum(1) > 0).all()
+
+
+@pytest.mark.parametrize(
+    "head,ffn", [("level", "relu"), ("tied", "relu"), ("level", "gated-gelu"), ("level-tied", "relu")]
+)
 def test_saved_tiger_loads_back_as_the_same_model(tmp_path, head, ffn):
     from crabrec.models.tiger import build_tiger
     from crabrec.rankers import load_generator

@@ -9,7 +9,6 @@ Choose settings on validation (``best_valid_ndcg@10`` column), not on the test m
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +16,7 @@ import pandas as pd
 
 from crabrec.config import RunConfig
 from crabrec.io import write_text
-from crabrec.runfiles import RunFiles, read_checked
-
-SHARED = ("data", "embeddings.npy", "embeddings.items.json", "sid", "models/mor")
-SHARED_STAGES = ("data", "embed", "tokenize", "train", "evaluate")
+from crabrec.runfiles import RunFiles, link_base, read_checked
 
 
 def sweeps(levels: int) -> dict[str, list[tuple[str, dict[str, Any]]]]:
@@ -31,26 +27,6 @@ def sweeps(levels: int) -> dict[str, list[tuple[str, dict[str, Any]]]]:
         "gamma": [(f"γ={g}", {"gamma": g}) for g in (0.0, 0.1, 0.2, 0.5, 1.0)],
         "lora": [("LoRA", {"params": "lora"}), ("full fine-tune", {"params": "full"})],
     }
-
-
-def link_base(
-    base: Path, target: Path, shared: tuple[str, ...] = SHARED, stages: tuple[str, ...] = SHARED_STAGES
-) -> None:
-    """Make ``target`` a run that shares the base run's finished upstream artifacts (symlinks) and stage states. An
-    artifact the base run does not have is not linked (``embeddings.npy`` of data without item text: the embed stage
-    skipped it); the copied stage states say what each stage wrote, and a stage whose output is missing runs again."""
-    for rel in shared:
-        src, dst = base / rel, target / rel
-        if not src.exists():
-            continue
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if not dst.exists():
-            os.symlink(src.resolve(), dst, target_is_directory=src.is_dir())
-    for name in stages:
-        state, copy = RunFiles(base).state(name), RunFiles(target).state(name)
-        if state.is_file():
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            copy.write_bytes(state.read_bytes())
 
 
 def run_sweep(cfg: RunConfig, sweep: str) -> pd.DataFrame:

@@ -324,10 +324,11 @@ class TigerSection(LoopConfig):
     user_bins: int = Field(
         0, ge=0, description="hashed user tokens prepended to the encoder input (0 = none; the TIGER paper: 2000)"
     )
-    head: Literal["level", "tied"] = Field(
+    head: Literal["level", "level-tied", "tied"] = Field(
         "level",
-        description="output layer: level (an untied projection per SID level, softmax over that level's tokens) or "
-        "tied (T5's: the input embeddings, softmax over the whole vocabulary)",
+        description="output layer: level (an untied projection per SID level, softmax over that level's tokens), "
+        "level-tied (the same softmax over the input embeddings of that level's tokens) or tied (T5's: the input "
+        "embeddings, softmax over the whole vocabulary)",
     )
     ffn: Literal["relu", "gated-gelu"] = keyed_when_set(
         "relu", description="feed-forward block: relu (T5's, as in the TIGER paper) or gated-gelu (T5 v1.1's)"

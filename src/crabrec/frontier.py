@@ -2,7 +2,7 @@
 and test, one point per method picked on validation by one stated rule.
 
 Each point is a sibling run under ``<run>/frontier/<method>/<knob>=<value>/`` that links the base run's data,
-embeddings, codebook and trained MOR (nothing upstream is retrained; see :func:`crabrec.analyses.link_base`) and runs
+embeddings, codebook and trained MOR (nothing upstream is retrained; see :func:`crabrec.runfiles.link_base`) and runs
 the method's own stages with the knob set. Results: ``frontier.json``, ``frontier.csv``, ``frontier.md`` and
 ``frontier.svg`` in ``<run>/frontier/``; the report shows them when present. Sweeping some methods again
 (``--only``) keeps the other methods' points of the earlier result.
@@ -21,14 +21,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from crabrec.analyses import link_base
 from crabrec.config import RunConfig, run_config_model
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_text
 from crabrec.metrics import BEYOND
 from crabrec.metrics import HEADLINE as METRICS
 from crabrec.report import COLUMNS, picked_rows
-from crabrec.runfiles import RunFiles, read_checked
+from crabrec.runfiles import RunFiles, link_base, read_checked
 
 Axes = dict[str, list[Any]]  # per method: its axes, "" = its knob, else a setting name or a dotted config key
 

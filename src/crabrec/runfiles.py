@@ -7,6 +7,7 @@ A run directory holds ``data/`` (splits, popularity, items), ``embeddings.npy``,
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -226,3 +227,27 @@ def load_checked(path: Path, load: Callable[[], T]) -> T:
 def first_rows(samples, limit: int | None):
     """The first ``limit`` rows of ``samples`` (all of them when ``limit`` is None)."""
     return samples if limit is None else samples.take(np.arange(min(limit, len(samples))))
+
+
+SHARED = ("data", "embeddings.npy", "embeddings.items.json", "sid", "models/mor")
+SHARED_STAGES = ("data", "embed", "tokenize", "train", "evaluate")
+
+
+def link_base(
+    base: Path, target: Path, shared: tuple[str, ...] = SHARED, stages: tuple[str, ...] = SHARED_STAGES
+) -> None:
+    """Make ``target`` a run that shares the base run's finished upstream artifacts (symlinks) and stage states. An
+    artifact the base run does not have is not linked (``embeddings.npy`` of data without item text: the embed stage
+    skipped it); the copied stage states say what each stage wrote, and a stage whose output is missing runs again."""
+    for rel in shared:
+        src, dst = base / rel, target / rel
+        if not src.exists():
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if not dst.exists():
+            os.symlink(src.resolve(), dst, target_is_directory=src.is_dir())
+    for name in stages:
+        state, copy = RunFiles(base).state(name), RunFiles(target).state(name)
+        if state.is_file():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(state.read_bytes())

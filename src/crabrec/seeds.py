@@ -12,11 +12,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from crabrec.analyses import link_base
 from crabrec.config import RunConfig
 from crabrec.io import write_json, write_text
 from crabrec.metrics import HEADLINE as METRICS
-from crabrec.runfiles import RunFiles
+from crabrec.runfiles import RunFiles, link_base
 
 SEED_INDEPENDENT = ("data", "embeddings.npy", "embeddings.items.json")
 

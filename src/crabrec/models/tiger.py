@@ -2,12 +2,14 @@
 (after an optional hashed user token) and generates the next item's SID tokens.
 
 Vocabulary = the decoder's layout (``N_SPECIAL + codebook global id``) followed by ``user_bins`` user tokens; one
-shared input embedding table. The decoder starts from ``PAD`` (T5's convention). Two output layers
+shared input embedding table. The decoder starts from ``PAD`` (T5's convention). Three output layers
 (``tiger.head``):
 
 * ``level`` (:class:`LevelT5`): an untied output projection whose softmax at decoder position ``l`` runs over SID
   level ``l``'s tokens only (one head per level, as in the published reproductions); every other logit is the
   dtype's minimum, so a search normalising over the whole row gets the level's own distribution.
+* ``level-tied`` (:class:`TiedLevelT5`): the same per-level softmax over the input embeddings themselves (scaled by
+  ``d_model^-0.5`` as T5's tied output is), so a token's input and output vectors are one (as in MOR's decoder).
 * ``tied``: T5's own, the input embeddings reused (scaled by ``d_model^-0.5``) with a softmax over the whole
   vocabulary.
 
@@ -96,6 +98,13 @@ class LevelT5(T5ForConditionalGeneration):
         return total / count.clamp(min=1)
 
 
+class TiedLevelT5(LevelT5):
+    """:class:`LevelT5` whose output projection is the input embedding table (T5's tying, with its ``d_model^-0.5``
+    scaling of the decoder output)."""
+
+    _tied_weights_keys = dict(T5ForConditionalGeneration._tied_weights_keys)
+
+
 def build_tiger(
     level_sizes: Sequence[int],
     size: TigerSection,
@@ -113,7 +122,8 @@ def build_tiger(
     start = initial_embeddings(size.init, codewords)
     torch.manual_seed(seed)
     offset = N_SPECIAL + int(sum(level_sizes))
-    level = size.head == "level"
+    level = size.head != "tied"
+    tied = size.head != "level"
     config = T5Config(
         vocab_size=offset + size.user_bins,
         d_model=size.d_model,
@@ -124,7 +134,7 @@ def build_tiger(
         num_heads=size.heads,
         dropout_rate=size.dropout,
         feed_forward_proj=size.ffn,
-        tie_word_embeddings=not level,  # T5's flag: False = no d_model^-0.5 scaling of the decoder output
+        tie_word_embeddings=tied,  # T5's flag: False = no d_model^-0.5 scaling of the decoder output
         pad_token_id=PAD,
         eos_token_id=None,
         decoder_start_token_id=PAD,
@@ -134,10 +144,10 @@ def build_tiger(
         crabrec_level_sizes=[int(s) for s in level_sizes],
         crabrec_init=start,
     )
-    model = LevelT5(config) if level else T5ForConditionalGeneration(config)
+    model = tiger_class(config)(config)
     with torch.no_grad():
         if level:
-            start_layout(model, seed)
+            start_layout(model, seed, head=not tied)
         if start == "codebook":
             table = codebook_embeddings(codewords, level_sizes, size.d_model, seed)
             rows = torch.from_numpy(table)
@@ -149,15 +159,16 @@ def build_tiger(
 DECODER_START_STD = 0.02  # the decoder's start embedding: a small learned vector (cornac's and GRID's BOS)
 
 
-def start_layout(model: LevelT5, seed: int) -> None:
-    """The per-level layout's own starting weights, drawn from ``seed + 1`` (apart from T5's draw): the output layer
-    as a linear layer starts, U(-d^-1/2, d^-1/2), and the decoder's start token (``PAD``, which the encoder masks)
-    scaled to a standard deviation of :data:`DECODER_START_STD`, so that the first decoder position reads the
-    history through attention rather than a unit-scale input of its own."""
-    bound = model.config.d_model**-0.5
-    generator = torch.Generator().manual_seed(seed + 1)
-    head = model.lm_head.weight
-    head.copy_(torch.empty(head.shape).uniform_(-bound, bound, generator=generator).to(head.dtype))
+def start_layout(model: LevelT5, seed: int, head: bool = True) -> None:
+    """The per-level layout's own starting weights, drawn from ``seed + 1`` (apart from T5's draw): an untied output
+    layer (``head``) as a linear layer starts, U(-d^-1/2, d^-1/2), and the decoder's start token (``PAD``, which the
+    encoder masks) scaled to a standard deviation of :data:`DECODER_START_STD`, so that the first decoder position
+    reads the history through attention rather than a unit-scale input of its own."""
+    if head:
+        bound = model.config.d_model**-0.5
+        generator = torch.Generator().manual_seed(seed + 1)
+        weight = model.lm_head.weight
+        weight.copy_(torch.empty(weight.shape).uniform_(-bound, bound, generator=generator).to(weight.dtype))
     model.shared.weight[PAD].mul_(DECODER_START_STD)
 
 
@@ -208,7 +219,8 @@ def codebook_embeddings(codewords: Sequence[np.ndarray], level_sizes: Sequence[i
 
 def tiger_class(config):
     """The model class a saved TIGER config loads with (its output layer decides)."""
-    return LevelT5 if getattr(config, "crabrec_head", "tied") == "level" else T5ForConditionalGeneration
+    head = getattr(config, "crabrec_head", "tied")
+    return {"level": LevelT5, "level-tied": TiedLevelT5}.get(head, T5ForConditionalGeneration)
 
 
 def encode_inputs(
