@@ -49,8 +49,8 @@
 # tiger.warmup_steps=1000"; add e.g. "tiger.batch_size=1024 tiger.lr=0.002": a
 # launch-bound step costs about the same at 4 times the rows; see docs/results/tiger.md), TIGER_VARIANTS (step 4's
 # TIGER variants, separated by ";", each some KEY=VALUE settings over BEAUTY_SETS: "tiger.weight_decay=0.1;
-# tiger.dropout=0.2; tiger.lr=0.0005 tiger.weight_decay=0.000001 tiger.schedule=constant"; each trains in a copy of
-# the run, beside MOR and TIGER), JOBS (3: Office models trained at once, and
+# tiger.dropout=0.2; tiger.lr=0.0005 tiger.weight_decay=0.000001 tiger.schedule=constant"; each trains in a run of
+# its own that links the Beauty run's SIDs, beside MOR and TIGER), JOBS (3: Office models trained at once, and
 # frontier points computed at once), FRONTIER_ARGS (step 5's methods and grids), PART_MB (what a call carries beside
 # the working tree), RUNS (runs), STASH, PARTS, and for the dry run OFFICE_DATA / BEAUTY_DATA (data folders) and WORK
 # (its scratch folder).
@@ -82,10 +82,10 @@ LLM_WIDE_BATCH=${LLM_WIDE_BATCH:-512}
 # (docs/results/gpu.md): over-fitting. TIGER validates every second epoch (early stopping after 5 validations, 10
 # epochs, without improvement); an epoch without validation takes 7 s, one with it 12 s
 BEAUTY_SETS=${BEAUTY_SETS-train.cuda_graphs=true tiger.cuda_graphs=true tiger.valid_every=2 tiger.patience=5 tiger.weight_decay=0.035 tiger.schedule=cosine tiger.epochs=30 tiger.warmup_steps=1000}
-# step 4's TIGER variants, each trained beside MOR and TIGER in a copy of the Beauty run (its SIDs and BEAUTY_SETS)
-# with its own settings on top, then evaluated against the same MOR; one process more on the GPU each, which the
+# step 4's TIGER variants, each trained beside MOR and TIGER in a run that links the Beauty run's SIDs (its settings:
+# BEAUTY_SETS and the variant's own on top), then evaluated against the same MOR; one process more on the GPU each, which the
 # small models leave mostly idle. The other regularisation strengths: weight decay 0.1 (MOR's on the CPU; at TIGER
-# 1+1 on Beauty it validated at or above the preset's 1e-4 at each of the first epochs, docs/results/tiger.md),
+# 1+1 on Beauty it validated 8% above the preset's 1e-4 at its best epoch, docs/results/tiger.md),
 # dropout 0.2 (PAISCHER's; at 4+4 on Office it validated lower for 10 epochs, closing in), and GRID's recipe
 # (a constant 5e-4, weight decay 1e-6), which cornac's TIGER reaches 0.0564 / 0.0288 with on its own SIDs
 TIGER_VARIANTS=${TIGER_VARIANTS-tiger.weight_decay=0.1; tiger.dropout=0.2; tiger.lr=0.0005 tiger.weight_decay=0.000001 tiger.schedule=constant}
@@ -488,9 +488,9 @@ BESIDE=()
 # dry run: a step in the background, at a lower priority than the main line (steps 1, 2, 5), which bounds the time
 beside() { (renice -n 10 $BASHPID > /dev/null; run_step "$1") > "$WORK/step$1.out" 2>&1 & BESIDE+=("$!:$1"); }
 join_beside() {  # wait for the background steps, show their output; the first failure's exit code goes to rc
-  local entry
+  local entry status
   for entry in "${BESIDE[@]}"; do
-    wait "${entry%%:*}" || { [ "$rc" != 0 ] || rc=$?; }
+    wait "${entry%%:*}" || { status=$?; [ "$rc" != 0 ] || rc=$status; }
     cat "$WORK/step${entry##*:}.out"
   done
 }

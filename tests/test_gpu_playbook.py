@@ -141,7 +141,7 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
     beauty = json.loads((out / "beauty-metrics.json").read_text())
     assert "HR@10" in beauty["stages"]["evaluate"] and "HR@10" in beauty["stages"]["tiger-eval"]
     assert sorted(beauty["curves"]) == ["mor", "tiger"]  # each trained once, side by side
-    # a TIGER variant (the dry run keeps the first): trained beside them in a copy, evaluated against the same MOR
+    # a TIGER variant (the dry run keeps the first): trained beside them in a linked run, evaluated against the same MOR
     variant = json.loads((out / "beauty-v1-metrics.json").read_text())
     assert variant["variant"] == "tiger.head=level-tied tiger.epochs=1"
     assert not (out / "beauty-v2-metrics.json").exists()
