@@ -256,6 +256,8 @@ BAD = {  # name -> (files to write {name: (header, rows)}, extra CLI args, what 
     "unknown key without section": ({"d.csv": ("user,item", [(1, 2)])}, ["--set", "user_col=u"],
                                     "did you mean data.user_col?"),
     "misspelt key": ({"d.csv": ("user,item", [(1, 2)])}, ["--set", "data.itme_col=u"], "data.item_col"),
+    "misspelt section": ({"d.csv": ("user,item", [(1, 2)])}, ["--set", "dtaa.item_col=u"],
+                         "--set: dtaa.item_col: unknown key (did you mean data.item_col?)"),
     "one JSON object": ({"d.csv": ("user,item", [(1, 2)]), "d.json": ('{\n "u1": [1, 2]', [("}",)])},
                         ["--data", "{d.json}"], "d.json: one JSON object, not a table; expected one object per line"),
     "JSON array of numbers": ({"d.json": ("[1, 2]", [])}, ["--data", "{d.json}"],

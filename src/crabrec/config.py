@@ -743,9 +743,11 @@ def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
         if loc in seen:
             continue
         seen.add(loc)
-        if err["type"] == "extra_forbidden":
-            near = close_keys(loc)
-            parts.append((loc, f"{loc}: unknown key" + (f" (did you mean {' or '.join(near)}?)" if near else "")))
+        if err["type"] == "extra_forbidden":  # an unknown section: each key under it, so each names its origin
+            inside = err.get("input")
+            for key in [f"{loc}.{k}" for k in dotted_keys(inside)] if isinstance(inside, dict) and inside else [loc]:
+                near = close_keys(key)
+                parts.append((key, f"{key}: unknown key" + (f" (did you mean {' or '.join(near)}?)" if near else "")))
         else:
             parts.append((loc, f"{loc}: {err['msg']} (got {clip(repr(err.get('input')))})"))
     return parts
@@ -757,6 +759,14 @@ def close_keys(key: str, limit: int = 3) -> list[str]:
     import difflib
 
     keys = list(leaf_keys())
+    sections = {k.rpartition(".")[0] for k in keys} - {""}
+    if key.rpartition(".")[0] not in sections and key not in keys:  # a mistyped section (``trian``, ``trian.lr``)
+        section, _, rest = key.partition(".")
+        near = difflib.get_close_matches(section, [s.partition(".")[0] for s in sections], n=1, cutoff=0.75)
+        if near and rest and f"{near[0]}.{rest}" in keys:
+            return [f"{near[0]}.{rest}"]
+        if near:
+            return near
     name = key.rpartition(".")[2]
     same_name = [k for k in keys if k.rpartition(".")[2] == name and k != key]
     close = difflib.get_close_matches(key, keys, n=limit, cutoff=0.75)
