@@ -10,7 +10,9 @@ MOR (nothing upstream is recomputed, RUN is never written), exactly as the pipel
 synchronised at each phase's edges), and one validation. A compiled model (``--set train.compile=true``) is timed
 compiled: the steps that compile it come after the counted one and are not timed. An epoch is projected as the mean
 step x the epoch's steps + the validation. The peak is this device's own measured matrix-product rate (fp32 on the
-CPU, bf16 on CUDA, where training runs in bf16), so "of peak" is the model FLOP utilisation. ``--set`` changes the
+CPU, bf16 on CUDA, where training runs in bf16), so "of peak" is the model FLOP utilisation: the counted step's
+arithmetic per input position times the timed steps' tokens, padding left out (``positions / token`` is what padding
+adds; a packed batch padded for CUDA graphs computes about 1.7 positions per token). ``--set`` changes the
 config as ``crabrec`` does (``train.*`` also reaches RW, D²LR and the CRAB fine-tune, which train the MOR decoder).
 Each ``--and`` starts another measurement with its own arguments in the same process (one start-up and one peak
 measurement for all). ``--cudnn-attention`` lets one measurement's attention use cuDNN's kernel (which crabrec turns
@@ -140,16 +142,18 @@ def measure(args: argparse.Namespace, device: str, name: str, peak: float) -> No
         + ("; cuDNN's attention allowed" if args.cudnn_attention else "")
     )
     print(
-        "| stage | step (ms) | batch | forward | backward | optimizer | other | rows/s | tokens/s | GFLOP/s | "
+        "| stage | step (ms) | batch | forward | backward | optimizer | other | rows/s | tokens/s | positions / token "
+        "| GFLOP/s | "
         "of peak (step) | of peak (forward + backward) | validation (s) | epoch (s, projected) | page faults / step |"
     )
-    print("|---" * 15 + "|")
+    print("|---" * 16 + "|")
     for stage, r in results.items():
         step = r["step_s"]
         share = " | ".join(f"{100 * r[f'{k}_s'] / step:.0f}%" for k in ("batch", "forward", "backward", "optimizer"))
         print(
             f"| {LABEL[stage]} | {1000 * step:.1f} | {share} | {100 * r['other_s'] / step:.0f}% "
-            f"| {r['rows_per_s']:,.0f} | {r['tokens_per_s']:,.0f} | {r['flop_per_s'] / 1e9:,.1f} "
+            f"| {r['rows_per_s']:,.0f} | {r['tokens_per_s']:,.0f} | {r.get('padding', 1.0):.2f} "
+            f"| {r['flop_per_s'] / 1e9:,.1f} "
             f"| {100 * r['flop_per_s'] / peak:.1f}% | {100 * r['fwd_bwd_flop_per_s'] / peak:.1f}% "
             f"| {r['validation_s']:.1f} | {r['epoch_s']:.1f} | {r['page_faults_per_step']:,.0f} |"
         )

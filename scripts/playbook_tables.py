@@ -175,8 +175,8 @@ def wide_table(bench: dict[str, Any]) -> str:
     lines = [
         f"Replayed steps at the training batch and at a wide one ({device_of(bench, ('cuda_graphs', 'wide'))}):",
         "",
-        "| model | rows / step | replayed step (ms) | rows / s | of peak |",
-        "|---|---|---|---|---|",
+        "| model | rows / step | replayed step (ms) | rows / s | of peak | positions / token |",
+        "|---|---|---|---|---|---|",
     ]
     for key in ("cuda_graphs", "wide"):
         measured = bench.get(key) or {}
@@ -186,13 +186,23 @@ def wide_table(bench: dict[str, Any]) -> str:
             rows = rows_per_step(r)
             if not step:  # no batch shape came twice in the timed steps: every step ran eagerly
                 eager = f"none replayed ({r.get('timed_steps', 0)} timed steps eager, {1000 * r['step_s']:.1f} ms)"
-                lines.append(f"| {label.get(stage, stage)} | {rows:,.0f} | {eager} | {r['rows_per_s']:,.0f} | – |")
+                lines.append(
+                    f"| {label.get(stage, stage)} | {rows:,.0f} | {eager} | {r['rows_per_s']:,.0f} | – | {padding(r)} |"
+                )
                 continue
-            flops = r["flop_per_s"] * r["step_s"]  # a step's arithmetic as recorded (a replayed batch's padding too)
+            flops = r["flop_per_s"] * r["step_s"]  # a step's model arithmetic (padding left out)
             of_peak = f"{100 * flops / step / peak:.1f}%" if peak else "–"
             speed = r.get("replayed_rows_per_s", 0)
-            lines.append(f"| {label.get(stage, stage)} | {rows:,.0f} | {1000 * step:.1f} | {speed:,.0f} | {of_peak} |")
+            lines.append(
+                f"| {label.get(stage, stage)} | {rows:,.0f} | {1000 * step:.1f} | {speed:,.0f} | {of_peak} "
+                f"| {padding(r)} |"
+            )
     return "\n".join(lines) if len(lines) > 4 else ""
+
+
+def padding(r: dict[str, Any]) -> str:
+    """Input positions computed per token (padding included; "–" where the measurement predates the count)."""
+    return f"{r['padding']:.2f}" if r.get("padding") else "–"
 
 
 VARIANTS = {  # step 3's LLM, under these keys
@@ -239,9 +249,9 @@ def variant_table(bench: dict[str, Any]) -> str:
     lines = [
         f"The LLM's step, eager and its variants ({device_of(bench, VARIANTS)}):",
         "",
-        "| variant | rows / step | step (ms) | faster | of peak | device busy | kernel launches / step "
-        "| top operators (device ms / step) | graphs compiled in the timed steps |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| variant | rows / step | step (ms) | faster | of peak | positions / token | device busy "
+        "| kernel launches / step | top operators (device ms / step) | graphs compiled in the timed steps |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     eager = (bench.get("stages") or {}).get("train")
     rows = [("eager, frozen weights in float32", eager)]
@@ -263,7 +273,8 @@ def variant_table(bench: dict[str, Any]) -> str:
         launches = f"{trace['kernel_launches']:,.0f}" if trace else "–"
         top = ", ".join(f"`{t['name'].removeprefix('aten::')}` {t['device_ms']:.1f}" for t in trace.get("top", [])[:4])
         lines.append(
-            f"| {label} | {rows_per_step(r):,.0f} | {1000 * step_s:.1f} | {faster} | {of_peak} | {busy} | {launches} | "
+            f"| {label} | {rows_per_step(r):,.0f} | {1000 * step_s:.1f} | {faster} | {of_peak} | {padding(r)} | {busy} "
+            f"| {launches} | "
             f"{top or '–'} | {compiled} |"
         )
     return "\n".join(lines)

@@ -235,6 +235,22 @@ def test_a_profile_times_its_steps_then_traces_more_without_timing_them(tmp_path
     assert ops["aten_calls"] >= sum(op["calls"] for op in ops["top"]) > 0
 
 
+def test_a_profiles_model_flops_leave_padding_out():
+    """Model FLOPs = the counted step's arithmetic per input position x the timed steps' tokens: a packed batch's
+    tokens are its ids that are not PAD (its mask is additive), a row batch's its 0/1 mask's ones."""
+    from crabrec.models.decoder import PAD
+    from crabrec.train.profile import Profile, input_tokens
+
+    ids = torch.tensor([[5, 6, 7, PAD], [8, PAD, PAD, PAD]])
+    assert input_tokens({"ids": ids, "mask": torch.zeros(2, 1, 4, 4)}) == (8, 4)  # packed: additive mask
+    assert input_tokens({"ids": ids, "mask": torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])}) == (8, 6)  # rows
+    assert input_tokens({"x": ids}) == (0, 0)
+    # counted: 1,000 FLOPs over 100 positions; timed: 60 tokens in 80 positions, in 2 s
+    prof = Profile(steps=1, flops=1000.0, flop_positions=100, tokens=60, positions=80, step_wall=2.0, timed=1)
+    summary = prof.summary()
+    assert summary["flop_per_s"] == 1000.0 * 60 / 100 / 2 and summary["padding"] == 80 / 60
+
+
 def test_a_profile_of_a_compiled_model_measures_it_compiled_and_times_no_compilation(tmp_path, monkeypatch):
     """Under the profile, ``compile=true`` really compiles: the FLOP-counted step runs under a dispatch mode, after
     which torch.compile would leave the model eager for good unless its caches are reset. The steps that compile are

@@ -43,10 +43,11 @@ class Profile:
     step_wall: float = 0.0  # wall time of the timed steps, phases and the loop's own work between them
     timed: int = 0
     rows: int = 0  # training rows in the timed steps
-    tokens: int = 0  # non-padding input tokens in the timed steps (0: the batches carry no mask)
-    flops: float = 0.0  # forward + backward arithmetic of the warm-up step
+    tokens: int = 0  # input tokens in the timed steps, padding left out (0: the batches carry no ids)
+    positions: int = 0  # input positions the timed steps computed, padding included
+    flops: float = 0.0  # forward + backward arithmetic of the warm-up step, padding included
     flop_rows: int = 0  # training rows of that step
-    flop_tokens: int = 0  # and its tokens
+    flop_positions: int = 0  # and its input positions
     validation: float = 0.0
     page_faults: int = 0  # minor page faults of this process in the timed steps (0 where the OS does not say)
     trace_steps: int = 0  # steps traced with torch.profiler after the timed ones (0: none)
@@ -76,19 +77,23 @@ class Profile:
         return self.compiled and self.untimed < COMPILE_WARMUP
 
     def summary(self) -> dict[str, float]:
-        """Per-step means, throughput and the projected epoch (mean step x the epoch's steps + one validation)."""
+        """Per-step means, throughput and the projected epoch (mean step x the epoch's steps + one validation).
+
+        The model's arithmetic is the counted step's per input position times the timed steps' tokens: padding
+        computes but is not the model's work, so it counts in ``padding`` (positions per token), not in the FLOPs
+        (rows stand in for tokens when the batches carry no ids)."""
         n = max(self.timed, 1)
         step = self.step_wall / n
         phases = {k: v / n for k, v in self.seconds.items()}
-        # arithmetic scales with tokens (rows when the batches carry no mask) from the counted step to the timed ones
-        per_token = self.flop_tokens > 0 and self.tokens > 0
-        flops = self.flops * (self.tokens / self.flop_tokens if per_token else self.rows / max(self.flop_rows, 1))
+        per_token = self.flop_positions > 0 and self.tokens > 0
+        flops = self.flops * (self.tokens / self.flop_positions if per_token else self.rows / max(self.flop_rows, 1))
         return {
             "step_s": step,
             **{f"{k}_s": v for k, v in phases.items()},
             "other_s": max(step - sum(phases.values()), 0.0),
             "rows_per_s": self.rows / max(self.step_wall, 1e-12),
             "tokens_per_s": self.tokens / max(self.step_wall, 1e-12),
+            "padding": self.positions / self.tokens if self.tokens else 1.0,
             "flop_per_s": flops / max(self.step_wall, 1e-12),
             "fwd_bwd_flop_per_s": flops / max(self.seconds["forward"] + self.seconds["backward"], 1e-12),
             "validation_s": self.validation,
@@ -201,15 +206,19 @@ def _minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def input_tokens(batch: dict[str, Any]) -> int:
-    """Input tokens of a batch: the attention mask's ones where it is a 0/1 mask over ``ids``, else every position of
-    ``ids`` (a packed batch's mask is an additive block mask; its chains carry little padding); 0 without ``ids``."""
+def input_tokens(batch: dict[str, Any]) -> tuple[int, int]:
+    """``(positions, tokens)`` of a batch's ``ids``: every position, and those that are not padding: the attention
+    mask's ones where it is a 0/1 mask over ``ids``, else the ids that are not ``PAD`` (a packed batch's mask is an
+    additive block mask, and its chains are padded, to 1.7 positions per token where ``cuda_graphs`` pads them:
+    ``benchmarks/graph_shapes.py``); ``(0, 0)`` without ``ids``."""
+    from crabrec.models.decoder import PAD
+
     ids, mask = batch.get("ids"), batch.get("mask")
     if not isinstance(ids, torch.Tensor):
-        return 0
+        return 0, 0
     if isinstance(mask, torch.Tensor) and mask.shape == ids.shape and not mask.is_floating_point():
-        return int(mask.sum())
-    return ids.numel()
+        return ids.numel(), int(mask.sum())
+    return ids.numel(), int((ids != PAD).sum())
 
 
 def end_step(prof: Profile | None, rows: int, batch: dict[str, Any], replayed: bool = False) -> bool:
@@ -217,9 +226,9 @@ def end_step(prof: Profile | None, rows: int, batch: dict[str, Any], replayed: b
     loop then validates and stops)."""
     if prof is None:
         return False
-    tokens = input_tokens(batch)
+    positions, tokens = input_tokens(batch)
     if not prof.warm:
-        prof.warm, prof.flop_rows, prof.flop_tokens = True, rows, tokens
+        prof.warm, prof.flop_rows, prof.flop_positions = True, rows, positions
         if prof.compiled:  # the counted step left the compiled frames eager: compile from the next step on
             torch._dynamo.reset()
         return False
@@ -244,6 +253,7 @@ def end_step(prof: Profile | None, rows: int, batch: dict[str, Any], replayed: b
     prof.timed += 1
     prof.rows += rows
     prof.tokens += tokens
+    prof.positions += positions
     if prof.compiled:
         prof.compilations = _compiled_graphs() - prof._graphs_at_start
     if prof.timed < prof.steps:
