@@ -743,9 +743,10 @@ def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
         if loc in seen:
             continue
         seen.add(loc)
-        if err["type"] == "extra_forbidden":  # an unknown section: each key under it, so each names its origin
+        if err["type"] == "extra_forbidden":  # a mistyped section: each key under it, each with its origin and match
             inside = err.get("input")
-            for key in [f"{loc}.{k}" for k in dotted_keys(inside)] if isinstance(inside, dict) and inside else [loc]:
+            typo = isinstance(inside, dict) and inside and close_keys(loc)
+            for key in [f"{loc}.{k}" for k in dotted_keys(inside)] if typo else [loc]:
                 near = close_keys(key)
                 parts.append((key, f"{key}: unknown key" + (f" (did you mean {' or '.join(near)}?)" if near else "")))
         else:
