@@ -767,3 +767,29 @@ def test_an_interrupted_epoch_resumes_from_its_last_checkpoint_inside_it(tmp_pat
     assert [h["loss"] for h in resumed.history] == [h["loss"] for h in whole.history]
     files = ("model/model.safetensors", "checkpoint/weights.safetensors")
     assert [(tmp_path / "a" / f).read_bytes() for f in files] == [(tmp_path / "b" / f).read_bytes() for f in files]
+
+
+def test_graph_shapes_counts_steps_as_training_replays_them():
+    """benchmarks/graph_shapes.py's count: batch shapes A B A A B C in one epoch are eager at a shape's first sight,
+    recorded (and replayed) at its second, replayed after: 2 graphs, 3 steps replayed (A twice, B once), 3 eager;
+    over two epochs the second replays all six. Padding: positions per non-PAD id."""
+    import importlib.util
+
+    from .test_backbone import ROOT
+
+    spec = importlib.util.spec_from_file_location("graph_shapes", ROOT / "benchmarks" / "graph_shapes.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    widths = {"A": 2, "B": 3, "C": 4}
+    order = [np.array([i]) for i in range(6)]
+    shape = "ABAABC"
+
+    def make(index):
+        width = widths[shape[int(index[0])]]
+        ids = torch.ones(1, width, dtype=torch.long)
+        ids[0, -1] = 0  # one padding position
+        return {"ids": ids, "labels": ids.clone()}
+
+    rows = Rows(6, make, lambda epoch: order)
+    assert bench.count(rows, 1) == (2, 3, 3, 16 / 10)  # 16 positions, 10 of them not PAD
+    assert bench.count(rows, 2)[:3] == (3, 9, 3)  # C is recorded at its second sight, in the second epoch
