@@ -29,3 +29,19 @@ def test_runs_lists_each_runs_data_and_stored_metrics(tiny_run, tmp_path, capsys
     assert one["users"] == 135 and one["methods"]["tiger"]["HR@10"] == stored["HR@10"]
     assert cli(["runs", str(tmp_path / "nowhere")])[0] == 2
     assert "nowhere: no such folder" in capsys.readouterr().err
+
+
+def test_a_damaged_run_shows_what_is_wrong_instead_of_leaving_it_out(tiny_run, tmp_path, capsys):
+    """A metrics.json that cannot be read is a row saying so and how to write it again (not a method left out as if
+    never evaluated); a config.yaml that cannot be read does not pass for the embedded data."""
+    runs = tmp_path / "runs"
+    shutil.copytree(tiny_run, runs / "a")
+    (runs / "a" / "models" / "tiger" / "metrics.json").write_text('{"HR@10": 0.1')
+    (runs / "a" / "config.yaml").write_text("data: [\n")
+    assert cli(["runs", str(runs)])[0] == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{runs / 'a'}: data unknown (config.yaml unreadable), 135 users, 364 items")
+    tiger = next(line for line in out if line.split()[0] == "tiger")
+    assert "metrics.json: unreadable JSON" in tiger
+    assert tiger.endswith(f"`crabrec evaluate {runs / 'a'} --method tiger --force` writes it again")
+    assert next(line for line in out if line.split()[0] == "mor").split()[1] != "metrics.json:"  # the others read

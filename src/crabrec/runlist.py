@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from crabrec.errors import CrabError
+from crabrec.errors import CrabError, clip
 from crabrec.runfiles import RunFiles
 
 COLUMNS = ("HR@10", "NDCG@10", "DGU@10", "MGU@10")
@@ -38,8 +38,9 @@ def describe(run: Path, order: list[str]) -> dict[str, Any]:
     try:
         saved = yaml.safe_load((run / "config.yaml").read_text()) or {}
         data = (saved.get("data") or {}).get("path") if isinstance(saved, dict) else None
-    except (OSError, yaml.YAMLError):
-        data = None
+        data = data or "the embedded Office dataset"
+    except (OSError, yaml.YAMLError, AttributeError):  # (a data section that is not a mapping)
+        data = "data unknown (config.yaml unreadable)"
     summary = (files.load_state("data") or {}).get("summary") or {}
     states = list((run / "stages").glob("*.json"))
     updated = max((p.stat().st_mtime for p in states), default=None)
@@ -49,12 +50,17 @@ def describe(run: Path, order: list[str]) -> dict[str, Any]:
     for method in methods:
         try:
             values = files.load_metrics(method) or {}
-        except CrabError:
-            continue  # a damaged metrics.json: the run's own commands report it
+        except CrabError as exc:  # a damaged metrics.json: shown as such, not left out as if never evaluated
+            what = str(exc).removeprefix(f"{files.metrics(method)}: ").split(";")[0]
+            metrics[method] = {
+                "problem": f"metrics.json: {clip(what, 60)}; `crabrec evaluate {run} --method {method} "
+                "--force` writes it again"
+            }
+            continue
         metrics[method] = {k: values.get(k) for k in COLUMNS}
     return {
         "run": str(run),
-        "data": data or "the embedded Office dataset",
+        "data": data,
         "users": summary.get("users"),
         "items": summary.get("items"),
         "updated": time.strftime("%Y-%m-%d %H:%M", time.localtime(updated)) if updated else None,
@@ -63,7 +69,8 @@ def describe(run: Path, order: list[str]) -> dict[str, Any]:
 
 
 def render(runs: list[dict[str, Any]]) -> str:
-    """Plain text: a line per run, then a row per evaluated method."""
+    """Plain text: a line per run, then a row per evaluated method (what is wrong with its stored metrics, where they
+    cannot be read)."""
     if not runs:
         return "no runs here"
     lines = []
@@ -75,6 +82,9 @@ def render(runs: list[dict[str, Any]]) -> str:
             continue
         lines.append("  " + f"{'method':<10}" + "".join(f"{c:>9}" for c in COLUMNS))
         for method, values in r["methods"].items():
+            if "problem" in values:
+                lines.append(f"  {method:<10} {values['problem']}")
+                continue
             cells = "".join(f"{v:>9.4f}" if isinstance(v, float | int) else f"{'–':>9}" for v in values.values())
             lines.append(f"  {method:<10}{cells}")
     return "\n".join(lines)
