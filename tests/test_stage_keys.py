@@ -206,8 +206,8 @@ DEFAULT_KEYS = {
     "tokenize": "890d2c99e18db116",
     "train": "2bfd554d72eca43d",
     "evaluate": "f00be6c82adb44f3",
-    "tiger": "aac021c241812be4",
-    "tiger-eval": "4711a77f099d5b90",
+    "tiger": "03b0001b48a263d8",
+    "tiger-eval": "56a060c22f3ddba2",
     "sasrec": "bb956496693c7303",
     "sasrec-eval": "1cf6255ac489d1b3",
     "rw": "b36fc36fdd6e53c6",
@@ -223,7 +223,7 @@ DEFAULT_KEYS = {
     "crab-ppd": "794d93e96f147ed6",
     "pop-eval": "0b4671919ee52cba",
     "random-eval": "6191a1cfc8edb05b",
-    "report": "4542315b53a18a37",
+    "report": "de5bd8a90d0adb4d",
 }
 
 
