@@ -23,6 +23,7 @@ import yaml
 def count(rows, epochs: int) -> tuple[int, int, int, float]:
     """(graphs, replayed, eager, padded tokens per real token) of ``epochs`` epochs of ``rows``'s plans."""
     from crabrec.train.graphs import StepGraphs
+    from crabrec.train.profile import input_tokens
 
     nothing = torch.zeros(())
     model = torch.nn.Linear(1, 1)
@@ -32,10 +33,9 @@ def count(rows, epochs: int) -> tuple[int, int, int, float]:
     for epoch in range(1, epochs + 1):
         for index in rows.plan(epoch):
             batch = rows.make(index)
-            labels = batch["labels"]
-            padded += labels.numel()
-            real += int((batch["ids"] != 0).sum())
-            engine({"shape": torch.empty(labels.shape)})  # what a graph's key holds: the batch's shapes
+            positions, tokens = input_tokens(batch)  # as bench_train.py counts them
+            padded, real = padded + positions, real + tokens
+            engine({"shape": torch.empty(batch["ids"].shape)})  # what a graph's key holds: the batch's shapes
     summary = engine.summary()
     return summary["graphs"], summary["replayed"], summary["eager"], padded / max(real, 1)
 
