@@ -13,7 +13,8 @@
 #           steps again, replayed as CUDA graphs (cuda_graphs), and so at WIDE_BATCH rows a step (wide); the SmolLM2
 #           MOR's step with its frozen weights in bfloat16 (train.backbone_dtype), and compiled (train.compile, its
 #           compiling steps untimed), and replayed as CUDA graphs at its training batch (llmgraphs) and at
-#           LLM_WIDE_BATCH rows a step (llmwide); all in one process (STEP3_MEASURE picks some)
+#           LLM_WIDE_BATCH rows a step (llmwide), and both compiled and replayed (llmcompiledgraphs, and at
+#           LLM_WIDE_BATCH rows llmcompiledwide); all in one process (STEP3_MEASURE picks some)
 #   step 4  Beauty: MOR (paper preset) and TIGER 4+4 trained at the same time, each to its time budget, their steps
 #           replayed as CUDA graphs; beside them TIGER_VARIANTS, each TIGER 4+4 with some settings changed, then
 #           evaluated against the same MOR
@@ -40,9 +41,11 @@
 # CRAB fine-tunes at half MOR's rate as in the quick preset; see docs/results/gpu.md), STEP1_UNTIL (the stages step 1
 # runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BENCH_SETS (KEY=VALUE settings for every model step 3 times
 # on the device, e.g. "tiger.compile=true"), STEP3_MEASURE (step 3's measurements, some of "llm small cudnn graphs
-# wide bf16 compiled llmgraphs llmwide", run in the order given; default all; compiled, llmgraphs and llmwide: the LLM's
-# step with its frozen weights in bfloat16, compiled or replayed as CUDA graphs, llmwide at LLM_WIDE_BATCH rows a step:
-# 512, where its matrix products are 4 times wider than at the training batch), WIDE_BATCH (2048: the rows per step of "wide", the small
+# wide bf16 compiled llmgraphs llmwide llmcompiledgraphs llmcompiledwide", run in the order given; default all;
+# compiled, llmgraphs and llmwide: the LLM's step with its frozen weights in bfloat16, compiled or replayed as CUDA
+# graphs, llmwide at LLM_WIDE_BATCH rows a step: 512, where its matrix products are 4 times wider than at the training
+# batch; llmcompiledgraphs and llmcompiledwide: compiled and replayed, the compiled kernels recorded in the graphs,
+# which removes both the host's issuing and most of the eager step's elementwise device time), WIDE_BATCH (2048: the rows per step of "wide", the small
 # models' steps replayed as CUDA graphs at a batch where the host no longer bounds them), BEAUTY_MINUTES (2),
 # BEAUTY_SETS (KEY=VALUE settings for step 4's run: "train.cuda_graphs=true tiger.cuda_graphs=true
 # tiger.valid_every=2 tiger.patience=5 tiger.weight_decay=0.035 tiger.schedule=cosine tiger.epochs=30
@@ -65,7 +68,7 @@ STEP1_UNTIL=${STEP1_UNTIL:-evaluate rr crab-eval rw-eval d2lr-eval}
 LLM_BACKBONE=backbones/smollm2-135m  # made on the device from the bundle's GGUF
 GRAPH_STAGES=train,tiger  # step 3: the models whose steps are measured again as CUDA graphs (the dry run: TIGER)
 BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
-STEP3_ALL="llm small cudnn graphs wide bf16 compiled llmgraphs llmwide"
+STEP3_ALL="llm small cudnn graphs wide bf16 compiled llmgraphs llmwide llmcompiledgraphs llmcompiledwide"
 # llmgraphs and compiled: the LLM's step in its fastest eager form (frozen weights in bfloat16), replayed or compiled;
 # the replayed one over more steps, as each batch shape is first run, then recorded
 LLM_FAST_SETS=(--set train.backbone_dtype=bfloat16)
@@ -183,7 +186,7 @@ EOF
     fi
     echo "  run(carry=[\".gpu-$i\"], command=\"$cmd\", timeout_s=$limit)"
   done
-  echo "  run(command=\"STEP3_MEASURE='llm llmgraphs llmwide' STEP_SECONDS=200 bash scripts/gpu_playbook.sh --step 3\", timeout_s=220)"
+  echo "  run(command=\"STEP3_MEASURE='llmcompiledgraphs llm llmcompiledwide llmwide' STEP_SECONDS=230 bash scripts/gpu_playbook.sh --step 3\", timeout_s=250)"
   echo "Or Office on the LLM in the last part's call: MOR alone and the frontier with CRAB's control (step 5 after it),"
   echo "  STEP1_UNTIL='evaluate rr' STEP_SECONDS=330 bash scripts/gpu_playbook.sh --step 1"
   echo "or Table 1's trained rows (MOR, RW, D²LR, RR, CRAB; about 8 minutes):"
@@ -282,17 +285,25 @@ step3() {
                         "${TRACE[@]}" --json "$OUT/bench_llm_graphs.json") ;;
       llmwide) args+=("${llm[@]}" "${LLM_FAST_SETS[@]}" "${LLM_GRAPH_STEPS[@]}" --set train.cuda_graphs=true
                       --set train.batch_size="$LLM_WIDE_BATCH" "${TRACE[@]}" --json "$OUT/bench_llm_wide.json") ;;
+      llmcompiledgraphs) args+=("${llm[@]}" "${LLM_FAST_SETS[@]}" "${LLM_GRAPH_STEPS[@]}" --set train.compile=true
+                                --set train.cuda_graphs=true --json "$OUT/bench_llm_cg.json") ;;
+      llmcompiledwide) args+=("${llm[@]}" "${LLM_FAST_SETS[@]}" "${LLM_GRAPH_STEPS[@]}" --set train.compile=true
+                              --set train.cuda_graphs=true --set train.batch_size="$LLM_WIDE_BATCH"
+                              --json "$OUT/bench_llm_cg_wide.json") ;;
     esac
   done
   [ ${#args[@]} -eq 0 ] || "${HIDE[@]}" $PY benchmarks/bench_train.py "${args[@]}" || rc=$?
   # a call returns at most 8 files: the graphs' measurements go into bench_small.json under "cuda_graphs" and "wide",
-  # the LLM's variants into bench_llm.json under "bf16_backbone", "compiled", "cuda_graphs" and "cuda_graphs_wide"
+  # the LLM's variants into bench_llm.json under "bf16_backbone", "compiled", "cuda_graphs", "cuda_graphs_wide",
+  # "compiled_graphs" and "compiled_graphs_wide"
   nest "$OUT/bench_small.json" cuda_graphs "$OUT/bench_graphs.json"
   nest "$OUT/bench_small.json" wide "$OUT/bench_wide.json"
   nest "$OUT/bench_llm.json" bf16_backbone "$OUT/bench_bf16.json"
   nest "$OUT/bench_llm.json" compiled "$OUT/bench_compiled.json"
   nest "$OUT/bench_llm.json" cuda_graphs "$OUT/bench_llm_graphs.json"
   nest "$OUT/bench_llm.json" cuda_graphs_wide "$OUT/bench_llm_wide.json"
+  nest "$OUT/bench_llm.json" compiled_graphs "$OUT/bench_llm_cg.json"
+  nest "$OUT/bench_llm.json" compiled_graphs_wide "$OUT/bench_llm_cg_wide.json"
   return $rc
 }
 

@@ -5,7 +5,7 @@
 
 A method shows when its evaluation finished on the device; its time is the stages the report would count. Where a
 folder holds step 3's measurements, the small models' eager steps are set beside their replayed ones (``cuda_graphs``)
-and the LLM's eager step beside its variants (``bf16_backbone``, ``compiled``, ``cuda_graphs``): nested in
+and the LLM's eager step beside its variants (``VARIANTS``: bfloat16, compiled, replayed, both): nested in
 ``bench_small.json`` and ``bench_llm.json`` as the step leaves them, or in their own files where the step was
 stopped before nesting them. A step 4 TIGER variant's file (``beauty-vN-metrics.json``) names its settings.
 """
@@ -210,6 +210,8 @@ VARIANTS = {  # step 3's LLM, under these keys
     "compiled": "frozen weights in bfloat16, compiled",
     "cuda_graphs": "frozen weights in bfloat16, replayed CUDA graphs",
     "cuda_graphs_wide": "frozen weights in bfloat16, replayed CUDA graphs, a wide batch",
+    "compiled_graphs": "frozen weights in bfloat16, compiled and replayed CUDA graphs",
+    "compiled_graphs_wide": "frozen weights in bfloat16, compiled and replayed CUDA graphs, a wide batch",
 }
 PARTS = {  # each file step 3 nests its measurements into: key -> the measurement's own file
     "bench_small.json": {"cuda_graphs": "bench_graphs.json", "wide": "bench_wide.json"},
@@ -218,6 +220,8 @@ PARTS = {  # each file step 3 nests its measurements into: key -> the measuremen
         "compiled": "bench_compiled.json",
         "cuda_graphs": "bench_llm_graphs.json",
         "cuda_graphs_wide": "bench_llm_wide.json",
+        "compiled_graphs": "bench_llm_cg.json",
+        "compiled_graphs_wide": "bench_llm_cg_wide.json",
     },
 }
 
@@ -243,7 +247,8 @@ def variant_table(bench: dict[str, Any]) -> str:
     """Step 3's LLM step, eager (its own measurement) against its variants: the frozen weights in bfloat16
     (``bf16_backbone``), and with those compiled (``compiled``, torch.compile with inductor) or replayed from CUDA
     graphs (``cuda_graphs``: the replayed steps' time, the replayed share beside it; ``cuda_graphs_wide``: the same at
-    more rows a step). "faster" compares the time a row takes, so that a wider batch compares with the others."""
+    more rows a step), or both (``compiled_graphs``, ``compiled_graphs_wide``). "faster" compares the time a row
+    takes, so that a wider batch compares with the others."""
     measured = [bench, *(bench.get(key) or {} for key in VARIANTS)]
     peak = next((m["peak_flop_per_s"] for m in measured if m.get("peak_flop_per_s")), 0.0)
     lines = [

@@ -116,11 +116,18 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
     assert not (out / "bench_llm_graphs.json").exists()
     assert "train.batch_size=32" in llm["cuda_graphs_wide"]["sets"]  # llmwide: LLM_WIDE_BATCH rows a step
     assert not (out / "bench_llm_wide.json").exists()
+    both = llm["compiled_graphs"]  # llmcompiledgraphs: compiled and replayed (on the CPU: compiled, eager steps)
+    assert {"train.compile=true", "train.cuda_graphs=true"} <= set(both["sets"])
+    assert both["stages"]["train"]["compiled"] and both["stages"]["train"]["compile_warmup_steps"] == 3
+    assert "train.batch_size=32" in llm["compiled_graphs_wide"]["sets"]  # llmcompiledwide
+    assert not (out / "bench_llm_cg.json").exists() and not (out / "bench_llm_cg_wide.json").exists()
     variants = tables.stdout.split("The LLM's step, eager and its variants")[1]
     for label in ("| eager, frozen weights in float32 | ", "| frozen weights in bfloat16 | ",
                   "| frozen weights in bfloat16, compiled | ",
                   "| frozen weights in bfloat16, replayed CUDA graphs | ",
-                  "| frozen weights in bfloat16, replayed CUDA graphs, a wide batch | "):  # fmt: skip
+                  "| frozen weights in bfloat16, replayed CUDA graphs, a wide batch | ",
+                  "| frozen weights in bfloat16, compiled and replayed CUDA graphs | ",
+                  "| frozen weights in bfloat16, compiled and replayed CUDA graphs, a wide batch | "):  # fmt: skip
         assert label in variants, label
     frontier = json.loads((out / "office-llm-frontier.json").read_text())  # step 5 (here CRAB's points alone)
     assert {p["method"] for p in frontier["points"]} == {"mor", "crab"} and "crab" in frontier["selected"]
@@ -233,6 +240,8 @@ def test_tables_read_step3s_measurements_left_unnested_by_a_step_stopped_at_its_
     (tmp_path / "bench_llm_graphs.json").write_text(json.dumps(_bench(150.0, **replayed)))
     wide = {**replayed, "replayed_step_s": 0.1, "rows_per_epoch": 5120, "steps_per_epoch": 10}
     (tmp_path / "bench_llm_wide.json").write_text(json.dumps(_bench(300.0, **wide)))
+    both = {**replayed, "replayed_step_s": 0.04, "compiled": True, "compilations_in_timed_steps": 0}
+    (tmp_path / "bench_llm_cg.json").write_text(json.dumps(_bench(120.0, **both)))
     res = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "playbook_tables.py"), str(tmp_path)], capture_output=True, text=True
     )
@@ -249,6 +258,8 @@ def test_tables_read_step3s_measurements_left_unnested_by_a_step_stopped_at_its_
         "| frozen weights in bfloat16, replayed CUDA graphs, a wide batch (30 of 40 steps replayed) | 512 | 100.0 | "
     )
     assert wide_row + "8.00x | 15.0% |" in res.stdout
+    both_row = "| frozen weights in bfloat16, compiled and replayed CUDA graphs (30 of 40 steps replayed) | 128 | "
+    assert both_row + "40.0 | 5.00x | 15.0% | – | – | – | – | 0 |" in res.stdout  # compiled: none in the timed steps
     empty = tmp_path / "empty"
     empty.mkdir()
     res = subprocess.run(

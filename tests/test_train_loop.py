@@ -546,6 +546,25 @@ def test_recorded_steps_train_the_same_model_as_eager_steps(tmp_path):
         torch.testing.assert_close(graph_w[name], eager_w[name], rtol=1e-5, atol=1e-6)
 
 
+def test_compiled_blocks_are_recorded_and_train_the_eager_model(tmp_path, monkeypatch):
+    """compile and cuda_graphs together: the compiled blocks run inside the recorded step (the warm-up before the
+    recording compiles them, so nothing compiles while it is recorded), and the model trained is the eager one."""
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setenv("CRABREC_COMPILE_BACKEND", "aot_eager")  # dynamo and AOT autograd, without inductor's codegen
+    torch._dynamo.reset()
+    counters.clear()
+    log = {}
+    out = _train_twice(tmp_path / "compiled", _record_on_the_cpu(log), warmup_steps=2, weight_decay=0.1, compile=True)
+    assert log == {"recorded": 1, "replayed": 8}
+    assert counters["stats"]["unique_graphs"] >= 1  # the blocks were compiled
+    eager_loss, eager_w = _train_twice(tmp_path / "eager", None, warmup_steps=2, weight_decay=0.1)[False]
+    graph_loss, graph_w = out[True]  # compiled and replayed, against neither compiled nor replayed
+    np.testing.assert_allclose(graph_loss, eager_loss, rtol=1e-5)
+    for name in eager_w:
+        torch.testing.assert_close(graph_w[name], eager_w[name], rtol=1e-5, atol=1e-5)
+
+
 def test_a_failed_recording_trains_on_eagerly(tmp_path, caplog):
     """A step that cannot be recorded (here: the recorder raises) turns the graphs off with one warning; the run
     trains the eager model."""

@@ -223,7 +223,8 @@ class LoopConfig(Strict):
         description="compile the model for training with torch.compile (inductor; validation stays eager): fewer, "
         "fused kernels per step, after a compilation at the start. The model's repeated blocks (a transformer's "
         "layers) are compiled one at a time and share one compiled code. Meant for GPUs, where a step is bound by "
-        "kernel launches; on the CPU it is slower (docs/results/training-profile.md)",
+        "kernel launches; on the CPU it is slower (docs/results/training-profile.md). With cuda_graphs the compiled "
+        "kernels are recorded in the step's graphs",
     )
     cuda_graphs: bool = keyed_when_set(
         False,
