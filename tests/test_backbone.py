@@ -317,10 +317,13 @@ def test_the_byte_count_of_a_step_sees_the_fused_norms_and_the_dropped_casts(tmp
         assert sum(counts[dtype, True].bytes.values()) < sum(counts[dtype, False].bytes.values())
 
 
-def test_a_backbone_step_is_recorded_and_trains_as_the_eager_one(tmp_path):
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_a_backbone_step_is_recorded_and_trains_as_the_eager_one(tmp_path, monkeypatch, compiled):
     """cuda_graphs on an LLM backbone's prompt rows: the steps are recorded (checked on the CPU for what a CUDA graph
     cannot hold: no value read back, no tensor made from Python data, the stream reported as recording) and replayed,
-    and training follows the eager run's losses (the rows are padded to 32 tokens instead of the longest row)."""
+    and training follows the eager run's losses (the rows are padded to 32 tokens instead of the longest row); also
+    with the backbone's layers compiled (``compile``, here with dynamo and AOT autograd, no code generation), whose
+    compiled code the recording holds."""
     from crabrec.data.dataset import Samples, Splits
     from crabrec.train.decoder import train_decoder
 
@@ -332,14 +335,20 @@ def test_a_backbone_step_is_recorded_and_trains_as_the_eager_one(tmp_path):
     hist = rng.integers(0, cb.n_items, (n, 4))
     samples = Samples(user=np.arange(n), history=hist, length=np.full(n, 4), target=rng.integers(0, cb.n_items, n))
     splits = Splits(train=samples, valid=samples, test=samples, kind="leave_one_out")
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setenv("CRABREC_COMPILE_BACKEND", "aot_eager")
+    torch._dynamo.reset()
+    counters.clear()
     losses, log = {}, {}
     for graphs in (False, True):
         model, tokenizer, _ = load_backbone(tiny_llm(tmp_path / f"llm{graphs}"), list(cb.sizes), seed=0)
         cfg = TrainConfig(epochs=2, batch_size=16, lr=5e-3, valid_samples=8, valid_beam=5, cuda_graphs=graphs,
-                          warmup_steps=0, backbone="tiny")  # fmt: skip
+                          warmup_steps=0, backbone="tiny", compile=compiled and graphs)  # fmt: skip
         recorder = _record_on_the_cpu(log) if graphs else None
         out = tmp_path / str(graphs)
         train_decoder(model, decoder_io(cb, tokenizer), cb, splits, cfg, out, 0, recorder=recorder)
         losses[graphs] = [h["loss"] for h in json.loads((out / "train_log.json").read_text())]
     assert log.get("recorded", 0) >= 1 and log.get("replayed", 0) >= 1
+    assert (counters["stats"]["unique_graphs"] > 0) == compiled
     np.testing.assert_allclose(losses[True], losses[False], rtol=1e-4)
