@@ -201,3 +201,46 @@ def test_a_frontier_on_data_without_item_text(ids_run, tmp_path, capsys):
     points = {(p["method"], p["setting"]): p for p in result["points"]}
     assert points[("ppd", "tau=0")]["test HR@10"] == pytest.approx(points[("mor", "base")]["test HR@10"], abs=1e-12)
     assert set(result["selected"]) == {"ppd", "rr"}
+
+
+def test_ppd_tunes_tau_on_validation_by_rrs_rule_and_ranks_with_it(tiny_run, tmp_path):
+    """A default run tunes PPD's τ on validation: one search per τ of the grid, τ = 0 being MOR's own validation, the
+    lowest DGU@10 within 5% of its NDCG@10 picked (RR's rule); the test metrics are those of the same τ set by hand,
+    and the method's ranker (recommend, the API, serve) searches at the stored τ."""
+    import json
+    import shutil
+
+    from crabrec.baselines.rerank import choose_alpha
+    from crabrec.config import load_config
+    from crabrec.errors import CrabError
+    from crabrec.methods import get
+    from crabrec.methods.ppd import Settings
+    from crabrec.runfiles import RunFiles
+    from tests.conftest import cli
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    files, cfg = RunFiles(run), load_config(str(run / "config.yaml"))
+    prior = json.loads((run / "models" / "ppd" / "prior.json").read_text())
+    assert prior["tuned"] and [c["tau"] for c in prior["curve"]] == Settings().taus
+    assert prior["tau"] == choose_alpha(prior["curve"], 0.05, knob="tau")
+    mor_valid = get("mor").validate(files, cfg, None)
+    for k, v in mor_valid.items():
+        assert prior["curve"][0][k] == pytest.approx(v, abs=1e-12), k  # τ = 0: the plain search
+    assert get("ppd").ranker(files, cfg).processors[0].tau == prior["tau"]
+    tuned = json.loads((run / "models" / "ppd" / "metrics.json").read_text())
+    summary = json.loads((run / "stages" / "ppd.json").read_text())["summary"]
+    assert summary["tau"] == prior["tau"] and summary["train_seconds"] >= 0
+
+    code, _ = cli(["evaluate", str(run), "--method", "ppd", "--force", "--set", f"ppd.tau={prior['tau']}"])
+    assert code == 0
+    fixed = json.loads((run / "models" / "ppd" / "metrics.json").read_text())
+    for k in ("HR@10", "NDCG@10", "MGU@10", "DGU@10"):
+        assert fixed[k] == pytest.approx(tuned[k], abs=1e-12), k
+    assert json.loads((run / "models" / "ppd" / "prior.json").read_text())["tuned"] is False
+
+    (run / "models" / "ppd" / "prior.json").unlink()
+    with pytest.raises(CrabError, match=r"prior.json: missing: ppd's τ is tuned when it is evaluated"):
+        get("ppd").ranker(files, cfg)
+    with pytest.raises(ValueError, match="contain 0"):
+        Settings(taus=[0.5, 1.0])

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from crabrec.config import is_speed_only, leaf_keys, load_config
+from crabrec.config import is_speed_only, leaf_keys, load_config, parse_overrides
 from crabrec.pipeline import ConfigView, RunContext, UndeclaredRead
 from crabrec.stages import registry
 
@@ -218,15 +218,23 @@ DEFAULT_KEYS = {
     "rebalance": "173e9f08937ea1dd",
     "finetune": "ce4bb4607aa29535",
     "crab-eval": "373cf667a5b6fa1f",
-    "ppd": "74fc21d0a1202f1f",
-    "ppd-rr": "b099baa2d0c9546f",
-    "crab-ppd": "794d93e96f147ed6",
+    "ppd": "8fb72c01ba1fa3c2",
+    "ppd-rr": "9f8a4dab24c53588",
+    "crab-ppd": "bb270785eceadaf3",
     "pop-eval": "0b4671919ee52cba",
     "random-eval": "6191a1cfc8edb05b",
-    "report": "de5bd8a90d0adb4d",
+    "report": "a2403dd6f7d0b7b3",
 }
 
 
 def test_an_upgrade_keeps_the_default_runs_cached_results():
     ctx = RunContext(config=load_config(), stages=registry())
     assert {name: ctx.key(name)[:16] for name in registry()} == DEFAULT_KEYS
+
+
+def test_a_run_at_a_fixed_tau_keeps_its_cached_ppd_results():
+    """PPD's τ is tuned on validation now; a run saved at a fixed τ (every run before, ``ppd.tau: 0.5`` in its
+    config.yaml) keeps the keys it had, as its tuning settings are keyed only when changed."""
+    before = {"ppd": "74fc21d0a1202f1f", "ppd-rr": "b099baa2d0c9546f", "crab-ppd": "794d93e96f147ed6"}
+    ctx = RunContext(config=load_config(None, parse_overrides(["ppd.tau=0.5"])), stages=registry())
+    assert {name: ctx.key(name)[:16] for name in before} == before

@@ -44,8 +44,9 @@ def rerank(items: np.ndarray, scores: np.ndarray, penalty: np.ndarray, alpha: fl
     return items[rows, order], -new[rows, order]
 
 
-def choose_alpha(curve: list[dict[str, Any]], max_ndcg_drop: float) -> float:
-    """Lowest validation DGU@10 among the α whose NDCG@10 ≥ (1 − drop) × NDCG@10 at α = 0."""
-    base = next(c for c in curve if c["alpha"] == 0)["NDCG@10"]
+def choose_alpha(curve: list[dict[str, Any]], max_ndcg_drop: float, knob: str = "alpha") -> float:
+    """Lowest validation DGU@10 among the α whose NDCG@10 ≥ (1 − drop) × NDCG@10 at α = 0 (ties: the smaller α).
+    ``knob``: the curve's key of the setting (PPD picks its τ by the same rule)."""
+    base = next(c for c in curve if c[knob] == 0)["NDCG@10"]
     ok = [c for c in curve if c["NDCG@10"] >= (1.0 - max_ndcg_drop) * base]
-    return min(ok, key=lambda c: (c["DGU@10"], c["alpha"]))["alpha"]
+    return min(ok, key=lambda c: (c["DGU@10"], c[knob]))[knob]

@@ -1,20 +1,20 @@
 """CRAB+PPD (ours, a combination): CRAB's fine-tuned model searched over its rebalanced codebook with PPD's
-popularity prior (counted on the rebalanced codebook). Nothing is trained beyond CRAB's own stages."""
+popularity prior (counted on the rebalanced codebook), τ tuned on validation over CRAB's model as PPD's is over MOR's.
+Nothing is trained beyond CRAB's own stages."""
 
 from __future__ import annotations
 
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, ranker_validation
-from crabrec.methods.ppd import READS, prior_processors
-from crabrec.rankers import generator_ranker
+from crabrec.methods.common import ranker_validation
+from crabrec.methods.ppd import prior_ranker, prior_stage
 
-RANKER = generator_ranker("crab", rebalanced=True, processors=prior_processors)
+RANKER = prior_ranker("crab-ppd", "crab", rebalanced=True)
 METHOD = Method(
     name="crab-ppd",
     label="CRAB+PPD (ours)",
-    stages=(eval_stage("crab-ppd", "crab-ppd", ("data", "tokenize", "finetune"), RANKER, READS),),
+    stages=(prior_stage("crab-ppd", "crab", ("data", "tokenize", "finetune"), rebalanced=True),),
     evaluates="crab-ppd",
-    cost=("rebalance", "finetune"),
+    cost=("rebalance", "finetune", "crab-ppd"),
     section="ppd",
     knob="ppd.tau",
     grid=(0.25, 0.5, 0.75),
