@@ -73,8 +73,8 @@ def stored_tau(files, method: str) -> float:
     path = files.model_dir(method) / PRIOR_FILE
     if not path.is_file():
         raise CrabError(
-            f"{path}: missing: {method}'s τ is tuned when it is evaluated; run `crabrec evaluate {files.root} "
-            f"--method {method}`, or set ppd.tau"
+            f"{path}: missing: {method}'s τ is tuned on validation when it is evaluated; run `crabrec evaluate "
+            f"{files.root} --method {method}` first (or fix τ with ppd.tau in the run's config.yaml)"
         )
     tau = read_checked(path, dict).get("tau")
     if not isinstance(tau, int | float) or isinstance(tau, bool) or not 0 <= tau <= 4:
