@@ -41,7 +41,8 @@
 # CRAB fine-tunes at half MOR's rate as in the quick preset; see docs/results/gpu.md), STEP1_UNTIL (the stages step 1
 # runs to: "evaluate rr crab-eval rw-eval d2lr-eval"), BENCH_SETS (KEY=VALUE settings for every model step 3 times
 # on the device, e.g. "tiger.compile=true"), STEP3_MEASURE (step 3's measurements, some of "llm small cudnn graphs
-# wide bf16 compiled llmgraphs llmwide llmcompiledgraphs llmcompiledwide", run in the order given; default all;
+# wide widecompiled bf16 compiled llmgraphs llmwide llmcompiledgraphs llmcompiledwide", run in the order given; default
+# all; widecompiled: "wide" with the small models compiled too;
 # compiled, llmgraphs and llmwide: the LLM's step with its frozen weights in bfloat16, compiled or replayed as CUDA
 # graphs, llmwide at LLM_WIDE_BATCH rows a step: 512, where its matrix products are 4 times wider than at the training
 # batch; llmcompiledgraphs and llmcompiledwide: compiled and replayed, the compiled kernels recorded in the graphs,
@@ -68,7 +69,7 @@ STEP1_UNTIL=${STEP1_UNTIL:-evaluate rr crab-eval rw-eval d2lr-eval}
 LLM_BACKBONE=backbones/smollm2-135m  # made on the device from the bundle's GGUF
 GRAPH_STAGES=train,tiger  # step 3: the models whose steps are measured again as CUDA graphs (the dry run: TIGER)
 BEAUTY_MINUTES=${BEAUTY_MINUTES:-2}
-STEP3_ALL="llm small cudnn graphs wide bf16 compiled llmgraphs llmwide llmcompiledgraphs llmcompiledwide"
+STEP3_ALL="llm small cudnn graphs wide widecompiled bf16 compiled llmgraphs llmwide llmcompiledgraphs llmcompiledwide"
 # llmgraphs and compiled: the LLM's step in its fastest eager form (frozen weights in bfloat16), replayed or compiled;
 # the replayed one over more steps, as each batch shape is first run, then recorded
 LLM_FAST_SETS=(--set train.backbone_dtype=bfloat16)
@@ -280,6 +281,9 @@ step3() {
       wide) args+=("${small[@]}" --stages "$GRAPH_STAGES" --steps 30 --set train.batch_size="$WIDE_BATCH"
                    --set tiger.batch_size="$WIDE_BATCH" --set train.cuda_graphs=true --set tiger.cuda_graphs=true
                    --json "$OUT/bench_wide.json") ;;
+      widecompiled) args+=("${small[@]}" --stages "$GRAPH_STAGES" --steps 30 --set train.batch_size="$WIDE_BATCH"
+                           --set tiger.batch_size="$WIDE_BATCH" --set train.cuda_graphs=true --set tiger.cuda_graphs=true
+                           --set train.compile=true --set tiger.compile=true --json "$OUT/bench_wide_compiled.json") ;;
       bf16) args+=("${llm[@]}" --set train.backbone_dtype=bfloat16 "${TRACE[@]}" --json "$OUT/bench_bf16.json") ;;
       compiled) args+=("${llm[@]}" "${LLM_FAST_SETS[@]}" --set train.compile=true "${TRACE[@]}"
                        --json "$OUT/bench_compiled.json") ;;
@@ -295,11 +299,13 @@ step3() {
     esac
   done
   [ ${#args[@]} -eq 0 ] || "${HIDE[@]}" $PY benchmarks/bench_train.py "${args[@]}" || rc=$?
-  # a call returns at most 8 files: the graphs' measurements go into bench_small.json under "cuda_graphs" and "wide",
+  # a call returns at most 8 files: the graphs' measurements go into bench_small.json under "cuda_graphs", "wide" and
+  # "wide_compiled",
   # the LLM's variants into bench_llm.json under "bf16_backbone", "compiled", "cuda_graphs", "cuda_graphs_wide",
   # "compiled_graphs" and "compiled_graphs_wide"
   nest "$OUT/bench_small.json" cuda_graphs "$OUT/bench_graphs.json"
   nest "$OUT/bench_small.json" wide "$OUT/bench_wide.json"
+  nest "$OUT/bench_small.json" wide_compiled "$OUT/bench_wide_compiled.json"
   nest "$OUT/bench_llm.json" bf16_backbone "$OUT/bench_bf16.json"
   nest "$OUT/bench_llm.json" compiled "$OUT/bench_compiled.json"
   nest "$OUT/bench_llm.json" cuda_graphs "$OUT/bench_llm_graphs.json"

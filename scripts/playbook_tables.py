@@ -170,15 +170,19 @@ def device_of(bench: dict[str, Any], keys: Any) -> str:
 
 def wide_table(bench: dict[str, Any]) -> str:
     """Step 3's small models replayed from CUDA graphs at their own batch (``cuda_graphs``) and at a wide one
-    (``wide``): how far the rows per step lift the share of the device's peak once the host no longer bounds a step."""
-    label = {"train": "MOR", "tiger": "TIGER"}
+    (``wide``; ``wide_compiled``: compiled too): how far the rows per step lift the share of the device's peak once the
+    host no longer bounds a step."""
+    keys = ("cuda_graphs", "wide", "wide_compiled")
     lines = [
-        f"Replayed steps at the training batch and at a wide one ({device_of(bench, ('cuda_graphs', 'wide'))}):",
+        f"Replayed steps at the training batch and at a wide one ({device_of(bench, keys)}):",
         "",
         "| model | rows / step | replayed step (ms) | rows / s | of peak | positions / token |",
         "|---|---|---|---|---|---|",
     ]
-    for key in ("cuda_graphs", "wide"):
+    for key in keys:
+        label = {"train": "MOR", "tiger": "TIGER"}
+        if key == "wide_compiled":
+            label = {stage: f"{name}, compiled" for stage, name in label.items()}
         measured = bench.get(key) or {}
         peak = measured.get("peak_flop_per_s") or bench.get("peak_flop_per_s") or 0.0
         for stage, r in (measured.get("stages") or {}).items():
@@ -214,7 +218,11 @@ VARIANTS = {  # step 3's LLM, under these keys
     "compiled_graphs_wide": "frozen weights in bfloat16, compiled and replayed CUDA graphs, a wide batch",
 }
 PARTS = {  # each file step 3 nests its measurements into: key -> the measurement's own file
-    "bench_small.json": {"cuda_graphs": "bench_graphs.json", "wide": "bench_wide.json"},
+    "bench_small.json": {
+        "cuda_graphs": "bench_graphs.json",
+        "wide": "bench_wide.json",
+        "wide_compiled": "bench_wide_compiled.json",
+    },
     "bench_llm.json": {
         "bf16_backbone": "bench_bf16.json",
         "compiled": "bench_compiled.json",
@@ -328,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         small = step3_bench(folder, "bench_small.json")
         if small and "stages" in small and "cuda_graphs" in small:
             print(graph_table(small) + "\n")
-        if small and "wide" in small and (table := wide_table(small)):
+        if small and ("wide" in small or "wide_compiled" in small) and (table := wide_table(small)):
             print(table + "\n")
         llm = step3_bench(folder, "bench_llm.json")
         if llm and (table := variant_table(llm)):

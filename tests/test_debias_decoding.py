@@ -240,7 +240,8 @@ def test_ppd_tunes_tau_on_validation_by_rrs_rule_and_ranks_with_it(tiny_run, tmp
     assert json.loads((run / "models" / "ppd" / "prior.json").read_text())["tuned"] is False
 
     (run / "models" / "ppd" / "prior.json").unlink()
-    with pytest.raises(CrabError, match=r"prior.json: missing: ppd's τ is tuned on validation when it is evaluated; run `crabrec evaluate "):
+    missing = r"prior.json: missing: ppd's τ is tuned on validation when it is evaluated; run `crabrec evaluate "
+    with pytest.raises(CrabError, match=missing):
         get("ppd").ranker(files, cfg)
     with pytest.raises(ValueError, match="contain 0"):
         Settings(taus=[0.5, 1.0])

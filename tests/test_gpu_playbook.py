@@ -107,6 +107,9 @@ def test_dry_run_runs_every_step_and_returns_what_a_gpu_session_reads(tmp_path, 
     assert "tiger.batch_size=32" in wide["sets"] and list(wide["stages"]) == ["tiger"]
     assert not (out / "bench_graphs.json").exists()  # folded into bench_small.json: a call returns at most 8 files
     assert not (out / "bench_wide.json").exists()
+    compiled = json.loads((out / "bench_small.json").read_text())["wide_compiled"]  # widecompiled: compiled too
+    assert {"tiger.compile=true", "tiger.batch_size=32"} <= set(compiled["sets"])
+    assert compiled["stages"]["tiger"]["compiled"] and not (out / "bench_wide_compiled.json").exists()
     llm = json.loads((out / "bench_llm.json").read_text())  # the LLM's variants, folded into bench_llm.json
     compiled = llm["compiled"]["stages"]["train"]
     assert compiled["compiled"] and compiled["compile_warmup_steps"] == 3 and compiled["step_s"] > 0
@@ -299,3 +302,7 @@ def test_the_wide_table_names_the_device_of_a_lone_measurement_and_keeps_a_stage
     assert "(GPU X)" in table
     assert "| MOR | 2,000 | none replayed (18 timed steps eager, 50.0 ms) | 40,000 | – |" in table
     assert "| TIGER | 2,000 | 40.0 | 50,000 | 1.2% |" in table
+    compiled = {**wide, "stages": {"tiger": {**stage, "replayed_step_s": 0.02, "replayed_rows_per_s": 100000}}}
+    table = playbook_tables.wide_table({"wide": wide, "wide_compiled": compiled})  # widecompiled: a row of its own
+    assert "| TIGER | 2,000 | 40.0 | 50,000 | 1.2% |" in table
+    assert "| TIGER, compiled | 2,000 | 20.0 | 100,000 | 2.5% |" in table
