@@ -178,7 +178,7 @@ EOF
   rm -rf $work
   echo "bundle: $n parts of at most ${PART_MB} MB (.gpu-1 .. .gpu-$n). On the GPU (about 13 minutes on an H100: Beauty's"
   echo "MOR and TIGER, TIGER with weight decay 0.035 and a cosine schedule, and beside them its variants (TIGER_VARIANTS),"
-  echo "for 6 minutes; then the LLM's step eager, replayed from CUDA graphs and replayed at 512 rows a step), back to"
+  echo "for 6 minutes; then the LLM's step compiled and replayed from CUDA graphs, eager, and at 512 rows), back to"
   echo "back: the machine is handed back after 30 s without a call, and a fresh one needs every part carried again:"
   local cmd limit
   for i in $(seq 1 "$n"); do
