@@ -130,15 +130,12 @@ class GeneratorRanker:
             )  # fmt: skip
 
 
-def generator_ranker(method: str, rebalanced: bool = False, processors=None):
-    """``Method.ranker`` of a generative method: ``models/<method>/model`` over the base (or CRAB's) codebook.
-    ``processors(files, cfg)``: a decoding-time method's ``processors(trie)`` for :class:`GeneratorRanker`."""
+def generator_ranker(method: str, rebalanced: bool = False):
+    """``Method.ranker`` of a generative method: ``models/<method>/model`` over the base (or CRAB's) codebook (a
+    decoding-time method sets the built ranker's ``processors``, as PPD does)."""
 
     def build(files, cfg, beam: int | None = None) -> GeneratorRanker:
         ev = cfg.evaluate
-        own = processors(files, cfg) if processors else None
-        return GeneratorRanker(
-            files.weights(method), files.load_codebook(rebalanced), beam or ev.beam, ev.batch_size, own
-        )
+        return GeneratorRanker(files.weights(method), files.load_codebook(rebalanced), beam or ev.beam, ev.batch_size)
 
     return build

@@ -43,18 +43,24 @@ def ranker_validation(method: str, ranker):
     None = all) scored like the test (HR@10, NDCG@10, MGU@10, DGU@10)."""
 
     def validate(files, cfg, rows: int | None) -> dict[str, float]:
-        from crabrec.decode.rank import score_rankings
-        from crabrec.metrics import HEADLINE
-        from crabrec.runfiles import first_rows
-
-        ranked = ranker(files, cfg)
-        valid = first_rows(files.load_splits().valid, rows)
-        items, _ = ranked.rank(valid, desc=f"{method}: validation")
-        pop = files.load_popularity()
-        m = score_rankings(items, valid, pop.group, pop.popular, pop.n_groups, ranked.trie, [10], [10])
-        return {k: m[k] for k in HEADLINE}
+        return validation_metrics(files, ranker(files, cfg), rows, f"{method}: validation")
 
     return validate
+
+
+def validation_metrics(files, ranked, rows: int | None, desc: str) -> dict[str, float]:
+    """``ranked`` (a :class:`~crabrec.rankers.Ranker`) over the first ``rows`` validation rows (None = all; sharded
+    under a launcher), scored like the test: HR@10, NDCG@10, MGU@10, DGU@10."""
+    from crabrec.decode.rank import score_rankings
+    from crabrec.evaluation import rank_sharded
+    from crabrec.metrics import HEADLINE
+    from crabrec.runfiles import first_rows
+
+    valid = first_rows(files.load_splits().valid, rows)
+    items, _ = rank_sharded(ranked, valid, desc)
+    pop = files.load_popularity()
+    m = score_rankings(items, valid, pop.group, pop.popular, pop.n_groups, ranked.trie, [10], [10])
+    return {k: m[k] for k in HEADLINE}
 
 
 def train_from_scratch(ctx: RunContext, method: str, loss_fn=None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pydantic import Field, field_validator
 from crabrec.config import Strict, keyed_when_set
 from crabrec.errors import CrabError
 from crabrec.methods import Method
-from crabrec.methods.common import EVAL_ARTIFACTS, EVAL_READS, eval_needs, ranker_validation
+from crabrec.methods.common import EVAL_ARTIFACTS, EVAL_READS, eval_needs, ranker_validation, validation_metrics
 from crabrec.pipeline import RunContext, Stage
 from crabrec.rankers import generator_ranker
 
@@ -97,19 +97,13 @@ def prior_ranker(method: str, model: str, rebalanced: bool = False):
 def tune_tau(files, cfg, method: str, ranker) -> tuple[float, list[dict[str, Any]]]:
     """Search the validation rows at each τ of ``ppd.taus`` with ``ranker``; the τ RR's rule picks, and the curve."""
     from crabrec.baselines.rerank import choose_alpha
-    from crabrec.decode.rank import score_rankings
-    from crabrec.evaluation import rank_sharded
-    from crabrec.metrics import HEADLINE
-    from crabrec.runfiles import first_rows
 
-    p = cfg.ppd
-    valid = first_rows(files.load_splits().valid, p.valid_samples)
-    pop = files.load_popularity()
-    curve = []
+    p, curve = cfg.ppd, []
     for tau in p.taus:
-        items, _ = rank_sharded(set_prior(ranker, files, cfg, tau), valid, f"{method}: validation at τ={tau:g}")
-        m = score_rankings(items, valid, pop.group, pop.popular, pop.n_groups, ranker.trie, [10], [10])
-        curve.append({"tau": tau, **{k: m[k] for k in HEADLINE}})
+        at = set_prior(ranker, files, cfg, tau)
+        curve.append(
+            {"tau": tau, **validation_metrics(files, at, p.valid_samples, f"{method}: validation at τ={tau:g}")}
+        )
     return choose_alpha(curve, p.max_ndcg_drop, knob="tau"), curve
 
 
