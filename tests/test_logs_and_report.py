@@ -188,3 +188,20 @@ def test_headings_fit_a_run_without_crab():
     assert "CRAB" not in partial["tokens"] and "CRAB" not in partial["curves"]
     full = figure_titles({"MOR": [], "CRAB": []}, {"1": {"before": [3.0], "after CRAB": [2.0]}})
     assert "after CRAB" in full["tokens"] and "after rebalancing" in full["curves"]
+
+
+@pytest.mark.parametrize("where", ["main", "worker"])
+def test_log_lines_pass_no_control_characters_to_the_terminal(where):
+    """A value from the user's files in a log line (a column name, a title) cannot recolour or clear the terminal;
+    a message's own line breaks stay."""
+    import logging
+
+    from crabrec.cli import _Formatter
+    from crabrec.parallel import _Tagged
+
+    formatter = _Formatter() if where == "main" else _Tagged("data")
+    for level in (logging.INFO, logging.WARNING):
+        record = logging.LogRecord("crabrec", level, __file__, 1, "column %s\nnext", ("a\x1b[2J\x9b\u202e",), None)
+        text = formatter.format(record)
+        assert "a\\x1b[2J\\x9b\\u202e" in text and text.count("\n") == 1
+        assert not any(ch in text for ch in "\x1b\x9b\u202e")

@@ -395,3 +395,14 @@ def test_titles_that_are_not_utf8_are_answered(tiny_run):
     assert [d["rank"] for d in out] == [1, 2] and out[0]["title"] == "caf? ? mug"
     assert orjson.loads(orjson.dumps(out)) == out
     assert [r.as_dict() for r in rec.top(np.array([0, 1, -1]), np.array([-0.5, -1.25, -np.inf]), k=3)] == out
+
+
+def test_the_table_keeps_a_title_with_line_breaks_and_escapes_on_one_line():
+    """Item text comes from the user's files: a line break or a terminal escape in it stays inside its row."""
+    from crabrec.cli import format_recommendations
+    from crabrec.recommender import Recommendation
+
+    rows = [Recommendation(1, "a\x1b]0;x\x07", "Mug\n\x1b[2Jred \u202eblue", 0.5, 4, True)]
+    lines = format_recommendations(rows).splitlines()
+    assert len(lines) == 2 and "\x1b" not in lines[1] and "\u202e" not in lines[1]
+    assert lines[1].split()[1] == "a\\x1b]0;x\\x…" and lines[1].endswith("Mug \\x1b[2Jred \\u202eblue")

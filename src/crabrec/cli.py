@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from crabrec.config import RunConfig, deep_merge, dotted_keys, load_config, parse_overrides
-from crabrec.errors import CrabError, clip, reason
+from crabrec.errors import CrabError, clip, printable, reason
 
 APP_HELP = (
     "crabrec: generative recommendation with semantic IDs and CRAB codebook rebalancing.\n\n"
@@ -298,7 +298,7 @@ def _verbosity(
 
 class _Formatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        msg = record.getMessage()
+        msg = printable(record.getMessage(), keep="\n")
         if record.levelno >= logging.WARNING:
             return f"crabrec: {record.levelname.lower()}: {msg}"
         return msg
@@ -946,11 +946,13 @@ def recommend(
 
 
 def format_recommendations(rows) -> str:
-    """A plain-text table of :class:`~crabrec.recommender.Recommendation` s."""
+    """A plain-text table of :class:`~crabrec.recommender.Recommendation` s (one line each: a title's line breaks and
+    control characters are not passed to the terminal)."""
     lines = [f"{'rank':>4}  {'item':<12} {'score':>9}  {'group':<9} title"]
     for r in rows:
         group = f"{r.group}{' popular' if r.popular else ''}"
-        lines.append(f"{r.rank:>4}  {clip(r.item, 12):<12} {r.score:>9.4f}  {group:<9} {clip(r.title, 70)}")
+        item, title = (clip(printable(" ".join(text.split())), width) for text, width in ((r.item, 12), (r.title, 70)))
+        lines.append(f"{r.rank:>4}  {item:<12} {r.score:>9.4f}  {group:<9} {title}")
     return "\n".join(lines)
 
 
@@ -1055,7 +1057,7 @@ def main(argv: list[str] | None = None) -> None:
 def _fail(message: str, code: int) -> None:
     from crabrec import distributed
 
-    typer.echo(f"crabrec: error: {clip(' '.join(message.split()), 2000)}", err=True)
+    typer.echo(f"crabrec: error: {clip(printable(' '.join(message.split())), 2000)}", err=True)
     distributed.finish(code)
 
 

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any
 
-from crabrec.errors import CrabError
+from crabrec.errors import CrabError, printable
 from crabrec.pipeline import RunContext
 
 log = logging.getLogger("crabrec")
@@ -263,7 +263,7 @@ class _Tagged(logging.Formatter):
         self.stage = stage
 
     def format(self, record: logging.LogRecord) -> str:
-        msg = record.getMessage()
+        msg = printable(record.getMessage(), keep="\n")
         if record.levelno >= logging.WARNING:
             return f"crabrec: {record.levelname.lower()}: [{self.stage}] {msg}"
         return msg if msg.startswith(f"[{self.stage}]") else f"[{self.stage}] {msg}"

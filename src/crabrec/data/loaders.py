@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Callable
-from decimal import Decimal
+from collections.abc import Callable, Iterable
+from decimal import Decimal, InvalidOperation
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -201,7 +201,7 @@ def _build(
     if unlisted:
         n_items = len({item for _, item in unlisted})
         if not drop_missing:
-            raise _unlisted_error(where, unlisted[0][0], unlisted[0][1], n_items, len(unlisted))
+            raise _unlisted_error(where, unlisted[0][0], unlisted[0][1], n_items, len(unlisted), item_ids)
         notes.append(_dropped_unlisted(where, n_items, len(unlisted)))
     users, seqs, times = [], [], []
     for user, raw_seq in user_rows.items():
@@ -229,13 +229,36 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
-def _unlisted_error(where: str, user: str, item: str, n_items: int, n_rows: int) -> CrabError:
-    """The error for interactions with items the item table lacks: the first one met, and how many there are."""
+def _unlisted_error(
+    where: str, user: str, item: str, n_items: int, n_rows: int, listed: Iterable[str] = ()
+) -> CrabError:
+    """The error for interactions with items the item table lacks: the first one met, how many there are, and the
+    item table's id written another way (``'25.0'`` or ``'025'`` for ``'25'``) when there is one."""
     more = f" ({_count(n_items, 'item')}, {_count(n_rows, 'interaction')} in all)" if n_rows > 1 else ""
-    return CrabError(
-        f"{where}: user {clip(repr(user))}: item {clip(repr(item))} is not in the item table{more}; add it to the "
-        "item table, or --set data.missing_items=drop to drop the interactions with items it lacks"
+    key = _id_key(item)
+    twin = next((x for x in listed if _id_key(x) == key), None)
+    hint = (
+        f"; the item table has {clip(repr(twin))}: ids are matched as text, write them the same way in both files"
+        if twin is not None
+        else "; add it to the item table"
     )
+    return CrabError(
+        f"{where}: user {clip(repr(user))}: item {clip(repr(item))} is not in the item table{more}{hint}, or --set "
+        "data.missing_items=drop to drop the interactions with items it lacks"
+    )
+
+
+def _id_key(raw: str) -> str:
+    """An id as a person reads it: case and surrounding spaces ignored, a number by its value (``'025'``, ``'25.0'``
+    and ``'25'`` are one key)."""
+    text = raw.strip().lower()
+    try:
+        number = Decimal(text)
+    except InvalidOperation:
+        return text
+    if not number.is_finite() or abs(number.adjusted()) > 100:  # "1e999999999" is not written out
+        return text
+    return format(number.normalize(), "f")
 
 
 def _dropped_unlisted(where: str, n_items: int, n_rows: int) -> str:
@@ -424,7 +447,8 @@ def _group_interactions(
         n_items = len(np.unique(item_codes[order[missing]]))
         if not drop_missing:
             row = int(order[missing[0]])  # the first one met, users in order
-            raise _unlisted_error(where, str(ids[user_codes[row]]), raw_items[item_codes[row]], n_items, len(missing))
+            first = raw_items[item_codes[row]]
+            raise _unlisted_error(where, str(ids[user_codes[row]]), first, n_items, len(missing), item_ids)
         notes.append(_dropped_unlisted(where, n_items, len(missing)))
         kept = codes >= 0
         if not kept.any():

@@ -89,6 +89,13 @@ def timestamps(values: pd.Series, path: Path, column: str, first_line: int = 2) 
             if smallest >= scale:
                 return numbers / (scale / 1e9)
         return numbers
+    if parsed.any():  # "1001" among dates would be read as the year 1001
+        row = int(np.flatnonzero(parsed)[0])
+        raise CrabError(
+            f"{path}: row {row + first_line}: {column} {clip(repr(values.iloc[row]))} is a number, but "
+            f"{int((~parsed).sum())} of the {len(parsed)} rows are dates; write every time the same way (all Unix "
+            "time or all dates), or --set data.time_col=null to order each user's rows as they appear"
+        )
     dates = pd.to_datetime(text, errors="coerce", utc=True, format="ISO8601")
     if dates.isna().any():
         dates = dates.fillna(pd.to_datetime(text, errors="coerce", utc=True, format="mixed"))
