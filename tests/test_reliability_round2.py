@@ -101,6 +101,9 @@ def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp
         ("crab.ratio=.nan", "crab.ratio: Input should be a finite number"),
         ("name=../x", "name: Value error, must be a plain folder name"),
         ("name=", "name: Input should be a valid string"),
+        ("train.epochs=yes", "train.epochs: Value error, expected a number, not true/false"),  # YAML's yes is true
+        ("ppd.tau=false", "ppd.tau: Value error, expected a number, not true/false"),
+        ("evaluate.ks=[true,10]", "evaluate.ks: Value error, expected a list of numbers, not true/false"),
     ],
 )
 def test_out_of_range_values_fail_before_any_work(override, expect, tmp_path, capsys):

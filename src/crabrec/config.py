@@ -6,7 +6,8 @@ import functools
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -52,6 +53,39 @@ class Strict(BaseModel):
     """Base model: unknown keys are errors, assignments are validated."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: Any, info: Any) -> Any:
+        """``epochs: yes`` is a slip, not 1 epoch: a number setting refuses true/false (pydantic would read 1/0)."""
+        annotation = cls.model_fields[info.field_name].annotation
+        if isinstance(value, bool) and _numeric(annotation):
+            raise ValueError("expected a number, not true/false")
+        if isinstance(value, list) and any(isinstance(v, bool) for v in value) and _numeric_list(annotation):
+            raise ValueError("expected a list of numbers, not true/false")
+        return value
+
+
+def _numeric(annotation: Any) -> bool:
+    """Whether a field holds a number (int or float, possibly optional or constrained), not a flag."""
+    if annotation in (int, float):
+        return True
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _numeric(args[0])
+    values = [a for a in args if a is not type(None)]  # a union: int | None, int | float
+    return origin in (Union, UnionType) and bool(values) and all(_numeric(a) for a in values)
+
+
+def _numeric_list(annotation: Any) -> bool:
+    """Whether a field holds a list of numbers (possibly optional)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _numeric_list(args[0])
+    if origin is list:
+        return bool(args) and _numeric(args[0])
+    values = [a for a in args if a is not type(None)]
+    return origin in (Union, UnionType) and any(_numeric_list(a) for a in values)
 
 
 Month = Annotated[str, StringConstraints(pattern=r"^\d{4}-(0[1-9]|1[0-2])$")]  # YYYY-MM
