@@ -156,6 +156,34 @@ def test_a_run_directory_that_is_a_file_fails_before_work(tmp_path, capsys):
     one_line_error(capsys, ["run", "--set", f"runs_dir={tmp_path}", "--name", "taken"], "is not a directory")
 
 
+@pytest.mark.parametrize(
+    "files",
+    [{"notes.txt": "mine"}, {"config.yaml": "app: {port: 1}\n"}, {"config.yaml": "name: x\n", "data/a.csv": "u"}],
+)
+def test_a_run_is_never_written_into_a_folder_of_other_files(files, small_office, tmp_path, capsys):
+    """`--name` naming a project folder by mistake: its files (a config.yaml of its own too) stay as they were."""
+    folder = tmp_path / "mine"
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    args = ["run", "--data", str(small_office), "--set", f"runs_dir={tmp_path}", "--name", "mine", "--until", "data"]
+    one_line_error(capsys, args, f"{folder}: exists and is not a crabrec run (it holds {min(files).split('/')[0]}")
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+
+
+def test_a_run_resumes_in_its_own_folder_before_and_after_its_first_stage(small_office, tmp_path, capsys):
+    """An empty folder made beforehand, and what a killed first stage leaves (its temporary folder), are a run's."""
+    args = ["run", "--data", str(small_office), "--set", f"runs_dir={tmp_path}", "--until", "data", *TINY]
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "killed" / "data.tmp").mkdir(parents=True)
+    for name in ("empty", "killed"):
+        assert cli([*args, "--name", name])[0] == 0, capsys.readouterr().err
+    (tmp_path / "killed" / "notes.txt").write_text("a note beside a run is the user's business")
+    assert cli([*args, "--name", "killed", "--force", "data"])[0] == 0, capsys.readouterr().err
+    assert (tmp_path / "killed" / "notes.txt").exists()
+
+
 def test_a_second_process_on_the_same_run_is_refused(tiny_run):
     from crabrec.pipeline import run_lock
 

@@ -370,6 +370,39 @@ def _one_line(summary: dict[str, Any]) -> str:
 _HELD: set[Path] = set()  # run directories this process holds the lock of (a held lock is re-entered freely)
 
 
+# what a run writes at its top level (a command killed before its first stage finished leaves some of these alone)
+RUN_ENTRIES = frozenset(
+    {"config.yaml", "data", "embeddings.npy", "embeddings.items.json", "sid", "crab", "models", "stages", "frontier",
+     "analysis", "seeds", "report.md", "report.html", "report_data.json", "report_files"}
+)  # fmt: skip
+
+
+def refuse_foreign_folder(run_dir: Path) -> None:
+    """A run is never written into a folder of someone else's files (``--name`` or ``runs_dir`` naming a project
+    folder by mistake): an existing folder must be empty, a run (its ``stages/``, or a ``config.yaml`` that crabrec
+    saved), or hold only what a run writes. Its files, a ``config.yaml`` of its own among them, stay untouched."""
+    if not run_dir.is_dir() or (run_dir / "stages").is_dir() or _saved_config(run_dir / "config.yaml"):
+        return
+    foreign = sorted(
+        p.name for p in run_dir.iterdir() if p.name.removesuffix(".tmp") not in RUN_ENTRIES or p.name == "config.yaml"
+    )
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise CrabError(
+            f"{run_dir}: exists and is not a crabrec run (it holds {shown}); choose another --name or runs_dir, or "
+            "empty the folder"
+        )
+
+
+def _saved_config(path: Path) -> bool:
+    """Whether ``path`` is a run's config as crabrec saves it (a mapping naming the run and its runs folder)."""
+    try:
+        saved = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(saved, dict) and "name" in saved and "runs_dir" in saved
+
+
 @contextlib.contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
     """Hold the run directory for this process: checked writable before any work, and an advisory lock
@@ -390,6 +423,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     target = run_dir if run_dir.exists() else run_dir.parent
     if not os.access(target, os.W_OK | os.X_OK):
         raise CrabError(f"{target}: not writable; choose another runs_dir")
+    refuse_foreign_folder(run_dir)
     lock_path = run_dir.parent / f".{run_dir.name}.lock"
     with open(lock_path, "a+", encoding="utf-8") as handle:
         try:
