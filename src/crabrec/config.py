@@ -66,26 +66,27 @@ class Strict(BaseModel):
         return value
 
 
-def _numeric(annotation: Any) -> bool:
-    """Whether a field holds a number (int or float, possibly optional or constrained), not a flag."""
-    if annotation in (int, float):
-        return True
+def _members(annotation: Any) -> list[Any]:
+    """The types a field's value may take: ``Annotated`` constraints stripped, a union (``int | None``) split, None
+    left out."""
     origin, args = get_origin(annotation), get_args(annotation)
     if origin is Annotated:
-        return _numeric(args[0])
-    values = [a for a in args if a is not type(None)]  # a union: int | None, int | float
-    return origin in (Union, UnionType) and bool(values) and all(_numeric(a) for a in values)
+        return _members(args[0])
+    if origin in (Union, UnionType):
+        return [m for a in args if a is not type(None) for m in _members(a)]
+    return [annotation]
+
+
+def _numeric(annotation: Any) -> bool:
+    """Whether a field takes a number (int or float, possibly optional or constrained) and no flag, so that true/false
+    there can only be a slip."""
+    members = _members(annotation)
+    return any(m in (int, float) for m in members) and not any(m in (bool, Any) for m in members)
 
 
 def _numeric_list(annotation: Any) -> bool:
-    """Whether a field holds a list of numbers (possibly optional)."""
-    origin, args = get_origin(annotation), get_args(annotation)
-    if origin is Annotated:
-        return _numeric_list(args[0])
-    if origin is list:
-        return bool(args) and _numeric(args[0])
-    values = [a for a in args if a is not type(None)]
-    return origin in (Union, UnionType) and any(_numeric_list(a) for a in values)
+    """Whether a field may hold a list of numbers."""
+    return any(get_origin(m) is list and _numeric(get_args(m)[0]) for m in _members(annotation) if get_args(m))
 
 
 Month = Annotated[str, StringConstraints(pattern=r"^\d{4}-(0[1-9]|1[0-2])$")]  # YYYY-MM

@@ -370,9 +370,10 @@ def _one_line(summary: dict[str, Any]) -> str:
 _HELD: set[Path] = set()  # run directories this process holds the lock of (a held lock is re-entered freely)
 
 
-# what a run writes at its top level (a command killed before its first stage finished leaves some of these alone)
+# what a run writes at its top level besides its config (a command killed before its first stage finished leaves some
+# of these alone; the config is written once a stage has finished)
 RUN_ENTRIES = frozenset(
-    {"config.yaml", "data", "embeddings.npy", "embeddings.items.json", "sid", "crab", "models", "stages", "frontier",
+    {"data", "embeddings.npy", "embeddings.items.json", "sid", "crab", "models", "stages", "frontier",
      "analysis", "seeds", "report.md", "report.html", "report_data.json", "report_files"}
 )  # fmt: skip
 
@@ -383,9 +384,7 @@ def refuse_foreign_folder(run_dir: Path) -> None:
     saved), or hold only what a run writes. Its files, a ``config.yaml`` of its own among them, stay untouched."""
     if not run_dir.is_dir() or (run_dir / "stages").is_dir() or _saved_config(run_dir / "config.yaml"):
         return
-    foreign = sorted(
-        p.name for p in run_dir.iterdir() if p.name.removesuffix(".tmp") not in RUN_ENTRIES or p.name == "config.yaml"
-    )
+    foreign = sorted(p.name for p in run_dir.iterdir() if p.name.removesuffix(".tmp") not in RUN_ENTRIES)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise CrabError(
