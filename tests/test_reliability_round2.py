@@ -103,6 +103,7 @@ def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp
         ("name=", "name: Input should be a valid string"),
         ("train.epochs=yes", "train.epochs: Value error, expected a number, not true/false"),  # YAML's yes is true
         ("ppd.tau=false", "ppd.tau: Value error, expected a number, not true/false"),
+        ("crab.ratio=true", "crab.ratio: Value error, expected a number, not true/false"),  # a number or a list
         ("evaluate.ks=[true,10]", "evaluate.ks: Value error, expected a list of numbers, not true/false"),
     ],
 )
