@@ -158,7 +158,10 @@ class RunOptions:
         if not (path / "config.yaml").is_file():
             raise CrabError(f"{self.run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
         location = {"name": path.resolve().name, "runs_dir": str(path.resolve().parent)}
-        return load_config(str(path / "config.yaml"), deep_merge(overrides, location), self.preset, origin, saved=True)
+        cfg = load_config(str(path / "config.yaml"), deep_merge(overrides, location), self.preset, origin, saved=True)
+        if "path" in (typed.get("data") or {}):
+            refuse_other_data(cfg, "--set data.path")
+        return cfg
 
 
 def refuse_other_data(cfg: RunConfig, given: str) -> None:
@@ -167,24 +170,23 @@ def refuse_other_data(cfg: RunConfig, given: str) -> None:
     mistake. Editing the same file recomputes as usual."""
     import os
 
-    import yaml
+    from crabrec.config_paths import readable, saved_base, saved_values
 
     folder = cfg.run_dir
     if not any((folder / "stages").glob("*.json")):
         return  # nothing finished there: nothing to lose
-    try:
-        saved = yaml.safe_load((folder / "config.yaml").read_text())
-        old = saved["data"]["path"]
-    except (OSError, yaml.YAMLError, TypeError, KeyError):
+    saved = saved_values(folder / "config.yaml")
+    old = saved.get("data", {}).get("path") if saved and isinstance(saved.get("data"), dict) else None
+    if saved is None or not (old is None or isinstance(old, str)):
         return  # not a run's config: the commands that read it say what is wrong with it
+    if old:  # a relative path of the run's config is read from its base folder, not from here
+        old = readable(old, saved_base(folder, saved))
     new = cfg.data.path
-    if old == new or (old and new and _same_file(old, new)):
+    if old == new or (old and new and _same_data(old, new)):
         return
 
-    def named(path: str | None) -> str:  # as saved when it names nothing from here (saved relative to another folder)
-        if not path:
-            return "the embedded Office dataset"
-        return os.path.abspath(path) if os.path.exists(path) else path
+    def named(path: str | None) -> str:
+        return os.path.abspath(path) if path else "the embedded Office dataset"
 
     raise CrabError(
         f"{folder}: holds the results of a run on {named(old)}; {given} ({named(new)}) would replace them: name this "
@@ -192,13 +194,14 @@ def refuse_other_data(cfg: RunConfig, given: str) -> None:
     )
 
 
-def _same_file(a: str, b: str) -> bool:
+def _same_data(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file or folder (a copy elsewhere is another dataset that may change)."""
     import os
 
     try:
         return os.path.samefile(a, b)
     except OSError:
-        return False
+        return os.path.abspath(a) == os.path.abspath(b)
 
 
 def run_command(fn: Callable[..., None]) -> Callable[..., None]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 from importlib import resources
@@ -15,6 +16,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PositiveInt,
+    PrivateAttr,
     StringConstraints,
     ValidationError,
     create_model,
@@ -458,6 +460,10 @@ class RunConfig(Strict):
     sasrec: SASRecSection = Field(default_factory=SASRecSection)
     crab: CrabConfig = Field(default_factory=CrabConfig)
 
+    # the folder relative input paths are read from, and each path joined to it as written (crabrec.config_paths)
+    _paths_from: str | None = PrivateAttr(None)
+    _written: dict[str, tuple[str, str]] = PrivateAttr(default_factory=dict)
+
     @field_validator("name")
     @classmethod
     def _plain_name(cls, v: str) -> str:
@@ -652,12 +658,22 @@ def load_config(
     the dotted keys of the overrides a user typed to the option that set them (``--set``, ``--data``): an invalid
     value names that option instead of the file. ``saved``: the file is a run's own ``config.yaml``, where a section
     of a method that is not installed here (a plugin's) is left out with a warning instead of refused."""
+    from crabrec import config_paths
+
     paths = [path] if isinstance(path, str) else list(path or [])
     user: dict[str, Any] = {}
     for one in paths:
         user = deep_merge(user, _read_yaml(one))
-    if saved:
+    here = os.getcwd()
+    if saved:  # its relative paths are read from the run's base folder, those typed now from here
         user = _without_absent_sections(user, " + ".join(paths))
+        folder = config_paths.saved_base(Path(paths[0]).parent, user)
+        if overrides and not config_paths.same_dir(folder, here):  # typed here: read from here
+            overrides = copy.deepcopy(overrides)
+            config_paths.anchor(overrides, here)
+    else:
+        folder = here
+    user.pop(config_paths.KEY, None)  # a run's config.yaml given as a config file: its paths are read from here
     path = " + ".join(paths) or None
     chosen = preset or user.get("preset") or "quick"
     if chosen == "custom":
@@ -667,7 +683,8 @@ def load_config(
     merged = moved_keys(deep_merge(deep_merge(base, user), overrides or {}), path or "config")
     if preset:
         merged["preset"] = preset
-    return validate_config(merged, source=path or "config", given=given)
+    merged[config_paths.KEY] = folder
+    return config_paths.from_values(merged, lambda v: validate_config(v, source=path or "config", given=given))
 
 
 def absent_sections(data: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from crabrec.config import RunConfig, run_config_model
+from crabrec.config_paths import from_values, values_of
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_text
 from crabrec.metrics import BEYOND
@@ -106,7 +107,7 @@ def with_setting(cfg: RunConfig, setting: dict[str, Any], **top: Any) -> RunConf
     config refuses is a one-line error."""
     from pydantic import ValidationError
 
-    data = cfg.model_dump()
+    data = values_of(cfg)
     for key, value in setting.items():
         node = data
         *parents, leaf = key.split(".")
@@ -115,7 +116,7 @@ def with_setting(cfg: RunConfig, setting: dict[str, Any], **top: Any) -> RunConf
         node[leaf] = value
     data.update(top)
     try:
-        return run_config_model().model_validate(data)
+        return from_values(data, run_config_model().model_validate)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
@@ -213,7 +214,7 @@ def compute_points(cfg: RunConfig, todo: list[tuple[Any, str, RunConfig]], rows:
         try:
             for i in order:
                 method, name, sub = todo[i]
-                point = (method.name, name, sub.model_dump(mode="json"), cfg.run_dir, rows)
+                point = (method.name, name, values_of(sub), cfg.run_dir, rows)
                 futures[i] = pool.submit(_point_worker, point, worker)
             done, _ = wait(futures.values(), return_when=FIRST_EXCEPTION)
             failed = next((f.exception() for f in futures.values() if f in done and f.exception() is not None), None)
@@ -229,13 +230,12 @@ def compute_points(cfg: RunConfig, todo: list[tuple[Any, str, RunConfig]], rows:
 def _point_worker(point: tuple[str, str, dict[str, Any], Path, int | None], worker: tuple[int, int]) -> dict[str, Any]:
     """In a worker process: :func:`compute_point` of ``point`` (its config as plain values) with ``worker`` =
     ``(torch threads, log level)``, its log lines tagged with the point."""
-    from crabrec.config import validate_config
     from crabrec.parallel import worker_setup
 
     method_name, name, values, base, rows = point
     worker_setup(f"{method_name} {name}", *worker)
     try:
-        return compute_point(method_name, name, validate_config(values), base, rows)
+        return compute_point(method_name, name, from_values(values), base, rows)
     except CrabError as exc:  # a user error crosses the process boundary as itself, without the worker's traceback
         raise CrabError(str(exc)) from None
 

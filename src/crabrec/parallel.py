@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Any
 
+from crabrec.config_paths import values_of
 from crabrec.errors import CrabError, printable
 from crabrec.pipeline import RunContext
 
@@ -117,7 +118,7 @@ def run_side_by_side(ctx: RunContext, names: list[str], jobs: int) -> None:
             ctx.ensure(dep)
     threads = ctx.config.train.threads or max(1, cores() // jobs)
     log.info("training %s in %d processes, %d thread(s) each", ", ".join(todo), jobs, threads)
-    config = ctx.config.model_dump(mode="json")  # the config class is built at start-up: send its values
+    config = values_of(ctx.config)  # the config class is built at start-up: send its values
     level = logging.getLogger("crabrec").level
 
     from concurrent.futures import FIRST_COMPLETED, wait
@@ -223,11 +224,11 @@ def _watch_parent(parent: int) -> None:
 def _compute(values: dict[str, Any], name: str, fresh: bool, threads: int, level: int) -> tuple[str, bool]:
     """In a worker process: compute stage ``name`` (from scratch when ``fresh``) with ``threads`` torch threads;
     -> ``(name, whether it was computed rather than found finished)``."""
-    from crabrec.config import validate_config
+    from crabrec.config_paths import from_values
     from crabrec.stages import registry
 
     worker_setup(name, threads, level)
-    config = validate_config(values)
+    config = from_values(values)
     ctx = RunContext(config=config, stages=registry(), force={name} if fresh else set())
     ctx._checked.update(n for n in ctx.stages if n != name)  # the main process has reported its inputs
     try:

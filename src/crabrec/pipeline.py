@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from crabrec import distributed
 from crabrec.config import INPUT_FILES, RunConfig, absent_sections, applies, is_speed_only, leaf_keys, self_gated
+from crabrec.config_paths import file_values, saved_values, spelling
 from crabrec.errors import CrabError
 from crabrec.io import content_hash, sha256_of, write_json, write_text
 from crabrec.runfiles import RunFiles
@@ -145,7 +146,7 @@ class RunContext:
             node: Any = dump
             for part in key.split("."):
                 node = node[part]
-            out[key] = node
+            out[key] = spelling(self.config, key, node) if key in INPUT_FILES else node  # as the run's config has it
             if key in INPUT_FILES and isinstance(node, str) and node:  # what the file holds, not only its name
                 out[f"{key} content"] = content_hash(node)
                 if key == "data.path":  # the files a dataset given as one file is read with
@@ -349,7 +350,7 @@ def write_config(cfg: RunConfig) -> None:
     """The resolved config of the run, next to its artifacts; the sections of method plugins not installed here that
     the file holds stay in it."""
     target = RunFiles(cfg.run_dir).config
-    values = cfg.model_dump(mode="json")
+    values = file_values(cfg)
     if target.is_file():
         try:
             old = yaml.safe_load(target.read_text())
@@ -395,11 +396,7 @@ def refuse_foreign_folder(run_dir: Path) -> None:
 
 def _saved_config(path: Path) -> bool:
     """Whether ``path`` is a run's config as crabrec saves it (a mapping naming the run and its runs folder)."""
-    try:
-        saved = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return False
-    return isinstance(saved, dict) and "name" in saved and "runs_dir" in saved
+    return saved_values(path) is not None
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from crabrec.config_paths import as_written
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_npz
 from crabrec.pipeline import RunContext, Stage
@@ -33,6 +34,7 @@ def run_data(ctx: RunContext) -> dict[str, Any]:
             )
     pop = compute_popularity(splits.train, ds.n_items, cfg.n_groups, cfg.popular_share)
     stats = dataset_stats(ds, splits, pop)
+    stats["source"] = as_written(ctx.config, "data.path", stats["source"])
     splits.save(files.splits)
     arrays = {"freq": pop.freq, "group": pop.group, "popular": pop.popular, "n_groups": np.int64(pop.n_groups)}
     write_npz(files.popularity, **arrays)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from crabrec.config_paths import as_written
 from crabrec.errors import CrabError
 from crabrec.io import load_npy, write_json, write_npy
 from crabrec.pipeline import RunContext, Stage
@@ -26,7 +27,8 @@ def run_embed(ctx: RunContext) -> dict[str, Any]:
     start = time.perf_counter()
     vectors = encode(texts, ctx.cfg.embed)
     seconds = time.perf_counter() - start
-    write_json(files.embedding_items, {"item_ids": items["item_ids"], "encoder": ctx.cfg.embed.encoder})
+    encoder = as_written(ctx.config, "embed.encoder", ctx.cfg.embed.encoder)
+    write_json(files.embedding_items, {"item_ids": items["item_ids"], "encoder": encoder})
     write_npy(files.embeddings, vectors)
     return {"items": len(texts), "dim": int(vectors.shape[1]), "items_per_s": round(len(texts) / seconds, 1)}
 
