@@ -170,7 +170,7 @@ def refuse_other_data(cfg: RunConfig, given: str) -> None:
     mistake. Editing the same file recomputes as usual."""
     import os
 
-    from crabrec.config_paths import readable, saved_base, saved_values
+    from crabrec.config_paths import readable, same_path, saved_base, saved_values
 
     folder = cfg.run_dir
     if not any((folder / "stages").glob("*.json")):
@@ -182,7 +182,7 @@ def refuse_other_data(cfg: RunConfig, given: str) -> None:
     if old:  # a relative path of the run's config is read from its base folder, not from here
         old = readable(old, saved_base(folder, saved))
     new = cfg.data.path
-    if old == new or (old and new and _same_data(old, new)):
+    if old == new or (old and new and same_path(old, new)):  # a copy elsewhere is another dataset that may change
         return
 
     def named(path: str | None) -> str:
@@ -192,16 +192,6 @@ def refuse_other_data(cfg: RunConfig, given: str) -> None:
         f"{folder}: holds the results of a run on {named(old)}; {given} ({named(new)}) would replace them: name this "
         f"run with --name, or delete {folder} first"
     )
-
-
-def _same_data(a: str, b: str) -> bool:
-    """Whether paths ``a`` and ``b`` name one file or folder (a copy elsewhere is another dataset that may change)."""
-    import os
-
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.abspath(a) == os.path.abspath(b)
 
 
 def run_command(fn: Callable[..., None]) -> Callable[..., None]:

@@ -668,7 +668,7 @@ def load_config(
     if saved:  # its relative paths are read from the run's base folder, those typed now from here
         user = _without_absent_sections(user, " + ".join(paths))
         folder = config_paths.saved_base(Path(paths[0]).parent, user)
-        if overrides and not config_paths.same_dir(folder, here):  # typed here: read from here
+        if overrides and not config_paths.same_path(folder, here):  # typed here: read from here
             overrides = copy.deepcopy(overrides)
             config_paths.anchor(overrides, here)
     else:
@@ -767,6 +767,25 @@ def value_origin(loc: str, source: str, given: dict[str, str]) -> str:
             return option
     inside = sorted({option for key, option in given.items() if key.startswith(loc + ".") or loc == "<root>"})
     return f"{source} with {', '.join(inside)}" if inside else source
+
+
+def dotted_get(values: dict[str, Any], key: str) -> Any:
+    """The value at dotted ``key`` of nested ``values`` (``"data.path"``), or None where there is none."""
+    node: Any = values
+    for part in key.split("."):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node
+
+
+def dotted_set(values: dict[str, Any], key: str, value: Any) -> None:
+    """Set dotted ``key`` of nested ``values`` (its sections must exist) to ``value``."""
+    *parents, leaf = key.split(".")
+    node = values
+    for part in parents:
+        node = node[part]
+    node[leaf] = value
 
 
 def dotted_keys(overrides: dict[str, Any], prefix: str = "") -> list[str]:

@@ -19,30 +19,14 @@ from typing import Any
 
 import yaml
 
-from crabrec.config import INPUT_FILES, RunConfig, validate_config
+from crabrec.config import INPUT_FILES, RunConfig, dotted_get, dotted_set, validate_config
 
 KEY = "paths_from"  # the base folder in a run's saved config
 ALWAYS_PATHS = frozenset({"data.path", "data.item_table", "tokenize.import_path"})  # the others may name a model
 
 
-def _get(values: dict[str, Any], key: str) -> Any:
-    node: Any = values
-    for part in key.split("."):
-        if not isinstance(node, dict):
-            return None
-        node = node.get(part)
-    return node
-
-
-def _put(values: dict[str, Any], key: str, value: Any) -> None:
-    *parents, leaf = key.split(".")
-    node = values
-    for part in parents:
-        node = node[part]
-    node[leaf] = value
-
-
-def same_dir(a: str, b: str) -> bool:
+def same_path(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` name one file or folder (the same absolute path where either is missing)."""
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -62,7 +46,7 @@ def anchor(values: dict[str, Any], base: str | None) -> dict[str, tuple[str, str
     that is no folder there stays a name (the bundled encoder's). -> ``{key: (the path, as written)}``."""
     joined: dict[str, tuple[str, str]] = {}
     for key in sorted(INPUT_FILES):
-        value = _get(values, key)
+        value = dotted_get(values, key)
         if not isinstance(value, str) or not value:
             continue
         path = readable(value, base)
@@ -70,17 +54,17 @@ def anchor(values: dict[str, Any], base: str | None) -> dict[str, tuple[str, str
         if key not in ALWAYS_PATHS and not spelled_as_path and not os.path.exists(path):
             continue  # a model's name
         if path != value:
-            _put(values, key, path)
+            dotted_set(values, key, path)
             joined[key] = (path, value)
     return joined
 
 
 def from_values(values: dict[str, Any], validate: Callable[[dict[str, Any]], RunConfig] = validate_config) -> RunConfig:
     """A config from its values with their ``paths_from`` (absolute): relative input paths read from there when
-    that is not the current folder, each remembered as written (see :func:`spelling`)."""
+    that is not the current folder, each remembered as written (see :func:`as_written`)."""
     values = copy.deepcopy(values)  # the caller's values stay as they were
     base = values.pop(KEY, None)
-    elsewhere = isinstance(base, str) and base and not same_dir(base, os.getcwd())
+    elsewhere = isinstance(base, str) and base and not same_path(base, os.getcwd())
     joined = anchor(values, base if elsewhere else None)
     cfg = validate(values)
     cfg._paths_from = base if isinstance(base, str) and base else None
@@ -88,18 +72,13 @@ def from_values(values: dict[str, Any], validate: Callable[[dict[str, Any]], Run
     return cfg
 
 
-def spelling(cfg: RunConfig, key: str, value: Any) -> Any:
-    """``value`` of input setting ``key`` as the run's config writes it: a path joined to the base folder is keyed
-    and saved as written, so a command started in another folder computes the same cache keys."""
+def as_written(cfg: RunConfig, key: str, value: Any) -> Any:
+    """``value``, input setting ``key``'s path (or a path under it), spelled as the run's config writes that
+    setting: cache keys, the saved config and what artifacts record do not depend on the folder a command started
+    in."""
     joined, written = cfg._written.get(key, (None, None))
-    return written if value == joined else value
-
-
-def as_written(cfg: RunConfig, key: str, text: str) -> str:
-    """``text``, a path under input setting ``key``'s value, spelled as the run's config writes that value: what an
-    artifact records does not depend on the folder its command started in."""
-    joined, written = cfg._written.get(key, (None, None))
-    return written + text[len(joined) :] if joined and written and text.startswith(joined) else text
+    ok = isinstance(value, str) and joined and written and value.startswith(joined)
+    return written + value[len(joined) :] if ok else value
 
 
 def values_of(cfg: RunConfig) -> dict[str, Any]:
@@ -107,7 +86,7 @@ def values_of(cfg: RunConfig) -> dict[str, Any]:
     a worker process, or with a setting changed)."""
     out = cfg.model_dump(mode="json")
     for key in cfg._written:
-        _put(out, key, spelling(cfg, key, _get(out, key)))
+        dotted_set(out, key, as_written(cfg, key, dotted_get(out, key)))
     out[KEY] = cfg._paths_from or os.getcwd()
     return out
 

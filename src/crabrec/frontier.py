@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from crabrec.config import RunConfig, run_config_model
+from crabrec.config import RunConfig, dotted_set, run_config_model
 from crabrec.config_paths import from_values, values_of
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_text
@@ -109,11 +109,7 @@ def with_setting(cfg: RunConfig, setting: dict[str, Any], **top: Any) -> RunConf
 
     data = values_of(cfg)
     for key, value in setting.items():
-        node = data
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node[part]
-        node[leaf] = value
+        dotted_set(data, key, value)
     data.update(top)
     try:
         return from_values(data, run_config_model().model_validate)

@@ -25,8 +25,17 @@ import yaml
 from pydantic import BaseModel
 
 from crabrec import distributed
-from crabrec.config import INPUT_FILES, RunConfig, absent_sections, applies, is_speed_only, leaf_keys, self_gated
-from crabrec.config_paths import file_values, saved_values, spelling
+from crabrec.config import (
+    INPUT_FILES,
+    RunConfig,
+    absent_sections,
+    applies,
+    dotted_get,
+    is_speed_only,
+    leaf_keys,
+    self_gated,
+)
+from crabrec.config_paths import as_written, file_values, saved_values
 from crabrec.errors import CrabError
 from crabrec.io import content_hash, sha256_of, write_json, write_text
 from crabrec.runfiles import RunFiles
@@ -143,10 +152,8 @@ class RunContext:
         for key in sorted(self.stages[name].declared_keys(self.config)):
             if is_speed_only(key) or (budget_free and key.rpartition(".")[2] in BUDGET):
                 continue
-            node: Any = dump
-            for part in key.split("."):
-                node = node[part]
-            out[key] = spelling(self.config, key, node) if key in INPUT_FILES else node  # as the run's config has it
+            node = dotted_get(dump, key)
+            out[key] = as_written(self.config, key, node) if key in INPUT_FILES else node  # as the run's config has it
             if key in INPUT_FILES and isinstance(node, str) and node:  # what the file holds, not only its name
                 out[f"{key} content"] = content_hash(node)
                 if key == "data.path":  # the files a dataset given as one file is read with
