@@ -245,3 +245,42 @@ def test_ppd_tunes_tau_on_validation_by_rrs_rule_and_ranks_with_it(tiny_run, tmp
         get("ppd").ranker(files, cfg)
     with pytest.raises(ValueError, match="contain 0"):
         Settings(taus=[0.5, 1.0])
+
+
+def test_tiger_based_methods_search_tigers_model_and_are_compared_with_it(tiny_run, tmp_path):
+    """TIGER+PPD, TIGER+RR and TIGER+PPD+RR debias TIGER's trained model: at τ = 0 TIGER+PPD's rankings are TIGER's
+    own, each gets its change against TIGER with intervals (besides the one against MOR), and the report shows it in a
+    table of its own."""
+    import json
+    import shutil
+
+    import pandas as pd
+
+    from tests.conftest import cli
+
+    def metrics(run, method):
+        return json.loads((run / "models" / method / "metrics.json").read_text())
+
+    tiger = metrics(tiny_run, "tiger")
+    for method in ("tiger-ppd", "tiger-rr", "tiger-ppd-rr"):
+        got = metrics(tiny_run, method)
+        assert got["vs_base"]["method"] == "tiger" and "vs_mor" in got
+        for k in ("HR@10", "NDCG@10", "DGU@10", "MGU@10"):
+            change = got["vs_base"][k]
+            assert change["delta"] == pytest.approx(got[k] - tiger[k], abs=1e-12), (method, k)
+            assert change["ci"][0] <= change["delta"] <= change["ci"][1]
+    assert "vs_base" not in metrics(tiny_run, "ppd")  # PPD over MOR: its change against MOR is the one
+    assert json.loads((tiny_run / "models" / "tiger-rr" / "rerank.json").read_text())["curve"][0]["alpha"] == 0.0
+    report = (tiny_run / "report.md").read_text()
+    against_tiger = report.split("### Change against TIGER")[1].split("###")[0]
+    assert "| TIGER+RR |" in against_tiger and "| TIGER+PPD (ours) |" in against_tiger
+    assert "| TIGER+PPD+RR (ours) |" in against_tiger
+    assert "| PPD (ours) |" not in against_tiger
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    assert cli(["evaluate", str(run), "--method", "tiger-ppd", "--force", "--set", "ppd.tau=0"])[0] == 0
+    plain = pd.read_parquet(run / "models" / "tiger" / "rankings.parquet")
+    zero = pd.read_parquet(run / "models" / "tiger-ppd" / "rankings.parquet")
+    assert all(np.array_equal(a, b) for a, b in zip(plain["items"], zero["items"]))
+    assert all(v["delta"] == 0 for k, v in metrics(run, "tiger-ppd")["vs_base"].items() if "delta" in v)

@@ -662,11 +662,14 @@ def list_methods() -> None:
     """
     from crabrec.methods import methods, origin
 
-    for m in methods():
+    listed = methods()
+    name_w, label_w = (max(len(text) for text in column) for column in zip(*((m.name, m.label) for m in listed)))
+    for m in listed:
         stages = " -> ".join(s.name for s in m.stages)
+        over = f"; over {m.base}" if m.base != "mor" else ""
         source = f"; from {origin(m.name)}" if origin(m.name) else ""
-        line = f"{m.name:8s} {m.label:24s} stages: {stages}; settings: {m.section or '-'}; knob: {m.knob or '-'}"
-        typer.echo(line + source)
+        line = f"{m.name:{name_w}s} {m.label:{label_w}s} stages: {stages}; settings: {m.section or '-'}"
+        typer.echo(f"{line}; knob: {m.knob or '-'}{over}{source}")
 
 
 @app.command()

@@ -52,9 +52,12 @@ def write_evaluation(
     trie,
     cfg: EvalConfig,
     seed: int,
+    versus: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """Score ``items`` (``[N, K]`` rankings of the test rows) and write ``metrics.json`` + ``rankings.parquet``; every
-    method but the base MOR also gets its change against MOR with paired-bootstrap CIs (``vs_mor``)."""
+    method but the base MOR also gets its change against MOR with paired-bootstrap CIs (``vs_mor``). ``versus``: the
+    other model the method is based on and what that one ranks (``Method.base`` and its ``sids``: TIGER+PPD's TIGER),
+    whose change against it is added too (``vs_base``)."""
     from crabrec.decode.rank import score_rankings
 
     pop = files.load_popularity()
@@ -70,6 +73,9 @@ def write_evaluation(
     samples = cfg.bootstrap  # read for every method: MOR's evaluation is what the others' intervals resample
     if method != BASE and samples:
         metrics["vs_mor"] = versus_base(files, items, test, trie, samples, seed)
+        if versus is not None:
+            change = versus_base(files, items, test, trie, samples, seed, *versus)
+            metrics["vs_base"] = {"method": versus[0], **change}
     columns = {"row": np.arange(len(test)), "user": test.user, "target": test.target, "items": list(items)}
     with atomic_path(files.rankings(method)) as tmp:
         pd.DataFrame({**columns, "scores": list(scores)}).to_parquet(tmp)
@@ -91,26 +97,39 @@ def user_parts(files: RunFiles, items: np.ndarray, test: Samples, trie):
     return per_user(items, rep_of[test.target], history, pop.group, pop.n_groups, members)
 
 
-def versus_base(files: RunFiles, items: np.ndarray, test: Samples, trie, samples: int, seed: int) -> dict[str, Any]:
-    """Change of ``items`` against MOR's test rankings on the same rows: deltas with paired-bootstrap 95% CIs."""
+def versus_base(
+    files: RunFiles,
+    items: np.ndarray,
+    test: Samples,
+    trie,
+    samples: int,
+    seed: int,
+    against: str = BASE,
+    sids: str = "base",
+) -> dict[str, Any]:
+    """Change of ``items`` against method ``against``'s test rankings (MOR's by default; ``sids``: what those rank,
+    as ``Method.sids``) on the same rows: deltas with paired-bootstrap 95% CIs."""
     from crabrec.decode.trie import SidTrie
     from crabrec.metrics.bootstrap import paired_bootstrap
 
-    base = files.load_rankings(BASE)
+    base = files.load_rankings(against)
     if len(base) != len(test) or not np.array_equal(base["target"].to_numpy(), test.target):
         raise CrabError(
-            f"{files.rankings(BASE)}: MOR was evaluated on other test rows ({len(base)} vs {len(test)}); "
-            f"re-run `crabrec evaluate {files.root} --method mor --force` with the same evaluate settings"
+            f"{files.rankings(against)}: {against} was evaluated on other test rows ({len(base)} vs {len(test)}); "
+            f"re-run `crabrec evaluate {files.root} --method {against} --force` with the same evaluate settings"
         )
-    base_parts = user_parts(files, np.stack(base["items"]), test, SidTrie.build(files.load_codebook()))
+    base_trie = None if sids == "none" else SidTrie.build(files.load_codebook(sids == "rebalanced"))
+    base_parts = user_parts(files, np.stack(base["items"]), test, base_trie)
     out: dict[str, Any] = paired_bootstrap(base_parts, user_parts(files, items, test, trie), samples, seed)
     out["bootstrap"] = {"samples": samples, "seed": seed, "users": len(test), "level": 0.95, "paired": True}
     return out
 
 
-def evaluate_ranker(files: RunFiles, method: str, ranker, cfg: EvalConfig, seed: int) -> dict[str, Any]:
-    """Rank the test rows with ``ranker`` (:mod:`crabrec.rankers`) and write ``method``'s metrics and rankings.
-    Under a launcher the rows are sharded."""
+def evaluate_ranker(
+    files: RunFiles, method: str, ranker, cfg: EvalConfig, seed: int, versus: tuple[str, str] | None = None
+) -> dict[str, Any]:
+    """Rank the test rows with ``ranker`` (:mod:`crabrec.rankers`) and write ``method``'s metrics and rankings
+    (``versus``: as :func:`write_evaluation`'s). Under a launcher the rows are sharded."""
     from crabrec import distributed
 
     test = test_rows(files, cfg)
@@ -118,7 +137,7 @@ def evaluate_ranker(files: RunFiles, method: str, ranker, cfg: EvalConfig, seed:
     items, scores = rank_sharded(ranker, test, f"evaluate {method}")
     seconds = time.perf_counter() - start
     summary = (
-        write_evaluation(files, method, items, scores, test, seconds, ranker.trie, cfg, seed)
+        write_evaluation(files, method, items, scores, test, seconds, ranker.trie, cfg, seed, versus)
         if distributed.is_main()
         else None
     )

@@ -70,6 +70,7 @@ def table_rows(run: Path) -> list[dict[str, Any]]:
                 "train_s": method_seconds(at, method),
                 "infer_s": metrics.get("inference_seconds"),
                 "vs_mor": metrics.get("vs_mor") if isinstance(metrics.get("vs_mor"), dict) else None,
+                "vs_base": metrics.get("vs_base") if isinstance(metrics.get("vs_base"), dict) else None,
                 "beyond": {k: metrics.get(k) for k in BEYOND_COLUMNS},
             }
         )
@@ -135,22 +136,36 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def change_cells(rows: list[dict[str, Any]]) -> tuple[str, list[tuple[str, list[str]]]]:
-    """The change-against-MOR table: a caption and, per method with CIs, one cell per metric:
+def change_tables(rows: list[dict[str, Any]]) -> list[tuple[str, str, list[tuple[str, list[str]]]]]:
+    """The change tables: against MOR (every method with CIs), then against each other model that methods are based
+    on (TIGER+PPD's TIGER), as ``(that model's label, caption, rows)``."""
+    labels = {r["model"]: r["method"] for r in rows}
+    tables = [("MOR", *change_cells(rows))]
+    for base in dict.fromkeys(r["vs_base"].get("method") for r in rows if r.get("vs_base")):
+        label = labels.get(base, str(base))
+        on_base = [r for r in rows if (r.get("vs_base") or {}).get("method") == base]
+        tables.append((label, *change_cells(on_base, "vs_base", label)))
+    return [t for t in tables if t[2]]
+
+
+def change_cells(
+    rows: list[dict[str, Any]], key: str = "vs_mor", against: str = "MOR"
+) -> tuple[str, list[tuple[str, list[str]]]]:
+    """A change table: a caption and, per method with CIs under ``key``, one cell per metric:
     ``relative change [95% CI]``, starred when the interval excludes 0."""
-    with_ci = [r for r in rows if r.get("vs_mor")]
+    with_ci = [r for r in rows if r.get(key)]
     if not with_ci:
         return "", []
-    boot = with_ci[0]["vs_mor"].get("bootstrap", {})
+    boot = with_ci[0][key].get("bootstrap", {})
     caption = (
-        f"Change against MOR, relative, with a paired-bootstrap 95% interval over the {boot.get('users', '?'):,} test "
-        f"users ({boot.get('samples', '?'):,} resamples); * = the interval excludes 0."
+        f"Change against {against}, relative, with a paired-bootstrap 95% interval over the {boot.get('users', '?'):,} "
+        f"test users ({boot.get('samples', '?'):,} resamples); * = the interval excludes 0."
     )
     out = []
     for r in with_ci:
         cells = []
         for c, _ in COLUMNS:
-            v = r["vs_mor"].get(c) or {}
+            v = r[key].get(c) or {}
             rel, ci = v.get("rel"), v.get("rel_ci")
             if rel is None or not ci:
                 cells.append("–")
@@ -466,9 +481,8 @@ def _markdown(page: Page) -> str:
     parts += ["Higher is better for HR/NDCG, lower for DGU/MGU and time; best per column in bold.", ""]
     if any(r.get("setting") for r in rows):
         parts += [PICKED_NOTE, ""]
-    caption, changes = change_cells(rows)
-    if changes:
-        parts += ["### Change against MOR", "", caption, ""]
+    for against, caption, changes in change_tables(rows):
+        parts += [f"### Change against {against}", "", caption, ""]
         parts += ["| method | " + " | ".join(c for c, _ in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
         parts += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in changes]
         parts += [""]
@@ -544,9 +558,8 @@ def _html(page: Page) -> str:
     ]
     if any(r.get("setting") for r in rows):
         out.append(f"<p>{e(PICKED_NOTE.replace('`', ''))}</p>")
-    caption, changes = change_cells(rows)
-    if changes:
-        out.append(f"<h3>Change against MOR</h3><p>{e(caption)}</p><table><tr><th>method</th>{head}</tr>")
+    for against, caption, changes in change_tables(rows):
+        out.append(f"<h3>Change against {e(against)}</h3><p>{e(caption)}</p><table><tr><th>method</th>{head}</tr>")
         out += [
             f"<tr><td>{e(name)}</td>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>" for name, cells in changes
         ]

@@ -35,6 +35,8 @@ class Method:
     ``train.backbone`` (a pretrained LLM) carries it too. ``sids``: what its rankings are over: the base codebook's
     SIDs, CRAB's ``rebalanced`` ones, or ``none`` (item ids). ``settings``: the method's own settings model (pydantic;
     unknown keys are errors), which the run config gets as its section ``section`` (``cfg.<section>``).
+    ``base``: the method whose trained model this one searches or re-ranks; one based on another than MOR (TIGER+PPD
+    on TIGER) also gets its change against that one, with CIs, and the report shows it in a table of its own.
     ``control``: ``(dotted key, value)`` settings that turn the method's own change off and keep the rest of its
     procedure (CRAB: ``crab.ratio`` 0, its fine-tune on the unchanged codebook); ``control_free``: keys that do not
     matter at the control. The frontier compares each point with the control point at its other settings.
@@ -56,6 +58,7 @@ class Method:
     describe: str = ""
     sids: str = "base"
     settings: type | None = None
+    base: str = "mor"
     control: tuple[tuple[str, Any], ...] = ()
     control_free: tuple[str, ...] = ()
 
@@ -207,10 +210,14 @@ def _builtin() -> list[Method]:
         rw,
         sasrec,
         tiger,
+        tiger_ppd,
+        tiger_ppd_rr,
+        tiger_rr,
     )
 
     return [
         *(mor.METHOD, tiger.METHOD, sasrec.METHOD, rw.METHOD, rr.METHOD, d2lr.METHOD, crab.METHOD),
         *(ppd.METHOD, ppd_rr.METHOD, crab_ppd.METHOD),
+        *(tiger_rr.METHOD, tiger_ppd.METHOD, tiger_ppd_rr.METHOD),
         *(most_popular.METHOD, random_items.METHOD),
     ]

@@ -18,6 +18,16 @@ def eval_needs(method: str, needs: tuple[str, ...]) -> tuple[str, ...]:
     return needs if method == BASE or "evaluate" in needs else (*needs, "evaluate")
 
 
+def versus_of(method: str) -> tuple[str, str] | None:
+    """The model ``method`` is based on, if not MOR, and what that model ranks (``Method.base``, its ``sids``): what
+    its evaluation compares it with besides MOR."""
+    from crabrec.evaluation import BASE
+    from crabrec.methods import get
+
+    base = get(method).base
+    return None if base == BASE else (base, get(base).sids)
+
+
 def eval_stage(name: str, method: str, needs: tuple[str, ...], ranker, reads: tuple[str, ...] = ()) -> Stage:
     """Stage ``name``: ``ranker(files, cfg)`` (the method's :class:`~crabrec.rankers.Ranker`) ranks the test rows;
     ``reads``: the settings the ranker itself reads (a decoding-time method's)."""
@@ -25,7 +35,8 @@ def eval_stage(name: str, method: str, needs: tuple[str, ...], ranker, reads: tu
     def run(ctx: RunContext) -> dict[str, Any]:
         from crabrec.evaluation import evaluate_ranker
 
-        return evaluate_ranker(ctx.files, method, ranker(ctx.files, ctx.cfg), ctx.cfg.evaluate, ctx.cfg.seed)
+        ranked = ranker(ctx.files, ctx.cfg)
+        return evaluate_ranker(ctx.files, method, ranked, ctx.cfg.evaluate, ctx.cfg.seed, versus_of(method))
 
     return Stage(
         name=name,

@@ -18,7 +18,14 @@ from pydantic import Field, field_validator
 from crabrec.config import Strict, keyed_when_set
 from crabrec.errors import CrabError
 from crabrec.methods import Method
-from crabrec.methods.common import EVAL_ARTIFACTS, EVAL_READS, eval_needs, ranker_validation, validation_metrics
+from crabrec.methods.common import (
+    EVAL_ARTIFACTS,
+    EVAL_READS,
+    eval_needs,
+    ranker_validation,
+    validation_metrics,
+    versus_of,
+)
 from crabrec.pipeline import RunContext, Stage
 from crabrec.rankers import generator_ranker
 
@@ -121,7 +128,8 @@ def prior_stage(method: str, model: str, needs: tuple[str, ...], rebalanced: boo
         start = time.perf_counter()
         tau, curve = (cfg.ppd.tau, []) if cfg.ppd.tau is not None else tune_tau(files, cfg, method, ranker)
         tune_seconds = round(time.perf_counter() - start, 1)
-        summary = evaluate_ranker(files, method, set_prior(ranker, files, cfg, tau), cfg.evaluate, cfg.seed)
+        searched = set_prior(ranker, files, cfg, tau)
+        summary = evaluate_ranker(files, method, searched, cfg.evaluate, cfg.seed, versus_of(method))
         if distributed.is_main():
             prior = {"tau": tau, "tuned": cfg.ppd.tau is None, "curve": curve, "tune_seconds": tune_seconds}
             write_json(files.model_dir(method) / PRIOR_FILE, prior)

@@ -47,6 +47,7 @@ def run_rerank(ctx: RunContext, name: str, over: str) -> dict[str, Any]:
     from crabrec.decode.trie import SidTrie
     from crabrec.evaluation import test_rows, write_evaluation
     from crabrec.methods import get
+    from crabrec.methods.common import versus_of
     from crabrec.metrics import group_unfairness
     from crabrec.runfiles import first_rows
 
@@ -76,7 +77,7 @@ def run_rerank(ctx: RunContext, name: str, over: str) -> dict[str, Any]:
     base_inference = (files.load_metrics(over) or {}).get("inference_seconds", 0.0)
     test = test_rows(files, ev)
     seconds = base_inference + rerank_seconds
-    summary = write_evaluation(files, name, items, scores, test, seconds, trie, ev, ctx.cfg.seed)
+    summary = write_evaluation(files, name, items, scores, test, seconds, trie, ev, ctx.cfg.seed, versus_of(name))
     write_json(
         files.model_dir(name) / "rerank.json",
         {"alpha": alpha, "U_G": u_group.tolist(), "curve": curve, "tune_seconds": round(tune_seconds, 1)},
