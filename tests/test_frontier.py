@@ -39,6 +39,20 @@ def test_selection_rule_uses_validation_only():
     assert "mor" not in picked
 
 
+def test_a_method_over_tiger_is_held_to_tigers_validation_ndcg():
+    """A point records the model it debiases (``base``): TIGER's reference point sets its methods' NDCG floor, MOR's
+    the others'; points written before ``base`` existed count as over MOR."""
+    tiger = [
+        {**pt("tiger", "base", 0.060, 0.50, 0.030, 0.50), "base": "tiger"},
+        {**pt("tiger-ppd", "t=0.5", 0.058, 0.30, 0.029, 0.30), "base": "tiger"},  # ≥ 0.95 × TIGER's: picked
+        {**pt("tiger-ppd", "t=1", 0.050, 0.10, 0.025, 0.10), "base": "tiger"},  # below TIGER's floor
+    ]
+    picked = select(POINTS + tiger, 0.05)
+    assert picked["tiger-ppd"]["setting"] == "t=0.5" and picked["tiger-ppd"]["within_drop"]
+    assert picked["crab"]["setting"] == "g=1" and not {"mor", "tiger"} & set(picked)  # MOR's floor, as before
+    assert select([*POINTS, *({**p, "base": "mor"} for p in tiger[1:])], 0.05)["tiger-ppd"]["within_drop"] is False
+
+
 def test_pareto_sets_per_method():
     front = pareto(POINTS)
     assert front["crab"] == ["g=0", "g=1", "g=2"]  # each trades HR for DGU
@@ -154,8 +168,16 @@ def test_run_with_frontier_sweeps_every_default_grid_and_reports_the_picked_poin
     assert code == 0, err
     assert "points in 2 processes" in err
     result = json.loads((run / "frontier" / "frontier.json").read_text())
-    expected = sum(len(settings) for _, settings in plan()) + 1  # and MOR
+    expected = sum(len(settings) for _, settings in plan()) + 2  # and the reference points, MOR's and TIGER's
     assert len(result["points"]) == expected
+    bases = {p["method"]: p["base"] for p in result["points"] if p["setting"] == "base"}
+    assert bases == {"mor": "mor", "tiger": "tiger"}
+    tiger = json.loads((run / "models" / "tiger" / "metrics.json").read_text())
+    tiger_point = next(p for p in result["points"] if p["method"] == "tiger")
+    assert tiger_point["test HR@10"] == tiger["HR@10"]
+    assert (run / "frontier" / "tiger-ppd" / "tau=0.5" / "models" / "tiger").is_symlink()  # linked, not trained again
+    assert result["versus"]["tiger-ppd"]["against"] == "tiger-rr" and result["versus"]["ppd"]["against"] == "rr"
+    assert "Head to head against TIGER+RR's picked point" in (run / "frontier" / "frontier.md").read_text()
     report = (run / "report.md").read_text()
     assert "Accuracy–fairness frontier" in report and "picked for it on validation" in report
 

@@ -8,8 +8,9 @@ the method's own stages with the knob set. Results: ``frontier.json``, ``frontie
 (``--only``) keeps the other methods' points of the earlier result.
 
 Selection rule (validation only): among a method's points whose validation NDCG@10 is at least ``1 − max_drop``
-times MOR's, the one with the lowest validation DGU@10; if none qualifies, the one with the highest validation
-NDCG@10 (marked). docs/METHOD.md, "Frontier".
+times that of the model it debiases (``Method.base``: MOR, or TIGER for the methods over TIGER), the one with the
+lowest validation DGU@10; if none qualifies, the one with the highest validation NDCG@10 (marked). docs/METHOD.md,
+"Frontier".
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ def _point(method, setting: str, files: RunFiles, cfg: RunConfig, rows: int | No
         "method": method.name,
         "label": method.label,
         "setting": setting,
+        "base": method.name if setting == BASE_POINT else method.base,
         **{f"valid {k}": valid[k] for k in METRICS},
         **{f"test {k}": test[k] for k in METRICS},
         **{f"test {k}": test.get(k) for k in BEYOND},
@@ -163,13 +165,15 @@ def run_frontier(
     preflight(ctx)
     for _, _, sub in todo:  # every point's settings checked against the catalogue before any point is written
         checked_config(sub, ctx.files.n_items())
-    ctx.ensure(get("mor").evaluates)
-    points = [_point(get("mor"), "base", RunFiles(cfg.run_dir), ctx.config, rows)]
+    points = []
+    for name in dict.fromkeys(["mor", *(m.base for m, _ in plan(grid, only))]):  # each swept method's reference
+        ctx.ensure(get(name).evaluates)
+        points.append(_point(get(name), BASE_POINT, RunFiles(cfg.run_dir), ctx.config, rows))
     points += compute_points(cfg, todo, rows, jobs)
-    points += kept_points(base.frontier / "frontier.json", {m.name for m, _ in plan(grid, only)})
+    points += kept_points(base.frontier / "frontier.json", {m.name for m, _ in plan(grid, only)}, points)
     selected = select(points, max_drop)
     result = {"points": points, "selected": selected, "pareto": pareto(points), "rule": rule(max_drop)}
-    return {**result, "versus": head_to_head(selected, REFERENCE, cfg), "controls": against_controls(points, cfg)}
+    return {**result, "versus": head_to_head(selected, REFERENCES, cfg), "controls": against_controls(points, cfg)}
 
 
 def compute_point(method_name: str, name: str, sub: RunConfig, base: Path, rows: int | None) -> dict[str, Any]:
@@ -236,26 +240,30 @@ def _point_worker(point: tuple[str, str, dict[str, Any], Path, int | None], work
         raise CrabError(str(exc)) from None
 
 
-REFERENCE = "rr"  # the strongest published debiasing method here: every picked point is compared with its pick
+# The strongest published debiasing method here, per model debiased: every picked point over that model is compared
+# with its pick (RR over MOR's beams, RR over TIGER's).
+REFERENCES = {"mor": "rr", "tiger": "tiger-rr"}
 
 
-def head_to_head(selected: dict[str, dict[str, Any]], ref: str, cfg: RunConfig) -> dict[str, Any]:
-    """Each picked point against ``ref``'s picked point on the same test rows: the change of HR@10, NDCG@10, MGU@10
-    and DGU@10 with paired-bootstrap 95% intervals (``evaluate.bootstrap`` resamples, seeded by ``seed``); empty
-    when ``ref`` was not swept or the bootstrap is off."""
+def head_to_head(selected: dict[str, dict[str, Any]], refs: dict[str, str], cfg: RunConfig) -> dict[str, Any]:
+    """Each picked point against the picked point of the reference over the same model (``refs``: model -> method)
+    on the same test rows: the change of HR@10, NDCG@10, MGU@10 and DGU@10 with paired-bootstrap 95% intervals
+    (``evaluate.bootstrap`` resamples, seeded by ``seed``). A point whose reference was not swept, or every point
+    when the bootstrap is off, is left out."""
     from crabrec.metrics.bootstrap import paired_bootstrap
 
-    if ref not in selected or not cfg.evaluate.bootstrap:
+    if not cfg.evaluate.bootstrap:
         return {}
-    base = _test_parts(selected[ref], cfg)
-    return {
-        name: {
-            "against": ref,
-            **paired_bootstrap(base, _test_parts(p, cfg), cfg.evaluate.bootstrap, cfg.seed),
-        }
-        for name, p in selected.items()
-        if name != ref
-    }
+    out, parts = {}, {}
+    for name, p in selected.items():
+        ref = refs.get(based_on(p))
+        if ref is None or ref == name or ref not in selected:
+            continue
+        if ref not in parts:
+            parts[ref] = _test_parts(selected[ref], cfg)
+        change = paired_bootstrap(parts[ref], _test_parts(p, cfg), cfg.evaluate.bootstrap, cfg.seed)
+        out[name] = {"against": ref, **change}
+    return out
 
 
 def _settings(text: str) -> dict[str, str]:
@@ -332,29 +340,44 @@ def new_folder(path: Path) -> Iterator[None]:
         raise
 
 
-def kept_points(path: Path, swept: set[str]) -> list[dict[str, Any]]:
-    """The points of an earlier frontier for the methods not swept now (``--only crab`` keeps RR's, RW's ...)."""
+def kept_points(path: Path, swept: set[str], bases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The points of an earlier frontier for the methods not swept now (``--only crab`` keeps RR's, RW's ...), and
+    the reference points (``base``) that those need and ``bases``, measured now, lacks (TIGER's, for the methods
+    over TIGER when ``--only crab``)."""
     if not path.is_file():
         return []
     earlier = read_checked(path, dict).get("points")
     if not isinstance(earlier, list):
         raise CrabError(f"{path}: not a frontier result; delete it or re-run the whole frontier")
-    return [p for p in earlier if isinstance(p, dict) and p.get("method") not in swept | {"mor"}]
+    earlier = [p for p in earlier if isinstance(p, dict)]
+    kept = [p for p in earlier if p.get("setting") != BASE_POINT and p.get("method") not in swept]
+    needed = {based_on(p) for p in kept} - {p["method"] for p in bases}
+    return [p for p in earlier if p.get("setting") == BASE_POINT and p.get("method") in needed] + kept
+
+
+BASE_POINT = "base"  # the setting of a reference point: the model the swept methods debias, as it is
+
+
+def based_on(point: dict[str, Any]) -> str:
+    """The model a point's method debiases (its reference point's method; MOR in results written before ``base``)."""
+    return str(point.get("base") or "mor")
 
 
 def rule(max_drop: float) -> str:
     return (
         f"per method, the lowest validation DGU@10 among its points with validation NDCG@10 ≥ {1 - max_drop:.2f} × "
-        "MOR's; if none, its highest validation NDCG@10"
+        "that of the model it debiases (MOR, or TIGER for a method over TIGER); if none, its highest validation NDCG@10"
     )
 
 
 def select(points: list[dict[str, Any]], max_drop: float) -> dict[str, dict[str, Any]]:
-    """Each method's point by the validation rule (MOR's own point is the reference)."""
-    base = next(p for p in points if p["method"] == "mor")["valid NDCG@10"]
+    """Each method's point by the validation rule (the reference point of the model it debiases, MOR's or TIGER's,
+    is the reference)."""
+    reference = {p["method"]: p["valid NDCG@10"] for p in points if p["setting"] == BASE_POINT}
     out: dict[str, dict[str, Any]] = {}
-    for name in dict.fromkeys(p["method"] for p in points if p["method"] != "mor"):
+    for name in dict.fromkeys(p["method"] for p in points if p["setting"] != BASE_POINT):
         mine = [p for p in points if p["method"] == name]
+        base = reference[based_on(mine[0])]
         ok = [p for p in mine if p["valid NDCG@10"] >= (1 - max_drop) * base]
         if ok:
             best = min(ok, key=lambda p: (p["valid DGU@10"], -p["valid NDCG@10"]))
@@ -409,14 +432,14 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {p['label']} | {p['setting']} | {_cells(p, 'valid')} | {_cells(p, 'test')} | {cost} | "
             f"{'yes' if on_front else ''} | {'**picked**' if picked else ''} |"
         )
-    lines += ["", "## Picked points (test value, change against MOR)", ""]
+    lines += ["", "## Picked points (test value, change against the model it debiases: MOR or TIGER)", ""]
     lines += ["| method | setting | " + " | ".join(c for c, _ in COLUMNS) + " | dominated by |", "|---" * 7 + "|"]
     picked = list(result["selected"].values())
     for p, (label, setting, cells) in zip(picked, picked_rows(result)):
         by = [q["label"] for q in picked if q is not p and dominates(q, p, "test")]
         note = "" if p["within_drop"] else " (no point within the NDCG budget)"
         lines.append(f"| {label} | {setting}{note} | " + " | ".join(cells) + f" | {', '.join(by) or '–'} |")
-    base = [p for p in result["points"] if p["method"] == "mor"]
+    base = [p for p in result["points"] if p["setting"] == BASE_POINT]
     return "\n".join(lines + beyond_lines(base + picked) + versus_lines(result) + control_lines(result)) + "\n"
 
 
@@ -431,17 +454,17 @@ def beyond_lines(picked: list[dict[str, Any]]) -> list[str]:
 
 
 def versus_lines(result: dict[str, Any]) -> list[str]:
-    """The head-to-head table: each picked point's change against the reference's pick, with 95% intervals (``*``:
-    the interval excludes 0)."""
+    """The head-to-head tables, one per reference (RR's pick, TIGER+RR's): each picked point's change against it,
+    with 95% intervals (``*``: the interval excludes 0)."""
     versus = result.get("versus") or {}
-    if not versus:
-        return []
-    ref = next(iter(versus.values()))["against"]
-    label = result["selected"][ref]["label"]
-    lines = ["", f"## Head to head against {label}'s picked point (test, paired bootstrap 95% CI)", ""]
-    lines += ["| method | " + " | ".join(f"Δ {c}" for c, _ in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
-    for name, v in versus.items():
-        lines.append(f"| {result['selected'][name]['label']} | " + " | ".join(_delta_cells(v)) + " |")
+    lines: list[str] = []
+    for ref in dict.fromkeys(v["against"] for v in versus.values()):
+        label = result["selected"][ref]["label"]
+        lines += ["", f"## Head to head against {label}'s picked point (test, paired bootstrap 95% CI)", ""]
+        lines += ["| method | " + " | ".join(f"Δ {c}" for c, _ in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+        for name, v in versus.items():
+            if v["against"] == ref:
+                lines.append(f"| {result['selected'][name]['label']} | " + " | ".join(_delta_cells(v)) + " |")
     return lines
 
 

@@ -207,11 +207,16 @@ def frontier_picked(run: Path) -> tuple[str, list[tuple[str, str, list[str]]]]:
         raise CrabError(f"{path}: not a frontier result; re-run `crabrec frontier`") from None
 
 
+PICKED_CHANGE = "test values, change against the model each method debiases (MOR, or TIGER for one over TIGER)"
+
+
 def picked_rows(result: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
-    """Per method of a frontier result: its label, picked setting and ``test value (change vs MOR)`` per column."""
-    base = next(p for p in result["points"] if p["method"] == "mor")
+    """Per method of a frontier result: its label, picked setting and ``test value (change vs the model it
+    debiases)`` per column (MOR's, or TIGER's for a method over TIGER: their reference points)."""
+    reference = {p["method"]: p for p in result["points"] if p["setting"] == "base"}
     out = []
     for p in result["selected"].values():
+        base = reference[p.get("base") or "mor"]
         cells = []
         for c, _ in COLUMNS:
             b, v = base[f"test {c}"], p[f"test {c}"]
@@ -501,7 +506,7 @@ def _markdown(page: Page) -> str:
         parts += [f"## {page.titles[name]}", "", f"![{name}](report_files/{name}.svg)", "", NOTES[name], ""]
         if name == "frontier":
             rule, picked = frontier_picked(run)
-            parts += [f"Picked on validation ({rule}); test values, change against MOR:", ""]
+            parts += [f"Picked on validation ({rule}); {PICKED_CHANGE}:", ""]
             parts += ["| method | setting | " + " | ".join(c for c, _ in COLUMNS) + " |", "|---" * 6 + "|"]
             parts += [f"| {label} | {setting} | " + " | ".join(cells) + " |" for label, setting, cells in picked]
             parts += [""]
@@ -586,7 +591,7 @@ def _html(page: Page) -> str:
         )
         if name == "frontier":
             rule, picked = frontier_picked(run)
-            out.append(f"<p>Picked on validation ({e(rule)}); test values, change against MOR:</p>")
+            out.append(f"<p>Picked on validation ({e(rule)}); {e(PICKED_CHANGE)}:</p>")
             out.append(f"<table><tr><th>method</th><th>setting</th>{head}</tr>")
             out += [
                 f"<tr><td>{e(lb)}</td><td>{e(st)}</td>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>"

@@ -229,8 +229,8 @@ def first_rows(samples, limit: int | None):
     return samples if limit is None else samples.take(np.arange(min(limit, len(samples))))
 
 
-SHARED = ("data", "embeddings.npy", "embeddings.items.json", "sid", "models/mor")
-SHARED_STAGES = ("data", "embed", "tokenize", "train", "evaluate")
+SHARED = ("data", "embeddings.npy", "embeddings.items.json", "sid", "models/mor", "models/tiger")
+SHARED_STAGES = ("data", "embed", "tokenize", "train", "evaluate", "tiger", "tiger-eval")
 
 
 def link_base(

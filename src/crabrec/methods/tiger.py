@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from crabrec.methods import Method
-from crabrec.methods.common import eval_stage, train_stage
+from crabrec.methods.common import eval_stage, ranker_validation, train_stage
 from crabrec.pipeline import RunContext
 from crabrec.rankers import generator_ranker
 
@@ -65,5 +65,6 @@ METHOD = Method(
     cost=("tiger",),
     section="tiger",
     ranker=RANKER,
+    validate=ranker_validation("tiger", RANKER),  # the reference point of the frontier's methods over TIGER
     describe="TIGER: encoder-decoder generative retrieval",
 )

@@ -16,6 +16,8 @@ METHOD = Method(
     evaluates="tiger-ppd",
     cost=("tiger-ppd",),
     section="ppd",
+    knob="ppd.tau",
+    grid=(0.25, 0.5, 0.75, 1.0),  # τ = 0 is TIGER's own search, the frontier's reference point
     validate=ranker_validation("tiger-ppd", RANKER),
     ranker=RANKER,
     describe="TIGER+PPD (ours): TIGER's beam search with the codebook's popularity prior divided out",

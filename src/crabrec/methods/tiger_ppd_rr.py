@@ -13,6 +13,8 @@ METHOD = reranking(
     ("data", "tokenize", "train", "evaluate", "tiger", "tiger-eval", "tiger-ppd"),
     READS,
     section="ppd",
+    knob="ppd.tau",
+    grid=(0.25, 0.5, 0.75),
     describe="TIGER+PPD+RR (ours): RR's re-ranking, tuned on validation, over TIGER+PPD's beams",
     base="tiger",
 )

@@ -11,6 +11,8 @@ METHOD = reranking(
     "tiger",
     ("data", "tokenize", "train", "evaluate", "tiger", "tiger-eval"),
     section="rr",
+    knob="rr.alpha",
+    grid=(0.02, 0.05, 0.1, 0.2, 0.5),  # α = 0 is TIGER's own ranking, the frontier's reference point
     describe="Reranking over TIGER's beams",
     base="tiger",
 )
