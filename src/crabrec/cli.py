@@ -656,7 +656,8 @@ def list_runs(
 
 @app.command("methods")
 def list_methods() -> None:
-    """The compared methods: name, Table 1 label, stages, config section and frontier knob.
+    """The compared methods: name, Table 1 label, stages, config section, frontier knob, and the model each is built
+    over when not MOR.
 
     Example: crabrec methods
     """
@@ -751,7 +752,11 @@ def frontier(
     ] = None,
     only: Annotated[str | None, typer.Option(help="Comma-separated methods to sweep (default: every one)")] = None,
     max_drop: Annotated[
-        float, typer.Option("--max-drop", help="Selection: validation NDCG@10 within this share of MOR's.")
+        float,
+        typer.Option(
+            "--max-drop",
+            help="Selection: validation NDCG@10 within this share of the debiased model's (MOR's, or TIGER's).",
+        ),
     ] = 0.05,
     jobs: Annotated[
         int,
@@ -761,9 +766,9 @@ def frontier(
         ),
     ] = 0,
 ) -> None:
-    """Accuracy-fairness frontier: each method (RW, RR, D²LR, CRAB) swept over its knob, every point measured on
-    validation and test, one point per method picked on validation; writes <run>/frontier/frontier.{md,csv,json,svg}
-    and the report shows it.
+    """Accuracy-fairness frontier: each debiasing method (RW, RR, D²LR, CRAB, PPD and its combinations, over MOR and
+    over TIGER) swept over its knob, every point measured on validation and test, one point per method picked on
+    validation; writes <run>/frontier/frontier.{md,csv,json,svg} and the report shows it.
 
     Example: crabrec frontier runs/office-quick --only rr,crab
     """
