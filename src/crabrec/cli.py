@@ -654,6 +654,29 @@ def list_runs(
     typer.echo("\n".join(json.dumps(r) for r in runs) if as_json else render(runs))
 
 
+@app.command("compare")
+def compare_methods(
+    run_dir: RunDir,
+    method: Annotated[str, typer.Option("--method", help="The method to compare.")],
+    against: Annotated[str, typer.Option("--against", help="The method it is compared with.")] = "mor",
+    samples: Annotated[
+        int | None, typer.Option(min=1, help="Bootstrap resamples (default: the run's evaluate.bootstrap).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Two evaluated methods of a run on the same test rows: each @10 metric's difference with a paired-bootstrap 95%
+    interval, from the stored rankings (nothing is ranked again).
+
+    Example: crabrec compare runs/office-quick --method tiger-ppd --against tiger-rr
+    """
+    import json
+
+    from crabrec.compare import compare, render
+
+    result = compare(run_dir, method, against, samples)
+    typer.echo(json.dumps(result) if as_json else render(result))
+
+
 @app.command("methods")
 def list_methods() -> None:
     """The compared methods: name, Table 1 label, stages, config section, frontier knob, and the model each is built

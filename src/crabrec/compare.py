@@ -1,0 +1,72 @@
+"""``crabrec compare``: two evaluated methods of one run on the same test rows, each @10 metric's difference with a
+paired-bootstrap 95% interval, from their stored rankings (nothing is ranked again). The comparison every
+``vs_mor`` in ``metrics.json`` holds against MOR, for any pair: TIGER+PPD against TIGER+RR, PPD against RR."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from crabrec.errors import CrabError
+from crabrec.metrics import HEADLINE
+
+
+def compare(run_dir: str | Path, method: str, against: str, samples: int | None = None) -> dict[str, Any]:
+    """``method``'s change against ``against`` on the run's test rows: per @10 metric ``base`` (against's value),
+    ``value``, ``delta``, ``ci``, ``rel`` and ``rel_ci``, resampled ``samples`` times (default: the run's
+    ``evaluate.bootstrap``) with the run's seed, as the report's intervals are."""
+    from crabrec.config import load_config
+    from crabrec.decode.trie import SidTrie
+    from crabrec.evaluation import test_rows, versus_base
+    from crabrec.methods import get
+    from crabrec.runfiles import RunFiles
+
+    root = Path(run_dir)
+    if not (root / "config.yaml").is_file():
+        raise CrabError(f"{run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
+    chosen, base = get(method, flag="--method"), get(against, flag="--against")
+    if chosen.name == base.name:
+        raise CrabError(f"--method and --against are both {method!r}; name two methods")
+    location = {"name": root.resolve().name, "runs_dir": str(root.resolve().parent)}
+    cfg = load_config(str(root / "config.yaml"), location, saved=True)
+    samples = cfg.evaluate.bootstrap if samples is None else samples
+    if not samples:
+        raise CrabError(f"{root / 'config.yaml'}: evaluate.bootstrap is 0; give --samples N (e.g. 1000)")
+    files = RunFiles(root)
+    test = test_rows(files, cfg.evaluate)
+    ranked = files.load_rankings(chosen.name)
+    if len(ranked) != len(test) or not np.array_equal(ranked["target"].to_numpy(), test.target):
+        raise CrabError(
+            f"{files.rankings(chosen.name)}: ranks other test rows than the run's evaluate settings give "
+            f"({len(ranked)} vs {len(test)}); re-run `crabrec evaluate {root} --method {chosen.name} --force`"
+        )
+    trie = None if chosen.sids == "none" else SidTrie.build(files.load_codebook(chosen.sids == "rebalanced"))
+    items = np.stack(ranked["items"])
+    change = versus_base(files, items, test, trie, samples, cfg.seed, base.name, base.sids)
+    bootstrap = {"samples": samples, "seed": cfg.seed, "users": len(test), "level": 0.95, "paired": True}
+    labels = {"method": chosen.label, "against": base.label}
+    return {"method": chosen.name, "against": base.name, "labels": labels, **change, "bootstrap": bootstrap}
+
+
+def render(result: dict[str, Any]) -> str:
+    """The comparison as a table: each metric's two values, the difference and its interval (``*``: it excludes 0)."""
+    labels, boot = result["labels"], result["bootstrap"]
+    lines = [
+        f"{labels['method']} against {labels['against']}: {boot['users']:,} test rows, paired bootstrap "
+        f"({boot['samples']:,} resamples, seed {boot['seed']}), 95% intervals; * = the interval excludes 0",
+    ]
+    wa, wm = max(len(labels["against"]), 8), max(len(labels["method"]), 8)
+    lines.append(
+        f"{'metric':<9} {labels['against']:>{wa}} {labels['method']:>{wm}} {'difference [95% interval]':>30} "
+        f"{'relative':>9}"
+    )
+    for k in HEADLINE:
+        v = result[k]
+        lo, hi = v["ci"]
+        star = "*" if lo > 0 or hi < 0 else " "
+        rel = "" if v["rel"] is None else f"{v['rel'] * 100:+.1f}%"
+        diff = f"{v['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}]{star}"
+        lines.append(f"{k:<9} {v['base']:>{wa}.4f} {v['value']:>{wm}.4f} {diff:>30} {rel:>9}")
+    return "\n".join(lines)
