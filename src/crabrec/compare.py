@@ -7,8 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from crabrec.errors import CrabError
 from crabrec.metrics import HEADLINE
 
@@ -17,10 +15,10 @@ def compare(run_dir: str | Path, method: str, against: str, samples: int | None 
     """``method``'s change against ``against`` on the run's test rows: per @10 metric ``base`` (against's value),
     ``value``, ``delta``, ``ci``, ``rel`` and ``rel_ci``, resampled ``samples`` times (default: the run's
     ``evaluate.bootstrap``) with the run's seed, as the report's intervals are."""
-    from crabrec.config import load_config
-    from crabrec.decode.trie import SidTrie
-    from crabrec.evaluation import test_rows, versus_base
+    from crabrec.config import load_saved
+    from crabrec.evaluation import ranked_parts, test_rows
     from crabrec.methods import get
+    from crabrec.metrics.bootstrap import paired_bootstrap
     from crabrec.runfiles import RunFiles
 
     root = Path(run_dir)
@@ -29,22 +27,14 @@ def compare(run_dir: str | Path, method: str, against: str, samples: int | None 
     chosen, base = get(method, flag="--method"), get(against, flag="--against")
     if chosen.name == base.name:
         raise CrabError(f"--method and --against are both {method!r}; name two methods")
-    location = {"name": root.resolve().name, "runs_dir": str(root.resolve().parent)}
-    cfg = load_config(str(root / "config.yaml"), location, saved=True)
+    cfg = load_saved(root)
     samples = cfg.evaluate.bootstrap if samples is None else samples
     if not samples:
         raise CrabError(f"{root / 'config.yaml'}: evaluate.bootstrap is 0; give --samples N (e.g. 1000)")
     files = RunFiles(root)
     test = test_rows(files, cfg.evaluate)
-    ranked = files.load_rankings(chosen.name)
-    if len(ranked) != len(test) or not np.array_equal(ranked["target"].to_numpy(), test.target):
-        raise CrabError(
-            f"{files.rankings(chosen.name)}: ranks other test rows than the run's evaluate settings give "
-            f"({len(ranked)} vs {len(test)}); re-run `crabrec evaluate {root} --method {chosen.name} --force`"
-        )
-    trie = None if chosen.sids == "none" else SidTrie.build(files.load_codebook(chosen.sids == "rebalanced"))
-    items = np.stack(ranked["items"])
-    change = versus_base(files, items, test, trie, samples, cfg.seed, base.name, base.sids)
+    before, after = (ranked_parts(files, m.name, m.sids, test) for m in (base, chosen))
+    change = paired_bootstrap(before, after, samples, cfg.seed)
     bootstrap = {"samples": samples, "seed": cfg.seed, "users": len(test), "level": 0.95, "paired": True}
     labels = {"method": chosen.label, "against": base.label}
     return {"method": chosen.name, "against": base.name, "labels": labels, **change, "bootstrap": bootstrap}

@@ -687,6 +687,13 @@ def load_config(
     return config_paths.from_values(merged, lambda v: validate_config(v, source=path or "config", given=given))
 
 
+def load_saved(run_dir: str | Path) -> RunConfig:
+    """The run config saved in the run folder ``run_dir`` (its ``config.yaml``), with its name and folder as they are
+    now (a run moved or copied keeps working)."""
+    root = Path(run_dir).resolve()
+    return load_config(str(root / "config.yaml"), {"name": root.name, "runs_dir": str(root.parent)}, saved=True)
+
+
 def absent_sections(data: dict[str, Any]) -> dict[str, Any]:
     """The sections of a run's saved config that no field of the run config holds: those of a method plugin that is
     not installed here."""

@@ -97,6 +97,21 @@ def user_parts(files: RunFiles, items: np.ndarray, test: Samples, trie):
     return per_user(items, rep_of[test.target], history, pop.group, pop.n_groups, members)
 
 
+def ranked_parts(files: RunFiles, method: str, sids: str, test: Samples):
+    """:func:`user_parts` of ``method``'s stored test rankings (``sids``: what it ranks, as ``Method.sids``), which
+    must be of the rows ``test``."""
+    from crabrec.decode.trie import SidTrie
+
+    ranked = files.load_rankings(method)
+    if len(ranked) != len(test) or not np.array_equal(ranked["target"].to_numpy(), test.target):
+        raise CrabError(
+            f"{files.rankings(method)}: {method} was evaluated on other test rows ({len(ranked)} vs {len(test)}); "
+            f"re-run `crabrec evaluate {files.root} --method {method} --force` with the same evaluate settings"
+        )
+    trie = None if sids == "none" else SidTrie.build(files.load_codebook(sids == "rebalanced"))
+    return user_parts(files, np.stack(ranked["items"]), test, trie)
+
+
 def versus_base(
     files: RunFiles,
     items: np.ndarray,
@@ -109,17 +124,9 @@ def versus_base(
 ) -> dict[str, Any]:
     """Change of ``items`` against method ``against``'s test rankings (MOR's by default; ``sids``: what those rank,
     as ``Method.sids``) on the same rows: deltas with paired-bootstrap 95% CIs."""
-    from crabrec.decode.trie import SidTrie
     from crabrec.metrics.bootstrap import paired_bootstrap
 
-    base = files.load_rankings(against)
-    if len(base) != len(test) or not np.array_equal(base["target"].to_numpy(), test.target):
-        raise CrabError(
-            f"{files.rankings(against)}: {against} was evaluated on other test rows ({len(base)} vs {len(test)}); "
-            f"re-run `crabrec evaluate {files.root} --method {against} --force` with the same evaluate settings"
-        )
-    base_trie = None if sids == "none" else SidTrie.build(files.load_codebook(sids == "rebalanced"))
-    base_parts = user_parts(files, np.stack(base["items"]), test, base_trie)
+    base_parts = ranked_parts(files, against, sids, test)
     out: dict[str, Any] = paired_bootstrap(base_parts, user_parts(files, items, test, trie), samples, seed)
     out["bootstrap"] = {"samples": samples, "seed": seed, "users": len(test), "level": 0.95, "paired": True}
     return out

@@ -315,16 +315,11 @@ def against_controls(points: list[dict[str, Any]], cfg: RunConfig) -> list[dict[
 
 def _test_parts(point: dict[str, Any], cfg: RunConfig):
     """Per-test-row metric parts of a picked point's stored test rankings (over the SIDs its method ranks)."""
-    import numpy as np
-
-    from crabrec.decode.trie import SidTrie
-    from crabrec.evaluation import test_rows, user_parts
+    from crabrec.evaluation import ranked_parts, test_rows
     from crabrec.methods import get
 
     files, method = RunFiles(Path(point["run"])), get(point["method"])
-    trie = None if method.sids == "none" else SidTrie.build(files.load_codebook(method.sids == "rebalanced"))
-    ranked = files.load_rankings(method.name)
-    return user_parts(files, np.stack(ranked["items"]), test_rows(files, cfg.evaluate), trie)
+    return ranked_parts(files, method.name, method.sids, test_rows(files, cfg.evaluate))
 
 
 @contextlib.contextmanager

@@ -239,7 +239,7 @@ def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -
     """The trained ``method`` of the run at ``run_dir`` (a folder ``crabrec run`` wrote).
 
     ``beam``: the beam width (the longest list) of a generative method; default the run's ``evaluate.beam``."""
-    from crabrec.config import load_config
+    from crabrec.config import load_saved
     from crabrec.methods import get, methods
     from crabrec.runfiles import RunFiles
     from crabrec.stages import registry
@@ -259,8 +259,7 @@ def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -
         raise CrabError(f"method {method!r}: this method cannot rank histories")
     if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int) or beam < 1):
         raise CrabError(f"beam={beam!r}: expected an integer ≥ 1")
-    location = {"name": root.resolve().name, "runs_dir": str(root.resolve().parent)}
-    cfg = load_config(str(root / "config.yaml"), location, saved=True)
+    cfg = load_saved(root)
     files = RunFiles(root)
     if chosen.trains and files.load_state(chosen.trains) is None:  # not trained, or its training did not finish
         raise CrabError(
