@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from crabrec.config import RunConfig, deep_merge, dotted_keys, load_config, parse_overrides
+from crabrec.config import RunConfig, deep_merge, dotted_keys, load_config, load_saved, parse_overrides
 from crabrec.errors import CrabError, clip, printable, reason
 
 APP_HELP = (
@@ -157,8 +157,7 @@ class RunOptions:
         path = Path(self.run_dir)
         if not (path / "config.yaml").is_file():
             raise CrabError(f"{self.run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
-        location = {"name": path.resolve().name, "runs_dir": str(path.resolve().parent)}
-        cfg = load_config(str(path / "config.yaml"), deep_merge(overrides, location), self.preset, origin, saved=True)
+        cfg = load_saved(path, overrides, self.preset, origin)
         if "path" in (typed.get("data") or {}):
             refuse_other_data(cfg, "--set data.path")
         return cfg

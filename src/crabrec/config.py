@@ -687,11 +687,18 @@ def load_config(
     return config_paths.from_values(merged, lambda v: validate_config(v, source=path or "config", given=given))
 
 
-def load_saved(run_dir: str | Path) -> RunConfig:
+def load_saved(
+    run_dir: str | Path,
+    overrides: dict[str, Any] | None = None,
+    preset: str | None = None,
+    given: dict[str, str] | None = None,
+) -> RunConfig:
     """The run config saved in the run folder ``run_dir`` (its ``config.yaml``), with its name and folder as they are
-    now (a run moved or copied keeps working)."""
+    now (a run moved or copied keeps working), under ``overrides`` (as :func:`load_config`'s)."""
     root = Path(run_dir).resolve()
-    return load_config(str(root / "config.yaml"), {"name": root.name, "runs_dir": str(root.parent)}, saved=True)
+    location = {"name": root.name, "runs_dir": str(root.parent)}
+    file = str(Path(run_dir) / "config.yaml")  # named as given in what it says
+    return load_config(file, deep_merge(overrides or {}, location), preset, given, saved=True)
 
 
 def absent_sections(data: dict[str, Any]) -> dict[str, Any]:
