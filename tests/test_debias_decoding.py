@@ -248,9 +248,9 @@ def test_ppd_tunes_tau_on_validation_by_rrs_rule_and_ranks_with_it(tiny_run, tmp
 
 
 def test_tiger_based_methods_search_tigers_model_and_are_compared_with_it(tiny_run, tmp_path):
-    """TIGER+PPD, TIGER+RR and TIGER+PPD+RR debias TIGER's trained model: at τ = 0 TIGER+PPD's rankings are TIGER's
-    own, each gets its change against TIGER with intervals (besides the one against MOR), and the report shows it in a
-    table of its own."""
+    """TIGER+PPD, TIGER+RR, TIGER+PPD+RR and TIGER+CRAB debias TIGER's trained model: at τ = 0 TIGER+PPD's rankings
+    are TIGER's own, each gets its change against TIGER with intervals (besides the one against MOR), and the report
+    shows it in a table of its own."""
     import json
     import shutil
 
@@ -262,7 +262,7 @@ def test_tiger_based_methods_search_tigers_model_and_are_compared_with_it(tiny_r
         return json.loads((run / "models" / method / "metrics.json").read_text())
 
     tiger = metrics(tiny_run, "tiger")
-    for method in ("tiger-ppd", "tiger-rr", "tiger-ppd-rr"):
+    for method in ("tiger-ppd", "tiger-rr", "tiger-ppd-rr", "tiger-crab"):
         got = metrics(tiny_run, method)
         assert got["vs_base"]["method"] == "tiger" and "vs_mor" in got
         for k in ("HR@10", "NDCG@10", "DGU@10", "MGU@10"):
@@ -274,7 +274,7 @@ def test_tiger_based_methods_search_tigers_model_and_are_compared_with_it(tiny_r
     report = (tiny_run / "report.md").read_text()
     against_tiger = report.split("### Change against TIGER")[1].split("###")[0]
     assert "| TIGER+RR |" in against_tiger and "| TIGER+PPD (ours) |" in against_tiger
-    assert "| TIGER+PPD+RR (ours) |" in against_tiger
+    assert "| TIGER+PPD+RR (ours) |" in against_tiger and "| TIGER+CRAB |" in against_tiger
     assert "| PPD (ours) |" not in against_tiger
 
     run = tmp_path / "run"

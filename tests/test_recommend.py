@@ -22,7 +22,7 @@ RANKED = [m.name for m in methods() if m.ranker is not None]
 def test_every_method_can_rank():
     assert set(RANKED) == {
         *("mor", "tiger", "sasrec", "rw", "rr", "d2lr", "crab", "ppd", "ppd-rr", "crab-ppd", "tiger-rr", "tiger-ppd"),
-        *("tiger-ppd-rr", "pop", "random"),
+        *("tiger-crab", "tiger-ppd-rr", "pop", "random"),
     }
 
 

@@ -61,7 +61,7 @@ def test_each_setting_invalidates_exactly_the_stages_that_declare_it():
     # the review's examples
     assert table["train.hidden"] == {"train", "rw", "d2lr"}  # not TIGER, SASRec or the CRAB fine-tune's own key
     assert table["evaluate.batch_size"] == set() and table["train.threads"] == set()
-    assert "rebalance" not in table["crab.gamma"] and table["crab.gamma"] == {"finetune"}
+    assert "rebalance" not in table["crab.gamma"] and table["crab.gamma"] == {"finetune", "tiger-finetune"}
     assert table["rr.alphas"] == {"rr", "ppd-rr", "tiger-rr", "tiger-ppd-rr"}  # RR's tuning, over any beams
     assert table["seed"] >= {"tokenize", "train", "tiger", "sasrec", "rw", "d2lr", "rebalance", "finetune"}
     assert table["tokenize.rqvae_epochs"] == set()  # the default quantizer is rqkmeans: RQ-VAE settings are unused
@@ -222,11 +222,13 @@ DEFAULT_KEYS = {
     "ppd-rr": "9f8a4dab24c53588",
     "crab-ppd": "bb270785eceadaf3",
     "tiger-rr": "89c59962089cf946",
+    "tiger-finetune": "77ca22a249c9e9c2",
+    "tiger-crab-eval": "fefa4ce1f2e00bc1",
     "tiger-ppd": "53d849b1ffe2cf94",
     "tiger-ppd-rr": "7b5c10b0de4179df",
     "pop-eval": "0b4671919ee52cba",
     "random-eval": "6191a1cfc8edb05b",
-    "report": "b1b5ce0e4619e7ef",
+    "report": "22879cce47374747",
 }
 
 

@@ -614,18 +614,21 @@ def evaluate(
 @run_command
 def finetune(
     opts: RunOptions,
-    method: Annotated[str, typer.Option(help="crab: rebalanced codebook + hierarchical alignment.")] = "crab",
+    method: Annotated[
+        str, typer.Option(help="crab: CRAB on MOR's model; tiger-crab: on TIGER's (the same rebalanced codebook).")
+    ] = "crab",
     force: ForceOpt = False,
 ) -> None:
     """CRAB stage 2 on the trained base model (runs rebalance first if needed), then evaluates it.
 
     Example: crabrec finetune --set crab.gamma=0.05
     """
-    from crabrec.methods import get
+    from crabrec.methods import get, methods
 
-    if method != "crab":
-        raise CrabError(f"--method {method!r}: expected crab")
-    chosen = get("crab")
+    choices = [m.name for m in methods() if m.section == "crab" and m.trains]
+    if method not in choices:
+        raise CrabError(f"--method {method!r}: expected one of {', '.join(choices)}")
+    chosen = get(method)
     cfg = opts.resolve()
     run_stage(cfg, chosen.evaluates, chosen.trains if force else None)
     _print_metrics(cfg, chosen.name)

@@ -66,22 +66,33 @@ def parent_codes(parent: dict[str, str]) -> dict[tuple[str, int], int]:
 
 
 def expand_embeddings(
-    model, old: Codebook, new: Codebook, parent: dict[str, str], seed: int, noise: float = 1e-3, base: int = N_SPECIAL
+    model,
+    old: Codebook,
+    new: Codebook,
+    parent: dict[str, str],
+    seed: int,
+    noise: float = 1e-3,
+    base: int = N_SPECIAL,
+    tail: int = 0,
 ) -> None:
     """Resize to the new vocabulary: rows below ``base`` (special tokens, a backbone's own vocabulary) stay, the SID
     block is rewritten in the new codebook's order: old tokens keep their rows (at their new ids), each new token
-    starts as a copy of its original token plus ``N(0, (noise·σ_SID)²)``. Tied input/output embeddings stay tied;
-    untied output rows are grown the same way (same noise)."""
+    starts as a copy of its original token plus ``N(0, (noise·σ_SID)²)``; the ``tail`` rows after the old SID block
+    (TIGER's user tokens) follow the new one unchanged. Tied input/output embeddings stay tied; untied output rows
+    are grown the same way (same noise)."""
     sources = _row_sources(old, new, parent, base)
     gen = torch.Generator().manual_seed(seed)
     dim = model.get_input_embeddings().weight.shape[1]
     eps = {j: torch.randn(dim, generator=gen) for j, (_, _, fresh) in enumerate(sources) if fresh}
-    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    # tied = one tensor, not the config's flag: T5's config says tied whatever TIGER's per-level head is
+    head = model.get_output_embeddings()
+    tied = head is None or head.weight is model.get_input_embeddings().weight
     tables = [model.get_input_embeddings().weight.detach().clone()]
-    if not tied and model.get_output_embeddings() is not None:
-        tables.append(model.get_output_embeddings().weight.detach().clone())
-    grown = [_grow(w, sources, eps, noise, base, old.vocab_size) for w in tables]
-    model.resize_token_embeddings(base + new.vocab_size, mean_resizing=False)
+    if not tied:
+        tables.append(head.weight.detach().clone())
+    end = base + old.vocab_size
+    grown = [torch.cat([_grow(w, sources, eps, noise, base, old.vocab_size), w[end : end + tail]]) for w in tables]
+    model.resize_token_embeddings(base + new.vocab_size + tail, mean_resizing=False)
     model.get_input_embeddings().weight.data.copy_(grown[0])
     if len(grown) > 1:
         model.get_output_embeddings().weight.data.copy_(grown[1])

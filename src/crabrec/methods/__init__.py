@@ -210,6 +210,7 @@ def _builtin() -> list[Method]:
         rw,
         sasrec,
         tiger,
+        tiger_crab,
         tiger_ppd,
         tiger_ppd_rr,
         tiger_rr,
@@ -218,6 +219,6 @@ def _builtin() -> list[Method]:
     return [
         *(mor.METHOD, tiger.METHOD, sasrec.METHOD, rw.METHOD, rr.METHOD, d2lr.METHOD, crab.METHOD),
         *(ppd.METHOD, ppd_rr.METHOD, crab_ppd.METHOD),
-        *(tiger_rr.METHOD, tiger_ppd.METHOD, tiger_ppd_rr.METHOD),
+        *(tiger_rr.METHOD, tiger_crab.METHOD, tiger_ppd.METHOD, tiger_ppd_rr.METHOD),
         *(most_popular.METHOD, random_items.METHOD),
     ]

@@ -16,8 +16,8 @@ RANKER = generator_ranker("crab", rebalanced=True)  # its test evaluation, valid
 
 REBALANCE_READS = ("ratio", "levels", "max_split", "lam", "n_init", "max_iter", "exact_limit")
 FINETUNE_READS = ("gamma", "normalize_lt", "params", "lora_r", "lora_alpha", "lora_dropout", "init_noise")
-OWN_LOOP = ("epochs", "lr", "weight_decay", "keep")  # the fine-tune's own; the rest of its loop is MOR's
-MOR_LOOP = (
+OWN_LOOP = ("epochs", "lr", "weight_decay", "keep")  # the fine-tune's own; the rest of its loop is the base model's
+BASE_LOOP = (
     "batch_size",
     "grad_accum",
     "warmup_steps",
@@ -159,7 +159,7 @@ FINETUNE = train_stage(
     "finetune",
     "crab",
     run_finetune,
-    (*(f"crab.{k}" for k in FINETUNE_READS + OWN_LOOP), *(f"train.{k}" for k in MOR_LOOP + VALIDATION), "seed"),
+    (*(f"crab.{k}" for k in FINETUNE_READS + OWN_LOOP), *(f"train.{k}" for k in BASE_LOOP + VALIDATION), "seed"),
     "CRAB stage 2: fine-tune with L_Rec + γ·L_T on the rebalanced codebook",
     needs=("data", "tokenize", "train", "rebalance"),
 )

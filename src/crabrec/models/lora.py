@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import copy
 import types
+import warnings
 from pathlib import Path
 
 import torch
 
 from crabrec.errors import CrabError
 
-ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
+ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj", "q", "k", "v", "o")  # Llama-style decoders', then T5's (TIGER)
 BACKBONE_R, BACKBONE_ALPHA = 8, 16  # MiniOneRec's adapter on a pretrained backbone
 
 
@@ -142,5 +143,7 @@ def export_merged(model, path: Path) -> None:
     """Save a plain HF model (LoRA merged into the weights) at ``path``, in float32: a backbone trained with its
     frozen weights in bfloat16 is merged in float32 (exact: every bfloat16 value is one in float32)."""
     if hasattr(model, "merge_and_unload"):
-        model = copy.deepcopy(model).float().merge_and_unload()
+        with warnings.catch_warnings():  # T5's config says tied whatever TIGER's head is; peft corrects it, loudly
+            warnings.filterwarnings("ignore", "Input and output embeddings are no longer tied")
+            model = copy.deepcopy(model).float().merge_and_unload()
     model.save_pretrained(path)

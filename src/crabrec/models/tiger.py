@@ -217,6 +217,19 @@ def codebook_embeddings(codewords: Sequence[np.ndarray], level_sizes: Sequence[i
     return np.concatenate(out).astype(np.float32)
 
 
+def rebalanced_tiger(model, old, new, parent: dict[str, str], seed: int, noise: float) -> None:
+    """A trained TIGER grown from codebook ``old`` to CRAB's rebalanced ``new`` in place
+    (:func:`crabrec.crab.alignment.expand_embeddings`): new SID rows start from their original token's, the user
+    tokens move behind the larger SID block, and the saved config records the new level sizes."""
+    from crabrec.crab.alignment import expand_embeddings
+
+    config = model.config
+    expand_embeddings(model, old, new, parent, seed, noise, N_SPECIAL, tail=int(config.crabrec_user_bins))
+    config.crabrec_level_sizes = [int(s) for s in new.sizes]
+    config.crabrec_user_offset = N_SPECIAL + new.vocab_size
+    model._outside = None  # the per-level masks are rebuilt for the new sizes
+
+
 def tiger_class(config):
     """The model class a saved TIGER config loads with (its output layer decides)."""
     head = getattr(config, "crabrec_head", "tied")
@@ -245,8 +258,10 @@ def encode_inputs(
 def tiger_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Token cross-entropy over the target's SID tokens (T5 shifts the labels right internally); a per-level model
     computes it from its levels' logits only (:meth:`LevelT5.level_loss`), also when compiled (``_orig_mod``: the
-    compiled wrapper is no LevelT5, and calling the method on the module inside would bypass the compilation)."""
-    if isinstance(getattr(model, "_orig_mod", model), LevelT5):
+    compiled wrapper is no LevelT5, and calling the method on the module inside would bypass the compilation) or
+    wrapped with LoRA (``get_base_model``: CRAB's fine-tune; the wrapper hands the call on)."""
+    inner = getattr(model, "_orig_mod", model)
+    if isinstance(getattr(inner, "get_base_model", lambda: inner)(), LevelT5):
         return model(input_ids=batch["ids"], attention_mask=batch["mask"], labels=batch["labels"], per_level_loss=True)
     out = model(input_ids=batch["ids"], attention_mask=batch["mask"], labels=batch["labels"])
     return out.loss
