@@ -14,8 +14,8 @@ from crabrec.models.decoder import N_SPECIAL, build_decoder, encode_rows, item_t
 from crabrec.sid.codebook import Codebook
 
 
-@pytest.fixture
-def setup():
+def small_rebalanced():
+    """``(codebook, rebalance result)``: 3 levels of 6 tokens over random codes, a third of the used tokens split."""
     rng = np.random.default_rng(0)
     codes = np.unique(rng.integers(0, 6, (80, 3)), axis=0)
     n = len(codes)
@@ -27,7 +27,12 @@ def setup():
     )
     cb.residuals = [rng.normal(size=(n, 4)).astype(np.float32) for _ in range(3)]
     freq = rng.integers(0, 30, n)
-    out = rebalance(cb, freq, CrabConfig(ratio=0.34), 0, progress=False)
+    return cb, rebalance(cb, freq, CrabConfig(ratio=0.34), 0, progress=False)
+
+
+@pytest.fixture
+def setup():
+    cb, out = small_rebalanced()
     model = build_decoder(N_SPECIAL + cb.vocab_size, TrainConfig(hidden=16, layers=1, heads=2, ff=32), seed=0)
     return cb, out, model
 

@@ -10,26 +10,16 @@ import torch
 from crabrec.config import CrabConfig, TigerSection
 from crabrec.crab.alignment import hierarchy
 from crabrec.crab.finetune import crab_loss, prepare_trainable
-from crabrec.crab.rebalance import rebalance
 from crabrec.models.decoder import N_SPECIAL, item_tokens
 from crabrec.models.tiger import build_tiger, encode_inputs, make_labels, rebalanced_tiger, tiger_loss
 from crabrec.sid.codebook import Codebook
+from tests.test_crab_finetune import small_rebalanced
 
 USERS = 5
 
 
 def small_codebooks():
-    rng = np.random.default_rng(0)
-    codes = np.unique(rng.integers(0, 6, (80, 3)), axis=0)
-    n = len(codes)
-    old = Codebook(
-        codes=codes,
-        sizes=[6, 6, 6],
-        item_ids=[str(i) for i in range(n)],
-        codewords=[rng.normal(size=(6, 4)).astype(np.float32) for _ in range(3)],
-    )
-    old.residuals = [rng.normal(size=(n, 4)).astype(np.float32) for _ in range(3)]
-    out = rebalance(old, rng.integers(0, 30, n), CrabConfig(ratio=0.34), 0, progress=False)
+    old, out = small_rebalanced()
     return old, out.codebook, out.parent
 
 

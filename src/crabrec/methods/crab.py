@@ -29,6 +29,9 @@ BASE_LOOP = (
     "compile",
     "cuda_graphs",
 )
+GRID = (0.0, 0.01, 0.1, 1.0)  # the frontier's γ values
+CONTROL = (("crab.ratio", 0),)  # no token split: what the fine-tune alone does
+CONTROL_FREE = ("crab.levels",)
 VALIDATION = ("valid_samples", "valid_beam", "valid_batch_size", "packing", "group_by_length", "backbone")
 
 
@@ -172,13 +175,13 @@ METHOD = Method(
     cost=("rebalance", "finetune"),
     section="crab",
     knob="crab.gamma",
-    grid=(0.0, 0.01, 0.1, 1.0),
+    grid=GRID,
     axes=(("crab.levels", (None, [0])), ("crab.ratio", (0.1, 0.5))),  # every level or the first; share split
     validate=ranker_validation("crab", RANKER),
     ranker=RANKER,
     backbone=True,
     describe="CRAB: codebook rebalancing + hierarchical alignment fine-tune",
     sids="rebalanced",
-    control=(("crab.ratio", 0),),  # no token split: what the fine-tune alone does
-    control_free=("crab.levels",),
+    control=CONTROL,
+    control_free=CONTROL_FREE,
 )

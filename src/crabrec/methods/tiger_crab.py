@@ -9,7 +9,7 @@ from typing import Any
 
 from crabrec.methods import Method
 from crabrec.methods.common import eval_stage, ranker_validation, train_stage
-from crabrec.methods.crab import BASE_LOOP, FINETUNE_READS, OWN_LOOP
+from crabrec.methods.crab import BASE_LOOP, CONTROL, CONTROL_FREE, FINETUNE_READS, GRID, OWN_LOOP
 from crabrec.pipeline import RunContext
 from crabrec.rankers import generator_ranker
 
@@ -66,12 +66,12 @@ METHOD = Method(
     cost=("rebalance", "tiger-finetune"),
     section="crab",
     knob="crab.gamma",
-    grid=(0.0, 0.01, 0.1, 1.0),
+    grid=GRID,
     validate=ranker_validation("tiger-crab", RANKER),
     ranker=RANKER,
     describe="CRAB on TIGER: codebook rebalancing + hierarchical alignment fine-tune of TIGER's model",
     sids="rebalanced",
     base="tiger",
-    control=(("crab.ratio", 0),),  # no token split: what the fine-tune alone does
-    control_free=("crab.levels",),
+    control=CONTROL,
+    control_free=CONTROL_FREE,
 )
