@@ -162,6 +162,31 @@ def test_evaluate_force_re_evaluates_only_and_keeps_what_the_method_wrote(copy_r
     assert "| CRAB |" in (copy_run / "report.md").read_text()
 
 
+def test_a_method_over_another_model_needs_that_models_evaluation():
+    """A method's evaluation compares it with the model it is based on (``Method.base``), from that model's stored
+    rankings: so its stage needs the base's evaluation, directly or through its other needs, and runs on a run where
+    only the base was trained (``--until``, ``crabrec finetune --method tiger-crab``)."""
+    from crabrec.stages import registry
+
+    stages = registry()
+
+    def upstream(name: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            for need in stages[todo.pop()].needs:
+                if need not in seen:
+                    seen.add(need)
+                    todo.append(need)
+        return seen
+
+    based = [m for m in methods() if m.base != "mor"]
+    assert {m.name for m in based} >= {"tiger-rr", "tiger-ppd", "tiger-ppd-rr", "tiger-crab"}
+    for m in based:
+        base = next(b for b in methods() if b.name == m.base)
+        assert base.evaluates in upstream(m.evaluates), m.name
+
+
 def test_a_method_brings_its_own_settings_section():
     """A method's settings model becomes its config section (validated, in the cache keys' leaf keys); taking a
     section of the toolkit or of another method is refused; unregistered, the section is gone again."""

@@ -223,12 +223,12 @@ DEFAULT_KEYS = {
     "crab-ppd": "bb270785eceadaf3",
     "tiger-rr": "89c59962089cf946",
     "tiger-finetune": "77ca22a249c9e9c2",
-    "tiger-crab-eval": "fefa4ce1f2e00bc1",
+    "tiger-crab-eval": "9eefc06d996b8b04",
     "tiger-ppd": "53d849b1ffe2cf94",
     "tiger-ppd-rr": "7b5c10b0de4179df",
     "pop-eval": "0b4671919ee52cba",
     "random-eval": "6191a1cfc8edb05b",
-    "report": "22879cce47374747",
+    "report": "c22940b2c58d66d7",
 }
 
 

@@ -60,7 +60,10 @@ FINETUNE = train_stage(
 METHOD = Method(
     name="tiger-crab",
     label="TIGER+CRAB",
-    stages=(FINETUNE, eval_stage("tiger-crab-eval", "tiger-crab", ("data", "tokenize", "tiger-finetune"), RANKER)),
+    stages=(
+        FINETUNE,
+        eval_stage("tiger-crab-eval", "tiger-crab", ("data", "tokenize", "tiger-eval", "tiger-finetune"), RANKER),
+    ),
     trains="tiger-finetune",
     evaluates="tiger-crab-eval",
     cost=("rebalance", "tiger-finetune"),
