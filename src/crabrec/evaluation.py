@@ -72,10 +72,10 @@ def write_evaluation(
     )
     samples = cfg.bootstrap  # read for every method: MOR's evaluation is what the others' intervals resample
     if method != BASE and samples:
-        metrics["vs_mor"] = versus_base(files, items, test, trie, samples, seed)
+        mine = user_parts(files, items, test, trie)  # once, for each comparison
+        metrics["vs_mor"] = versus_base(files, mine, test, samples, seed)
         if versus is not None:
-            change = versus_base(files, items, test, trie, samples, seed, *versus)
-            metrics["vs_base"] = {"method": versus[0], **change}
+            metrics["vs_base"] = {"method": versus[0], **versus_base(files, mine, test, samples, seed, *versus)}
     columns = {"row": np.arange(len(test)), "user": test.user, "target": test.target, "items": list(items)}
     with atomic_path(files.rankings(method)) as tmp:
         pd.DataFrame({**columns, "scores": list(scores)}).to_parquet(tmp)
@@ -113,21 +113,15 @@ def ranked_parts(files: RunFiles, method: str, sids: str, test: Samples):
 
 
 def versus_base(
-    files: RunFiles,
-    items: np.ndarray,
-    test: Samples,
-    trie,
-    samples: int,
-    seed: int,
-    against: str = BASE,
-    sids: str = "base",
+    files: RunFiles, parts, test: Samples, samples: int, seed: int, against: str = BASE, sids: str = "base"
 ) -> dict[str, Any]:
-    """Change of ``items`` against method ``against``'s test rankings (MOR's by default; ``sids``: what those rank,
-    as ``Method.sids``) on the same rows: deltas with paired-bootstrap 95% CIs."""
+    """Change of a ranking (``parts``: its :func:`user_parts` over the rows ``test``) against method ``against``'s
+    test rankings (MOR's by default; ``sids``: what those rank, as ``Method.sids``) on the same rows: deltas with
+    paired-bootstrap 95% CIs."""
     from crabrec.metrics.bootstrap import paired_bootstrap
 
     base_parts = ranked_parts(files, against, sids, test)
-    out: dict[str, Any] = paired_bootstrap(base_parts, user_parts(files, items, test, trie), samples, seed)
+    out: dict[str, Any] = paired_bootstrap(base_parts, parts, samples, seed)
     out["bootstrap"] = {"samples": samples, "seed": seed, "users": len(test), "level": 0.95, "paired": True}
     return out
 
