@@ -284,3 +284,30 @@ def test_tiger_based_methods_search_tigers_model_and_are_compared_with_it(tiny_r
     zero = pd.read_parquet(run / "models" / "tiger-ppd" / "rankings.parquet")
     assert all(np.array_equal(a, b) for a, b in zip(plain["items"], zero["items"]))
     assert all(v["delta"] == 0 for k, v in metrics(run, "tiger-ppd")["vs_base"].items() if "delta" in v)
+
+
+def test_the_valid_test_gap_script_scores_the_test_rows_as_the_evaluation_does(tiny_run, capsys):
+    """``scripts/valid_test_gap.py``: its test HR@10 over all rows is each method's evaluated one, and its subsets of
+    the rows split it (popular/other and SID changed/kept, weighted by their shares, give the whole)."""
+    import json
+    import runpy
+    import sys
+
+    script = runpy.run_path("scripts/valid_test_gap.py")
+    argv = sys.argv
+    sys.argv = ["valid_test_gap.py", f"{tiny_run}:tiger", f"{tiny_run}:tiger-crab"]
+    try:
+        script["main"]()
+    finally:
+        sys.argv = argv
+    rows = {}
+    for line in capsys.readouterr().out.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0], cells[1]] = cells[2], float(cells[3]), float(cells[4])
+    for column, method in ((1, "tiger"), (2, "tiger-crab")):
+        hr = json.loads((tiny_run / "models" / method / "metrics.json").read_text())["HR@10"]
+        assert rows["test", "all"][column] == pytest.approx(hr, abs=5e-5), method
+        for split in ("validation", "test"):
+            for pair in (("popular", "other"), ("SID changed", "SID kept")):
+                whole = sum(float(rows[split, p][0]) * rows[split, p][column] for p in pair)
+                assert whole == pytest.approx(rows[split, "all"][column], abs=1e-3), (split, pair, method)
