@@ -66,6 +66,40 @@ def test_a_project_moved_as_a_whole_keeps_its_results(small_office, tmp_path, mo
     assert "[data] cached" in err
 
 
+def test_a_run_copied_without_its_data_keeps_its_finished_stages(small_office, tmp_path, monkeypatch, capsys):
+    """The run folder alone, copied where its relative data path names nothing: its finished data stage is kept
+    (from the content hashes its state recorded), with a warning; a stage that must read the data again (another
+    setting, or a state that recorded none) stops with a one-line error that names the setting and its base folder,
+    and pointing ``paths_from`` at the data's new folder, as it says, finds the stage cached again."""
+    import json
+
+    mine = project(tmp_path / "mine", small_office)
+    run_in(mine, ["run", "--data", "data/office", "--name", "r", *DATA_ONLY], monkeypatch, capsys)
+    (tmp_path / "copy").mkdir()
+    run = tmp_path / "copy" / "r"
+    shutil.copytree(mine / "runs" / "r", run)
+    shutil.rmtree(mine)
+    err = run_in(tmp_path / "copy", ["run", "r", *DATA_ONLY], monkeypatch, capsys)
+    assert "[data] cached" in err
+    assert "data.path 'data/office':" in err and "the stored results of stage data, made from it, are used" in err
+    for args in (["--set", "data.kcore=3"], []):
+        if not args:  # a state written before the inputs were recorded
+            state = json.loads((run / "stages" / "data.json").read_text())
+            del state["inputs"]
+            (run / "stages" / "data.json").write_text(json.dumps(state))
+        code, _ = cli(["run", "r", *DATA_ONLY, *args])
+        err = capsys.readouterr().err
+        missing = tmp_path / "data" / "office"  # data/office from the copy's base folder, two levels above the run
+        assert code == 2 and f"data.path 'data/office': {missing} not found" in err, err
+        assert f"{run / 'config.yaml'} reads its relative paths from {tmp_path}" in err and "set paths_from" in err
+        assert "Traceback" not in err
+    assert (run / "data" / "splits.npz").exists()  # nothing of the run was replaced
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    shutil.copytree(small_office, tmp_path / "moved" / "data" / "office")
+    (run / "config.yaml").write_text(yaml.safe_dump({**saved, "paths_from": str(tmp_path / "moved")}, sort_keys=False))
+    assert "[data] cached" in run_in(tmp_path / "copy", ["run", "r", *DATA_ONLY], monkeypatch, capsys)  # the hint
+
+
 def test_the_same_relative_path_naming_another_dataset_is_refused(
     small_office, office_slice, tmp_path, monkeypatch, capsys
 ):

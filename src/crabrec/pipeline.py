@@ -127,6 +127,7 @@ class RunContext:
     _view: ConfigView | None = None
     _ran: set[str] = field(default_factory=set)  # stages computed (not taken from the cache) by this context
     _ahead: set[str] = field(default_factory=set)  # stages whose checks have run
+    _gone: set[tuple[str, str]] = field(default_factory=set)  # (input key, stage) whose missing file was said
 
     @property
     def cfg(self) -> Any:
@@ -155,13 +156,40 @@ class RunContext:
             node = dotted_get(dump, key)
             out[key] = as_written(self.config, key, node) if key in INPUT_FILES else node  # as the run's config has it
             if key in INPUT_FILES and isinstance(node, str) and node:  # what the file holds, not only its name
-                out[f"{key} content"] = content_hash(node)
-                if key == "data.path":  # the files a dataset given as one file is read with
-                    from crabrec.data.loaders import companion_files
-
-                    for other in companion_files(Path(node)):
-                        out[f"{key} content {other.name}"] = content_hash(other)
+                out.update(self._contents(name, key, node, out[key]))
         return out
+
+    def _contents(self, name: str, key: str, path: str, written: str) -> dict[str, str | None]:
+        """The content hashes of input ``key``'s file ``path`` (and of the files a dataset file is read with). When
+        ``path`` is gone, those stage ``name`` recorded when it ran on the same path as written: a run copied or kept
+        without its raw data keeps its finished stages (said once), and a stage that must read the file again stops
+        at the missing file."""
+        hashes = {f"{key} content": content_hash(path)}
+        if key == "data.path":  # the files a dataset given as one file is read with
+            from crabrec.data.loaders import companion_files
+
+            for other in companion_files(Path(path)):
+                hashes[f"{key} content {other.name}"] = content_hash(other)
+        if os.path.exists(path):
+            return hashes
+        saved = (self.files.load_state(name) or {}).get("inputs") or {}
+        kept = {k: v for k, v in saved.items() if k.startswith(f"{key} content")}
+        if saved.get(key) != written or not any(kept.values()):
+            return hashes
+        if (key, name) not in self._gone:
+            self._gone.add((key, name))
+            log.warning(
+                "%s %r: %s is not there; the stored results of stage %s, made from it, are used",
+                key,
+                written,
+                path,
+                name,
+            )
+        return kept
+
+    def recorded_inputs(self, name: str) -> dict[str, Any]:
+        """What stage ``name``'s state records of its input files: each one's path as written and content hashes."""
+        return {k: v for k, v in self.settings(name).items() if k.split(" ")[0] in INPUT_FILES and v is not None}
 
     def key(self, name: str) -> str:
         """Cache key = hash of (stage name, the settings it reads, its inputs' keys, and its code revision when
@@ -246,8 +274,22 @@ class RunContext:
         for dep in self.stages[name].needs:
             self.check_ahead(dep)
         stage = self.stages[name]
-        if stage.check is not None and distributed.is_main() and (name in self.force or not self.is_done(name)):
-            stage.check(self)
+        if distributed.is_main() and (name in self.force or not self.is_done(name)):
+            self._check_moved_inputs(stage)
+            if stage.check is not None:
+                stage.check(self)
+
+    def _check_moved_inputs(self, stage: Stage) -> None:
+        """A stage about to run on an input that the run's config names relative to its base folder (``paths_from``),
+        when the file is not there: a one-line error that says where the path came from."""
+        for key in sorted(stage.declared_keys(self.config) & INPUT_FILES):
+            path, written = self.config._written.get(key, (None, None))
+            if path and not os.path.exists(path):
+                raise CrabError(
+                    f"{key} {written!r}: {path} not found ({self.run_dir / 'config.yaml'} reads its relative paths "
+                    f"from {self.config._paths_from}); put it there, or set paths_from in that file to the folder "
+                    "they start from"
+                )
 
     def ensure(self, name: str) -> dict[str, Any]:
         """Run ``name`` (after its inputs) unless a finished result with the same key exists and none of its inputs
@@ -289,6 +331,8 @@ class RunContext:
             if "torch" in sys.modules:  # results depend on it in their last digits (worker processes use fewer)
                 state["threads"] = sys.modules["torch"].get_num_threads()
             state["artifacts"] = self.artifact_hashes(name)
+            if inputs := self.recorded_inputs(name):
+                state["inputs"] = inputs
             write_json(self.state_path(name), state)
         distributed.barrier()  # the other processes go on once the main one has written the stage's files
         summary = distributed.broadcast(summary)
