@@ -127,7 +127,7 @@ class RunContext:
     _view: ConfigView | None = None
     _ran: set[str] = field(default_factory=set)  # stages computed (not taken from the cache) by this context
     _ahead: set[str] = field(default_factory=set)  # stages whose checks have run
-    _gone: set[tuple[str, str]] = field(default_factory=set)  # (input key, stage) whose missing file was said
+    _gone: dict[str, dict[str, str]] = field(default_factory=dict)  # stage -> its input files that are gone
 
     @property
     def cfg(self) -> Any:
@@ -162,8 +162,8 @@ class RunContext:
     def _contents(self, name: str, key: str, path: str, written: str) -> dict[str, str | None]:
         """The content hashes of input ``key``'s file ``path`` (and of the files a dataset file is read with). When
         ``path`` is gone, those stage ``name`` recorded when it ran on the same path as written: a run copied or kept
-        without its raw data keeps its finished stages (said once), and a stage that must read the file again stops
-        at the missing file."""
+        without its raw data keeps its finished stages (said when found cached), and a stage that must read the file
+        again stops at the missing file."""
         hashes = {f"{key} content": content_hash(path)}
         if key == "data.path":  # the files a dataset given as one file is read with
             from crabrec.data.loaders import companion_files
@@ -176,15 +176,7 @@ class RunContext:
         kept = {k: v for k, v in saved.items() if k.startswith(f"{key} content")}
         if saved.get(key) != written or not any(kept.values()):
             return hashes
-        if (key, name) not in self._gone:
-            self._gone.add((key, name))
-            log.warning(
-                "%s %r: %s is not there; the stored results of stage %s, made from it, are used",
-                key,
-                written,
-                path,
-                name,
-            )
+        self._gone.setdefault(name, {})[key] = f"{key} {written!r}: {path} is not there"
         return kept
 
     def recorded_inputs(self, name: str) -> dict[str, Any]:
@@ -307,6 +299,8 @@ class RunContext:
         if distributed.broadcast(cached):  # the main process decides for all (it alone writes the files)
             summary = self.summary(name)
             if name not in self._checked:
+                for gone in self._gone.get(name, {}).values():
+                    log.warning("%s; the stored results of stage %s, made from it, are used", gone, name)
                 log.info("[%s] cached (%s)", name, _one_line(summary))
             self._checked.add(name)
             return summary
