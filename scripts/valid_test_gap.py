@@ -18,21 +18,16 @@ import numpy as np
 
 
 def hits(run: Path, method: str, rows) -> np.ndarray:
-    """Per row: 1.0 where the target (its SID's stand-in) is in the top 10 of ``method`` in ``run``."""
+    """Per row: 1.0 where the target is in the top 10 of ``method`` in ``run`` (the evaluation's own per-row parts)."""
     from crabrec.config import load_saved
-    from crabrec.decode.rank import sid_members
+    from crabrec.evaluation import user_parts
     from crabrec.methods import get
-    from crabrec.metrics.ranking import hit_positions
     from crabrec.runfiles import RunFiles
 
     files = RunFiles(run)
     ranker = get(method).ranker(files, load_saved(run))
     items, _ = ranker.rank(rows, desc=f"{method} ({run})")
-    target = rows.target
-    if ranker.trie is not None:
-        target = sid_members(ranker.trie, files.load_popularity().group.size)[0][target]
-    pos = hit_positions(items, target)
-    return ((pos >= 0) & (pos < 10)).astype(np.float64)
+    return user_parts(files, items, rows, ranker.trie).hit
 
 
 def main() -> None:
