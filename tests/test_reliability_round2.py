@@ -194,6 +194,27 @@ def test_a_second_process_on_the_same_run_is_refused(tiny_run):
     assert f"in use by crabrec process {os.getpid()}" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_a_run_the_user_cannot_write_says_what_still_works(tiny_run, tmp_path, capsys, monkeypatch):
+    """A shared or read-only run: a writing command stops in one line pointing at the commands that write nothing,
+    and a run folder that is writable beside an unwritable parent names the lock file kept there."""
+    import crabrec.pipeline
+
+    readonly: set[Path] = set()
+    real_access = os.access
+    monkeypatch.setattr(crabrec.pipeline.os, "access", lambda p, mode: Path(p) not in readonly and real_access(p, mode))
+    readonly.add(tiny_run.resolve())
+    err = one_line_error(capsys, ["report", str(tiny_run)], "not writable, and this command writes into the run")
+    assert "crabrec runs, compare, recommend or serve" in err
+    for reads in (["runs", str(tiny_run.parent)], ["compare", str(tiny_run), "--method", "rr"]):
+        assert cli(reads)[0] == 0, capsys.readouterr().err
+    readonly.clear()
+    readonly.add(tiny_run.resolve().parent)
+    one_line_error(capsys, ["evaluate", str(tiny_run), "--method", "pop"], f"lock file (.{tiny_run.name}.lock)")
+    readonly.add(tmp_path.resolve())
+    one_line_error(capsys, ["run", "--set", f"runs_dir={tmp_path}", "--until", "data"], "choose another runs_dir")
+    assert list(tmp_path.iterdir()) == []
+
+
 # -- 14. a dataset with no training rows is an error at the data stage ------------------------------------------------
 def test_no_training_rows_is_a_data_error(tmp_path, capsys):
     d = write_lcrec(tmp_path / "d", {f"u{i}": [0, 1] for i in range(4)}, {str(i): {"title": "x"} for i in range(2)})

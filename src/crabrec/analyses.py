@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from crabrec.config import RunConfig
-from crabrec.io import write_text
+from crabrec.io import atomic_path, write_text
 from crabrec.runfiles import RunFiles, link_base, read_checked
 
 
@@ -102,7 +102,8 @@ def write_sweep(frame: pd.DataFrame, out: Path, title: str) -> list[Path]:
     axes[0].set_title("accuracy (higher is better)")
     axes[1].set_title("popularity bias (lower is better)")
     fig.suptitle(title)
-    fig.savefig(png, dpi=120, bbox_inches="tight")
+    with atomic_path(png) as tmp:
+        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
     plt.close(fig)
     return [csv, md, png]
 

@@ -37,7 +37,7 @@ from crabrec.config import (
 )
 from crabrec.config_paths import as_written, file_values, saved_values
 from crabrec.errors import CrabError
-from crabrec.io import content_hash, sha256_of, write_json, write_text
+from crabrec.io import content_hash, os_reason, sha256_of, write_json, write_text
 from crabrec.runfiles import RunFiles
 
 log = logging.getLogger("crabrec")
@@ -461,12 +461,26 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         run_dir.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CrabError(f"{run_dir.parent}: cannot create the runs folder ({exc.strerror})") from None
-    target = run_dir if run_dir.exists() else run_dir.parent
-    if not os.access(target, os.W_OK | os.X_OK):
-        raise CrabError(f"{target}: not writable; choose another runs_dir")
+    if run_dir.exists() and not os.access(run_dir, os.W_OK | os.X_OK):
+        raise CrabError(
+            f"{run_dir}: not writable, and this command writes into the run; copy the run to a folder you can write, "
+            "or read its stored results with crabrec runs, compare, recommend or serve, which write nothing"
+        )
+    if not os.access(run_dir.parent, os.W_OK | os.X_OK):
+        where = (
+            f"the run's lock file (.{run_dir.name}.lock) is kept there, beside the run; copy the run to a folder "
+            "you can write"
+            if run_dir.exists()
+            else "choose another runs_dir (--set runs_dir=PATH)"
+        )
+        raise CrabError(f"{run_dir.parent}: not writable; {where}")
     refuse_foreign_folder(run_dir)
     lock_path = run_dir.parent / f".{run_dir.name}.lock"
-    with open(lock_path, "a+", encoding="utf-8") as handle:
+    try:
+        handle = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 (closed by the with below)
+    except OSError as exc:
+        raise CrabError(f"{lock_path}: cannot open the run's lock file ({os_reason(exc)})") from None
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
