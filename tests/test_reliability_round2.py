@@ -254,3 +254,33 @@ def test_own_data_without_a_name_gets_its_own_run_folder(office_slice, tmp_path,
 
 def test_a_section_overridden_by_a_value_is_one_line(capsys):
     one_line_error(capsys, ["data", "stats", "--set", "data=3", "--set", "data.kcore=2"], "data was set to a value")
+
+
+def test_the_run_lock_uses_msvcrt_where_there_is_no_fcntl(tmp_path, monkeypatch):
+    """Windows has no fcntl: the lock falls back to msvcrt's byte lock at the file's start, and a held lock is
+    refused the same way."""
+    import types
+
+    from crabrec.io import try_lock, unlock
+    from crabrec.pipeline import run_lock
+
+    calls, held = [], set()
+
+    def locking(fd, mode, n):
+        calls.append((mode, n, os.lseek(fd, 0, os.SEEK_CUR)))
+        if mode == 2 and fd in held:
+            raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setitem(sys.modules, "fcntl", None)  # import fcntl -> ImportError
+    monkeypatch.setitem(sys.modules, "msvcrt", types.SimpleNamespace(LK_UNLCK=0, LK_NBLCK=2, locking=locking))
+    with open(tmp_path / "f.lock", "a+", encoding="utf-8") as handle:
+        handle.write("crabrec process 1")
+        assert try_lock(handle) and calls[-1] == (2, 1, 0)
+        held.add(handle.fileno())
+        assert not try_lock(handle)
+        unlock(handle)
+        assert calls[-1] == (0, 1, 0)
+    held.clear()
+    with run_lock(tmp_path / "run"):
+        assert (tmp_path / ".run.lock").read_text() == f"crabrec process {os.getpid()}"
+    assert [c[0] for c in calls[-2:]] == [2, 0]

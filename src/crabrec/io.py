@@ -13,7 +13,7 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -107,6 +107,40 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp_path is not None and tmp_path.exists():
             tmp_path.unlink()
+
+
+def try_lock(handle: IO[Any]) -> bool:
+    """Take an exclusive lock on an open file without waiting; False when another process holds it. ``flock`` on
+    Linux and macOS; on Windows (no ``fcntl``) ``msvcrt`` locks the file's first byte."""
+    try:
+        import fcntl
+    except ImportError:
+        import msvcrt
+
+        handle.seek(0)
+        try:
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def unlock(handle: IO[Any]) -> None:
+    """Release :func:`try_lock`'s lock."""
+    try:
+        import fcntl
+    except ImportError:
+        import msvcrt
+
+        handle.seek(0)
+        msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
+        return
+    fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 SPACE_WORDS = ("No space", "Disk quota", "StorageFull")  # how torch's and safetensors' writers say the disk is full

@@ -37,7 +37,7 @@ from crabrec.config import (
 )
 from crabrec.config_paths import as_written, file_values, saved_values
 from crabrec.errors import CrabError
-from crabrec.io import content_hash, os_reason, sha256_of, write_json, write_text
+from crabrec.io import content_hash, os_reason, sha256_of, try_lock, unlock, write_json, write_text
 from crabrec.runfiles import RunFiles
 
 log = logging.getLogger("crabrec")
@@ -449,8 +449,6 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     """Hold the run directory for this process: checked writable before any work, and an advisory lock
     (``<runs_dir>/.<name>.lock``, beside the run so a failed command leaves the run as it was) refuses a second
     process with a message naming the holder."""
-    import fcntl
-
     run_dir = Path(run_dir).resolve()
     if run_dir in _HELD or not distributed.is_main():  # under a launcher the main process holds it for all
         yield
@@ -481,11 +479,12 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     except OSError as exc:
         raise CrabError(f"{lock_path}: cannot open the run's lock file ({os_reason(exc)})") from None
     with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
+        if not try_lock(handle):
+            try:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+            except OSError:  # Windows: the holder's locked byte cannot be read
+                holder = "another process"
             raise CrabError(f"{run_dir}: in use by {holder}; wait for it to finish or stop it") from None
         handle.seek(0)
         handle.truncate()
@@ -496,4 +495,4 @@ def run_lock(run_dir: Path) -> Iterator[None]:
             yield
         finally:
             _HELD.discard(run_dir)
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            unlock(handle)
