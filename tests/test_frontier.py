@@ -269,3 +269,30 @@ def test_each_point_is_paired_with_its_control_at_its_other_settings():
         ("gamma=0,levels=0,ratio=0.5", "gamma=0,levels=all,ratio=0"),
         ("gamma=0.2,levels=all,ratio=0.1", "gamma=0.2,levels=0,ratio=0"),
     ]
+
+
+def test_a_frontier_where_links_are_refused_copies_the_shared_artifacts(tiny_run, tmp_path, capsys, monkeypatch):
+    """Windows lets only some users make symbolic links: a point then gets copies of the base run's artifacts, and
+    the same numbers."""
+    import os
+
+    import crabrec.runfiles
+
+    args = ["--only", "rr", "--grid", "rr=0.5", "--jobs", "1"]
+    linked, copied = tmp_path / "linked", tmp_path / "copied"
+    shutil.copytree(tiny_run, linked)
+    shutil.copytree(tiny_run, copied)
+    assert cli(["frontier", str(linked), *args])[0] == 0, capsys.readouterr().err
+    monkeypatch.setattr(crabrec.runfiles, "LINKS_MAY_BE_REFUSED", True)
+
+    def refuse(*_args, **_kwargs):
+        raise OSError(1314, "A required privilege is not held by the client")
+
+    monkeypatch.setattr(os, "symlink", refuse)
+    assert cli(["frontier", str(copied), *args])[0] == 0, capsys.readouterr().err
+    point = copied / "frontier" / "rr" / "alpha=0.5"
+    assert (point / "models" / "mor").is_dir() and not (point / "models" / "mor").is_symlink()
+    assert (linked / "frontier" / "rr" / "alpha=0.5" / "models" / "mor").is_symlink()
+    picked = [json.loads((r / "frontier" / "frontier.json").read_text())["selected"]["rr"] for r in (linked, copied)]
+    numbers = [{k: v for k, v in p.items() if k.startswith(("valid", "test"))} for p in picked]
+    assert numbers[0] == numbers[1] and numbers[0]

@@ -8,6 +8,7 @@ A run directory holds ``data/`` (splits, popularity, items), ``embeddings.npy``,
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -229,6 +230,7 @@ def first_rows(samples, limit: int | None):
     return samples if limit is None else samples.take(np.arange(min(limit, len(samples))))
 
 
+LINKS_MAY_BE_REFUSED = os.name == "nt"  # Windows lets only some users make links: a shared artifact is copied there
 SHARED = ("data", "embeddings.npy", "embeddings.items.json", "sid", "models/mor", "models/tiger")
 SHARED_STAGES = ("data", "embed", "tokenize", "train", "evaluate", "tiger", "tiger-eval")
 
@@ -245,7 +247,12 @@ def link_base(
             continue
         dst.parent.mkdir(parents=True, exist_ok=True)
         if not dst.exists():
-            os.symlink(src.resolve(), dst, target_is_directory=src.is_dir())
+            try:
+                os.symlink(src.resolve(), dst, target_is_directory=src.is_dir())
+            except OSError:
+                if not LINKS_MAY_BE_REFUSED:
+                    raise
+                (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
     for name in stages:
         state, copy = RunFiles(base).state(name), RunFiles(target).state(name)
         if state.is_file():
