@@ -206,7 +206,58 @@ def test_bad_requests_get_a_4xx_with_one_line(server, tiny_run):
         assert reason in answer["error"] and "\n" not in answer["error"], (body[:60], answer)
     assert call(f"{base}/nowhere")[0] == 404
     assert call(f"{base}/recommend", method="GET")[0] == 405
+    for path, method, allowed in (("recommend", "GET", "POST"), ("health", "DELETE", "GET")):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(f"{base}/{path}", method=method), timeout=30)
+        assert refused.value.code == 405 and refused.value.headers["Allow"] == allowed  # RFC 9110: 405 says Allow
     assert post(base, {"history": [item]})[0] == 200  # the server is still fine
+
+
+def _schema_accepts(schema: dict, value) -> bool:
+    """The JSON Schema keywords the request's combination rules use (enough for them, not a general validator)."""
+    if "not" in schema and _schema_accepts(schema["not"], value):
+        return False
+    if "required" in schema and not all(n in value for n in schema["required"]):
+        return False
+    for name, sub in schema.get("properties", {}).items():
+        if isinstance(value, dict) and name in value and not _schema_accepts(sub, value[name]):
+            return False
+    if schema.get("type") == "null" and value is not None:
+        return False
+    if isinstance(value, list) and len(value) < schema.get("minItems", 0):
+        return False
+    checks = [all(_schema_accepts(s, value) for s in schema.get("allOf", []))]
+    if "anyOf" in schema:
+        checks.append(any(_schema_accepts(s, value) for s in schema["anyOf"]))
+    if "oneOf" in schema:
+        checks.append(sum(_schema_accepts(s, value) for s in schema["oneOf"]) == 1)
+    return all(checks)
+
+
+def test_the_published_schema_states_which_fields_go_together(server, tiny_run):
+    """/openapi.json's request schema says what the endpoint checks beyond each field's type (one history or user, or
+    several; users by index or by id; a history is not empty), so that clients and schema tools agree with it: a
+    request the schema rejects by these rules is a 422, and the good requests pass both."""
+    base, _ = server
+    item = crabrec.load(tiny_run, "mor").item_ids[0]
+    user = str(RunFiles(tiny_run).load_users().ids[0])
+    request = call(f"{base}/openapi.json")[1]["paths"]["/recommend"]["post"]["requestBody"]
+    schema = request["content"]["application/json"]["schema"]
+    rules = {key: schema[key] for key in ("oneOf", "not")} | {"properties": {"history": {"minItems": 1}}}
+    refused = [{}, {"history": None}, {"history": []}, {"history": [item], "histories": [[item]]},
+               {"history": [item], "user_ids": [user]}, {"histories": [[item]], "user": 0},
+               {"history": [item], "users": [0]}, {"user_id": user, "user": 0}, {"user_ids": [user], "users": [0]},
+               {"history": [item], "user_id": user, "histories": None, "user_ids": []}]  # fmt: skip
+    accepted = [{"history": [item]}, {"user_id": user}, {"history": [item], "user": 0}, {"histories": [[item]]},
+                {"user_ids": [user]}, {"histories": [[item], None], "user_ids": [user, user]}, {"histories": []},
+                {"history": [item], "histories": None, "user": None, "users": None, "k": 5}]  # fmt: skip
+    for body in refused:
+        assert not _schema_accepts(rules, body), body
+        assert post(base, body)[0] == 422, body
+    for body in accepted:
+        assert _schema_accepts(rules, body), body
+        assert post(base, body)[0] == 200, (body, post(base, body))
+    assert schema["properties"]["k"]["minimum"] == 1 and post(base, {"history": [item], "k": 0})[0] == 422
 
 
 def test_batcher_splits_results_and_passes_errors():

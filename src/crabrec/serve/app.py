@@ -29,15 +29,34 @@ ItemIds = list[StrictStr | StrictInt]
 access = logging.getLogger("crabrec.access")
 
 
+def _given(*names: str) -> dict[str, Any]:
+    """JSON Schema: at least one of ``names`` is present and not null."""
+    return {"anyOf": [{"required": [n], "properties": {n: {"not": {"type": "null"}}}} for n in names]}
+
+
+# what the endpoint checks beyond each field's type, stated in the published schema for clients and schema tools
+_REQUEST_RULES = {
+    "oneOf": [  # one history or user, or several
+        {"allOf": [_given("history", "user_id"), {"not": _given("histories", "user_ids", "users")}]},
+        {"allOf": [_given("histories", "user_ids"), {"not": _given("history", "user_id", "user")}]},
+    ],
+    "not": {  # users by index or by id, not both
+        "anyOf": [{"allOf": [_given("user"), _given("user_id")]}, {"allOf": [_given("users"), _given("user_ids")]}]
+    },
+}
+
+
 class RecommendRequest(BaseModel):
     """One history (``history``) or several (``histories``), oldest item first, in the dataset's item ids; or one
     user (``user_id``) or several (``user_ids``) of the run's data, whose known history is used when none is given."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_REQUEST_RULES)
 
-    history: ItemIds | None = Field(None, description="one history; give this or `histories`")
+    history: ItemIds | None = Field(
+        None, description="one history; give this or `histories`", json_schema_extra={"minItems": 1}
+    )
     histories: list[ItemIds | None] | None = Field(None, description="several histories, ranked together")
-    k: StrictInt = Field(10, description="list length, 1 to the method's beam width")
+    k: StrictInt = Field(10, description="list length, 1 to the method's beam width", json_schema_extra={"minimum": 1})
     method: StrictStr | None = Field(None, description="a served method (default: the first one served)")
     user_id: StrictStr | StrictInt | None = Field(
         None, description="one user of the run's data, by their id in it; without `history`, their known history"
@@ -127,8 +146,8 @@ def create_app(
         example = {"history": next(iter(recommenders.values())).item_ids[:3], "k": 10}
         return HTMLResponse(docs_page(app.openapi(), example))
 
-    def error(status: int, message: str) -> JSONResponse:
-        return JSONResponse({"error": clip(" ".join(str(message).split()), 300)}, status_code=status)
+    def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+        return JSONResponse({"error": clip(" ".join(str(message).split()), 300)}, status_code=status, headers=headers)
 
     @app.exception_handler(BadRequest)
     async def bad_request(request, exc: BadRequest):
@@ -136,7 +155,7 @@ def create_app(
 
     @app.exception_handler(HTTPException)
     async def http_error(request, exc: HTTPException):
-        return error(exc.status_code, exc.detail)
+        return error(exc.status_code, exc.detail, exc.headers)  # a 405's Allow among them
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request, exc: RequestValidationError):
