@@ -240,7 +240,21 @@ def test_ctrl_c_exits_130_with_a_message(office_slice, tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
-    assert "crabrec: error: interrupted" in err and "Traceback" not in err
+    assert "crabrec: error: interrupted (finished stages are kept" in err and "Traceback" not in err
+
+
+def test_ctrl_c_in_a_command_that_writes_no_run_says_nothing_was_written(tiny_run, tmp_path, capsys, monkeypatch):
+    import crabrec.recommender
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    (tmp_path / "in.jsonl").write_text('{"history": ["0"]}\n')
+    monkeypatch.setattr(crabrec.recommender.Recommender, "recommend_batch", ctrl_c)
+    args = ["--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "o.csv")]
+    code, _ = cli(["recommend", str(tiny_run), *args])
+    assert code == 130 and capsys.readouterr().err.strip() == "crabrec: error: interrupted; nothing was written"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
 
 
 def test_own_data_without_a_name_gets_its_own_run_folder(office_slice, tmp_path, capsys):

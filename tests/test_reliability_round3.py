@@ -114,6 +114,45 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_error_and_leaves_no_tempor
     assert (tmp_path / "kept" / "a").read_text() == "old" and not (tmp_path / "kept.tmp").exists()
 
 
+def test_a_folder_being_replaced_survives_ctrl_c_and_a_failed_rename(tmp_path, monkeypatch):
+    """Ctrl-C while the new folder is filled leaves the old one and no temporary folder; a failure after the old one
+    is moved aside puts it back; a replacement that completes leaves neither the temporary nor the old folder."""
+    from crabrec.errors import CrabError
+    from crabrec.io import write_folder
+
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "a").write_text("old")
+
+    def interrupted(tmp: Path) -> None:
+        tmp.mkdir()
+        (tmp / "a").write_text("half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_folder(kept, interrupted)
+    assert (kept / "a").read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
+
+    real_rename = Path.rename
+
+    def refuse_new(self, target):
+        if self.name == "kept.tmp":
+            raise OSError(5, "Input/output error")
+        return real_rename(self, target)
+
+    def fill(tmp: Path) -> None:
+        tmp.mkdir()
+        (tmp / "a").write_text("new")
+
+    monkeypatch.setattr(Path, "rename", refuse_new)
+    with pytest.raises(CrabError, match="kept: cannot write"):
+        write_folder(kept, fill)
+    assert (kept / "a").read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
+    monkeypatch.undo()
+    write_folder(kept, fill)
+    assert (kept / "a").read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
+
+
 # -- class 1: a frontier point writes only its own folder --------------------------------------------------------
 VARIANT_OUTPUTS = ("frontier", "report", "stages/report.json", "config.yaml")  # what a frontier adds to the base run
 

@@ -1055,6 +1055,7 @@ def main(argv: list[str] | None = None) -> None:
     _setup_logging()
     distributed.setup()  # under torchrun / accelerate launch: join the process group
     refresh_help()
+    locks_before = _locks_taken()
     try:
         code = app(args=argv, prog_name="crabrec", standalone_mode=False)
         distributed.teardown()
@@ -1076,8 +1077,16 @@ def main(argv: list[str] | None = None) -> None:
             _fail(f"unexpected end of a file ({reason(cause)})", 2)
         code = 130
     if code == 130:  # typer turns Ctrl-C into exit code 130
-        _fail("interrupted (finished stages are kept; run the command again to resume)", 130)
+        if _locks_taken() > locks_before:  # it may have written into a run
+            _fail("interrupted (finished stages are kept; run the command again to resume)", 130)
+        _fail("interrupted; nothing was written", 130)
     distributed.finish(code if isinstance(code, int) else 0)
+
+
+def _locks_taken() -> int:
+    """How many run locks this process has taken (none before the pipeline is first imported)."""
+    pipeline = sys.modules.get("crabrec.pipeline")
+    return pipeline.locks_taken() if pipeline is not None else 0
 
 
 def _fail(message: str, code: int) -> None:

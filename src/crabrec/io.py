@@ -152,14 +152,21 @@ def write_folder(folder: str | os.PathLike, fill: Callable[[Path], None]) -> Non
     full disk, a read-only folder: an OSError, or the words of torch's and safetensors' writers) removes the
     temporary folder and is one error naming ``folder``; the previous ``folder`` stays as it was."""
     folder = Path(folder)
-    tmp = folder.with_name(folder.name + ".tmp")
+    tmp, old = folder.with_name(folder.name + ".tmp"), folder.with_name(folder.name + ".old")
     try:
         shutil.rmtree(tmp, ignore_errors=True)
         fill(tmp)
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+        if folder.exists():  # moved aside, not deleted, until the new one is in place
+            folder.rename(old)
         tmp.rename(folder)
-    except Exception as exc:
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException as exc:  # Ctrl-C included: no half-filled temporary folder is left
         shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not folder.exists():
+            old.rename(folder)
+        if not isinstance(exc, Exception):
+            raise
         text = str(exc)
         if not isinstance(exc, OSError) and not any(w in text for w in WRITE_WORDS):
             raise

@@ -414,6 +414,12 @@ def _one_line(summary: dict[str, Any]) -> str:
 
 
 _HELD: set[Path] = set()  # run directories this process holds the lock of (a held lock is re-entered freely)
+_LOCKS_TAKEN = [0]  # how many times this process has taken a run's lock
+
+
+def locks_taken() -> int:
+    """How many times this process has taken a run's lock (a command that took none has written into no run)."""
+    return _LOCKS_TAKEN[0]
 
 
 # what a run writes at its top level besides its config (a command killed before its first stage finished leaves some
@@ -491,6 +497,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         handle.write(f"crabrec process {os.getpid()}")
         handle.flush()
         _HELD.add(run_dir)
+        _LOCKS_TAKEN[0] += 1
         try:
             yield
         finally:
