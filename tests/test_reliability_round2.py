@@ -255,6 +255,11 @@ def test_ctrl_c_in_a_command_that_writes_no_run_says_nothing_was_written(tiny_ru
     code, _ = cli(["recommend", str(tiny_run), *args])
     assert code == 130 and capsys.readouterr().err.strip() == "crabrec: error: interrupted; nothing was written"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+    import crabrec.cli
+
+    monkeypatch.setattr(crabrec.cli, "refresh_help", ctrl_c)  # Ctrl-C while the command's modules load
+    assert cli(["runs", str(tmp_path)])[0] == 130
+    assert capsys.readouterr().err.strip() == "crabrec: error: interrupted; nothing was written"
 
 
 def test_own_data_without_a_name_gets_its_own_run_folder(office_slice, tmp_path, capsys):

@@ -1052,11 +1052,11 @@ def main(argv: list[str] | None = None) -> None:
 
     from crabrec import distributed
 
-    _setup_logging()
-    distributed.setup()  # under torchrun / accelerate launch: join the process group
-    refresh_help()
     locks_before = _locks_taken()
-    try:
+    try:  # from the start: Ctrl-C while the modules load is an interruption too, not a traceback
+        _setup_logging()
+        distributed.setup()  # under torchrun / accelerate launch: join the process group
+        refresh_help()
         code = app(args=argv, prog_name="crabrec", standalone_mode=False)
         distributed.teardown()
     except CrabError as exc:
