@@ -148,9 +148,10 @@ WRITE_WORDS = (*SPACE_WORDS, "IoError", "write failed", "failed writing", "Read-
 
 
 def write_folder(folder: str | os.PathLike, fill: Callable[[Path], None]) -> None:
-    """``fill`` the folder ``<folder>.tmp`` (it creates it), then rename it onto ``folder``. A write that fails (a
-    full disk, a read-only folder: an OSError, or the words of torch's and safetensors' writers) removes the
-    temporary folder and is one error naming ``folder``; the previous ``folder`` stays as it was."""
+    """``fill`` the folder ``<folder>.tmp`` (it creates it), then rename it onto ``folder``; the previous ``folder``
+    waits as ``<folder>.old`` until the new one is in place. A write that fails (a full disk, a read-only folder: an
+    OSError, or the words of torch's and safetensors' writers) removes the temporary folder and is one error naming
+    ``folder``; the previous ``folder`` stays as it was, and so it does after Ctrl-C."""
     folder = Path(folder)
     tmp, old = folder.with_name(folder.name + ".tmp"), folder.with_name(folder.name + ".old")
     try:
