@@ -263,7 +263,14 @@ def test_bad_backbone_path_is_a_clear_error(office_slice, tmp_path, capsys):
     code, _ = cli(["train", "--set", f"data.path={office_slice}", "--set", f"runs_dir={tmp_path}",
                    "--backbone", "nowhere", "--set", "embed.encoder=hashing-bow"])  # fmt: skip
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and err[-1].startswith("crabrec: error: train.backbone=nowhere: not a Hugging Face model")
+    where = Path.cwd() / "nowhere"
+    assert code == 2 and err[-1].startswith(f"crabrec: error: train.backbone=nowhere ({where}): not found;")
+    assert "`crabrec backbone import-gguf --out nowhere`" in err[-1]
+    (tmp_path / "empty").mkdir()
+    code, _ = cli(["train", "--set", f"data.path={office_slice}", "--set", f"runs_dir={tmp_path}",
+                   "--backbone", str(tmp_path / "empty"), "--set", "embed.encoder=hashing-bow"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith(f"crabrec: error: train.backbone={tmp_path / 'empty'}: not a Hugging Face")
 
 
 @pytest.mark.slow

@@ -102,9 +102,14 @@ def checked_config(cfg: Any, n_items: int) -> Any:
 
         from crabrec.models.backbone import is_backbone_dir
 
-        if not is_backbone_dir(Path(cfg.train.backbone)):
+        folder = Path(cfg.train.backbone)
+        if not is_backbone_dir(folder):
+            where = "" if folder.is_absolute() else f" ({folder.resolve()})"
+            what = "not found"
+            if folder.exists():
+                what = "not a Hugging Face model folder (config.json + tokenizer expected)"
             raise CrabError(
-                f"train.backbone={cfg.train.backbone}: not a Hugging Face model folder (config.json + tokenizer "
-                "expected); `crabrec backbone import-gguf` makes one from SmolLM2"
+                f"train.backbone={cfg.train.backbone}{where}: {what}; `crabrec backbone import-gguf --out "
+                f"{cfg.train.backbone}` makes SmolLM2's there (`make backbone` does it from the project's folder)"
             )
     return cfg
