@@ -79,6 +79,7 @@ def test_health_models_and_docs(server, tiny_run):
     with urllib.request.urlopen(f"{base}/docs", timeout=10) as resp:
         page = resp.read().decode()
         assert resp.status == 200 and "POST" in page and "/recommend" in page and "exclude_seen" in page
+    assert "One history (<code>history</code>) or several (<code>histories</code>)" in page  # which fields go together
     assert "<script" not in page and "https://" not in page and "cdn" not in page.lower()  # works offline
     code, spec = call(f"{base}/openapi.json")
     assert (

@@ -40,6 +40,14 @@ def _fields(schema: dict[str, Any]) -> str:
     return "<table><tr><th>field</th><th>type</th><th>default</th><th>meaning</th></tr>" + "".join(rows) + "</table>"
 
 
+def _prose(text: str) -> str:
+    """A docstring as one HTML paragraph, its double-backtick spans as code (an empty string for no text)."""
+    if not text:
+        return ""
+    pieces = html.escape(" ".join(text.split())).split("``")
+    return "<p>" + "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(pieces)) + "</p>"
+
+
 def docs_page(schema: dict[str, Any], example: dict[str, Any]) -> str:
     """The HTML page for an OpenAPI ``schema``; ``example`` is a request body for ``POST /recommend``."""
     info = schema.get("info", {})
@@ -56,7 +64,7 @@ def docs_page(schema: dict[str, Any], example: dict[str, Any]) -> str:
             )
             body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
             if body:
-                parts.append("<h3>Request body (JSON)</h3>" + _fields(body))
+                parts.append("<h3>Request body (JSON)</h3>" + _prose(body.get("description", "")) + _fields(body))
             answers = op.get("responses", {})
             if answers:
                 parts.append(
