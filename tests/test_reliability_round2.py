@@ -290,7 +290,9 @@ def test_the_run_lock_uses_msvcrt_where_there_is_no_fcntl(tmp_path, monkeypatch)
         if mode == 2 and fd in held:
             raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setitem(sys.modules, "fcntl", None)  # import fcntl -> ImportError
+    import crabrec.io
+
+    monkeypatch.setattr(crabrec.io, "fcntl", None)  # as where ``import fcntl`` fails
     monkeypatch.setitem(sys.modules, "msvcrt", types.SimpleNamespace(LK_UNLCK=0, LK_NBLCK=2, locking=locking))
     with open(tmp_path / "f.lock", "a+", encoding="utf-8") as handle:
         handle.write("crabrec process 1")

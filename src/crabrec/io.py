@@ -17,6 +17,11 @@ from typing import IO, Any
 
 import numpy as np
 
+try:
+    import fcntl
+except ImportError:  # Windows: try_lock uses msvcrt
+    fcntl = None
+
 from crabrec.errors import CrabError, clip, reason
 
 
@@ -112,9 +117,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 def try_lock(handle: IO[Any]) -> bool:
     """Take an exclusive lock on an open file without waiting; False when another process holds it. ``flock`` on
     Linux and macOS; on Windows (no ``fcntl``) ``msvcrt`` locks the file's first byte."""
-    try:
-        import fcntl
-    except ImportError:
+    if fcntl is None:
         import msvcrt
 
         handle.seek(0)
@@ -132,15 +135,13 @@ def try_lock(handle: IO[Any]) -> bool:
 
 def unlock(handle: IO[Any]) -> None:
     """Release :func:`try_lock`'s lock."""
-    try:
-        import fcntl
-    except ImportError:
+    if fcntl is None:
         import msvcrt
 
         handle.seek(0)
         msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
-        return
-    fcntl.flock(handle, fcntl.LOCK_UN)
+    else:
+        fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 SPACE_WORDS = ("No space", "Disk quota", "StorageFull")  # how torch's and safetensors' writers say the disk is full
