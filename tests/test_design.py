@@ -22,7 +22,7 @@ from tests.conftest import ROOT, TINY, cli
 PACKAGE = ROOT / "src" / "crabrec"
 # Each module may import only from its own floor or below.
 FLOORS = {
-    0: ("errors", "io", "config", "config_paths", "presets", "datasets", "distributed", "progress"),
+    0: ("errors", "io", "config", "config_paths", "presets", "datasets", "distributed", "progress", "termination"),
     1: ("data", "sid", "decode", "metrics", "models", "crab", "baselines", "embed"),
     2: ("train", "evaluation", "runfiles", "rankers", "histories", "export"),
     3: ("pipeline", "stages", "methods", "report", "report_facts", "parallel"),

@@ -124,3 +124,63 @@ def test_a_worker_ends_when_the_command_that_started_it_is_killed(tmp_path):
         main.kill()
         if "worker" in locals() and _alive(worker):
             os.kill(worker, signal.SIGKILL)
+
+
+_WRITERS = """
+import sys, time
+from pathlib import Path
+
+from crabrec import termination
+from crabrec.io import atomic_path
+from crabrec.parallel import worker_job, worker_pool
+
+
+def write_slowly(path):
+    with worker_job(), atomic_path(Path(path)) as tmp:
+        tmp.write_text("half written")
+        time.sleep(120)
+
+
+if __name__ == "__main__":
+    termination.handle()
+    with worker_pool(2) as pool:
+        futures = [pool.submit(write_slowly, f"out{i}") for i in range(2)]
+        time.sleep(0.5)
+        print(" ".join(str(pid) for pid in pool._processes), flush=True)
+        try:
+            time.sleep(120)
+        except termination.Terminated as exc:
+            print(f"stopping on {exc}", flush=True)
+            raise
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_workers_stop_their_jobs_cleanly_when_the_command_is_terminated_or_killed(sig, tmp_path):
+    """SIGTERM to the main process is passed on to its workers, whose jobs stop as after Ctrl-C: the files they were
+    writing are removed, and the command ends within seconds instead of waiting for them. SIGKILL leaves the main
+    process nothing to do: its workers, told by the system, clean up the same way and end."""
+    script = tmp_path / "writers.py"
+    script.write_text(_WRITERS)
+    main = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        workers = [int(pid) for pid in main.stdout.readline().split()]
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob(".out*.tmp"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(list(tmp_path.glob(".out*.tmp"))) == 2 and len(workers) == 2
+        main.send_signal(sig)
+        out, _ = main.communicate(timeout=20)
+        deadline = time.monotonic() + 10
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(w) for w in workers), "a worker outlived the command"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["writers.py"], "a half-written file was left"
+        if sig == signal.SIGTERM:
+            assert "stopping on SIGTERM" in out
+    finally:
+        main.kill()
+        for w in locals().get("workers", []):
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)

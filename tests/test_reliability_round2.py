@@ -228,19 +228,47 @@ def test_a_bad_option_is_one_line(capsys):
     one_line_error(capsys, ["train", "--seed", "abc"], "Invalid value for '--seed'")
 
 
-def test_ctrl_c_exits_130_with_a_message(office_slice, tmp_path):
+@pytest.mark.parametrize(
+    ("sig", "code", "says"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated by SIGTERM")]
+)
+def test_ctrl_c_or_a_termination_signal_stops_with_a_message(sig, code, says, office_slice, tmp_path):
     args = ["run", "--data", str(office_slice), "--set", f"runs_dir={tmp_path}", *TINY]
-    # as from a terminal: Ctrl-C acts even if something earlier in this test process set SIGINT to be ignored (an
-    # ignored signal stays ignored in a child, and Python then installs no KeyboardInterrupt handler)
-    default = functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL)
+    # as from a terminal: the signal acts even if something earlier in this test process set it to be ignored (an
+    # ignored signal stays ignored in a child, and Python then installs no handler for it)
+    default = functools.partial(signal.signal, sig, signal.SIG_DFL)
     proc = subprocess.Popen([*CLI, *args], stderr=subprocess.PIPE, text=True, preexec_fn=default)
     deadline = time.time() + 120
-    while not list(tmp_path.glob("*/stages/data.json")) and time.time() < deadline:
+    while not list(tmp_path.glob("*/stages/embed.json")) and time.time() < deadline:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]
-    assert "crabrec: error: interrupted (finished stages are kept" in err and "Traceback" not in err
+    assert proc.returncode == code, err[-2000:]
+    assert f"crabrec: error: {says} (finished stages are kept" in err and "Traceback" not in err
+    assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name], "a temporary file was left"
+    if sig == signal.SIGTERM:  # and the next command resumes from the finished stages
+        done = subprocess.run([*CLI, *args, "--until", "embed"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "[embed] cached" in done.stderr, done.stderr[-2000:]
+
+
+_NOHUP = """
+import os, signal
+from crabrec import termination
+
+signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+termination.handle()
+os.kill(os.getpid(), signal.SIGHUP)  # ignored: the command goes on
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+except termination.Terminated as exc:
+    print(exc, termination.received(), signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+"""
+
+
+def test_a_termination_signal_is_raised_once_and_an_ignored_one_stays_ignored():
+    """nohup's ignored SIGHUP stays ignored; SIGTERM raises Terminated once, and a second one would end the process
+    at once (the default action is back)."""
+    out = subprocess.run([sys.executable, "-c", _NOHUP], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.split() == ["SIGTERM", str(int(signal.SIGTERM)), "True"], out.stderr
 
 
 def test_ctrl_c_in_a_command_that_writes_no_run_says_nothing_was_written(tiny_run, tmp_path, capsys, monkeypatch):

@@ -364,10 +364,12 @@ def test_a_csv_history_with_unquoted_commas_keeps_every_item(tmp_path):
         read_histories(path)
 
 
-# -- class 11: serve accepts connections once it prints its address ----------------------------------------------
-def test_serve_accepts_a_connection_as_soon_as_it_prints_its_address(tiny_run, tmp_path):
+# -- class 11: serve accepts connections once it prints its address; a signal stops it normally ---------------------
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_serve_accepts_a_connection_as_soon_as_it_prints_its_address(sig, tiny_run, tmp_path):
     import os
     import re
+    import signal
     import socket
     import subprocess
     import sys
@@ -387,6 +389,10 @@ def test_serve_accepts_a_connection_as_soon_as_it_prints_its_address(tiny_run, t
         socket.create_connection((host, int(port)), timeout=5).close()  # at once: no retry
         with urllib.request.urlopen(url + "/health", timeout=60) as answer:
             assert json.loads(answer.read())["status"] == "ok"
+        proc.send_signal(getattr(signal, sig))  # as a service manager stops it, or a closed terminal
+        out = proc.communicate(timeout=30)[0]
+        assert proc.returncode == 0, out
+        assert f"received {sig}: finishing the requests in flight" in out and "stopped (histories ranked: 0)" in out
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -1047,12 +1048,13 @@ def sid_stats(
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors (bad options included) become one line on stderr and exit code 2; Ctrl-C says so
-    and exits 130."""
+    and exits 130, a termination signal (SIGTERM, SIGHUP) likewise with 128 + its number."""
     from typer._click import exceptions as click_errors
 
-    from crabrec import distributed
+    from crabrec import distributed, termination
 
     locks_before = _locks_taken()
+    termination.handle()
     try:  # from the start: Ctrl-C while the modules load is an interruption too, not a traceback
         _setup_logging()
         distributed.setup()  # under torchrun / accelerate launch: join the process group
@@ -1076,10 +1078,13 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(cause, EOFError):  # click reads an end of file as an abort; it is a cut file, not Ctrl-C
             _fail(f"unexpected end of a file ({reason(cause)})", 2)
         code = 130
-    if code == 130:  # typer turns Ctrl-C into exit code 130
+    if code == 130:  # typer turns Ctrl-C (and so a termination signal) into exit code 130
+        signum = termination.received()
+        what = f"terminated by {signal.Signals(signum).name}" if signum else "interrupted"
+        code = 128 + signum if signum else 130
         if _locks_taken() > locks_before:  # it may have written into a run
-            _fail("interrupted (finished stages are kept; run the command again to resume)", 130)
-        _fail("interrupted; nothing was written", 130)
+            _fail(f"{what} (finished stages are kept; run the command again to resume)", code)
+        _fail(f"{what}; nothing was written", code)
     distributed.finish(code if isinstance(code, int) else 0)
 
 

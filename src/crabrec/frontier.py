@@ -196,7 +196,7 @@ def compute_points(cfg: RunConfig, todo: list[tuple[Any, str, RunConfig]], rows:
     run in that many worker processes, the CPU cores shared among them (``train.threads`` when set), the points that
     train a model handed out first; a point's results depend only on its settings and its processes' thread count.
     The first failing point stops the points not yet started, and its error is raised once the others finish."""
-    from crabrec.parallel import auto_count, cores, worker_pool
+    from crabrec.parallel import auto_count, cores, ended_abruptly, worker_pool
 
     jobs = min(jobs or auto_count(cfg, len(todo)), len(todo))
     if jobs < 2:
@@ -219,7 +219,7 @@ def compute_points(cfg: RunConfig, todo: list[tuple[Any, str, RunConfig]], rows:
             done, _ = wait(futures.values(), return_when=FIRST_EXCEPTION)
             failed = next((f.exception() for f in futures.values() if f in done and f.exception() is not None), None)
             if failed is not None:
-                raise failed
+                raise ended_abruptly(failed, "a frontier point")
         except BaseException:  # a failed point, or Ctrl-C: the points not started are not started
             for future in futures.values():
                 future.cancel()  # the points already running finish or stop (and keep their cached stages)
@@ -230,12 +230,13 @@ def compute_points(cfg: RunConfig, todo: list[tuple[Any, str, RunConfig]], rows:
 def _point_worker(point: tuple[str, str, dict[str, Any], Path, int | None], worker: tuple[int, int]) -> dict[str, Any]:
     """In a worker process: :func:`compute_point` of ``point`` (its config as plain values) with ``worker`` =
     ``(torch threads, log level)``, its log lines tagged with the point."""
-    from crabrec.parallel import worker_setup
+    from crabrec.parallel import worker_job, worker_setup
 
     method_name, name, values, base, rows = point
     worker_setup(f"{method_name} {name}", *worker)
     try:
-        return compute_point(method_name, name, from_values(values), base, rows)
+        with worker_job():
+            return compute_point(method_name, name, from_values(values), base, rows)
     except CrabError as exc:  # a user error crosses the process boundary as itself, without the worker's traceback
         raise CrabError(str(exc)) from None
 

@@ -16,16 +16,20 @@ count differ by floating-point rounding. A worker ends when the process that sta
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from crabrec.config_paths import values_of
 from crabrec.errors import CrabError, printable
 from crabrec.pipeline import RunContext
+from crabrec.termination import SIGNALS, Terminated, on_signal
 
 log = logging.getLogger("crabrec")
 
@@ -150,10 +154,11 @@ def run_side_by_side(ctx: RunContext, names: list[str], jobs: int) -> None:
             if not running:
                 break
             done, _ = wait(running, return_when=FIRST_COMPLETED)
+            busy = " or ".join(running.values())
             for future in done:
                 name = running.pop(future)
-                if future.exception() is not None:
-                    failed = failed or future.exception()  # the stages already running finish (and keep their files)
+                if future.exception() is not None:  # the stages already running finish (and keep their files)
+                    failed = failed or ended_abruptly(future.exception(), busy)
                     continue
                 _, computed = future.result()
                 finished.add(name)
@@ -164,11 +169,15 @@ def run_side_by_side(ctx: RunContext, names: list[str], jobs: int) -> None:
         raise failed
 
 
-def worker_pool(jobs: int):
-    """``jobs`` worker processes (spawned: no state inherited from this one) that end when this process ends, even
-    killed (SIGTERM, SIGKILL, out of memory): a stage left running would go on writing into a run that another
-    command may already be using. The methods registered at run time in this process are registered in each worker
-    too (installed ones each process finds itself)."""
+@contextlib.contextmanager
+def worker_pool(jobs: int) -> Iterator[Any]:
+    """``jobs`` worker processes (spawned: no state inherited from this one).
+
+    A worker ends when this process ends, even killed (SIGTERM, SIGKILL, out of memory): a stage left running would
+    go on writing into a run that another command may already be using. A termination signal this process receives
+    is passed on to the workers, which stop their work as Ctrl-C stops it (:func:`worker_job`). The methods
+    registered at run time in this process are registered in each worker too (installed ones each process finds
+    itself)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -176,7 +185,32 @@ def worker_pool(jobs: int):
 
     context = multiprocessing.get_context("spawn")
     init = (os.getpid(), added_payload())
-    return ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker, initargs=init)
+    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker, initargs=init)
+
+    def pass_on(signum: int) -> None:
+        for pid in list(getattr(pool, "_processes", None) or {}):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signum)
+
+    with pool, on_signal(pass_on):
+        yield pool
+
+
+def ended_abruptly(exc: BaseException, what: str) -> BaseException:
+    """``exc`` from a worker's job, or, when its worker process ended abruptly (killed, or by the system for want of
+    memory), one error saying so of ``what`` it computed."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    if not isinstance(exc, BrokenProcessPool):
+        return exc
+    return CrabError(
+        f"a worker process computing {what} ended abruptly (killed, or stopped by the system for want of memory); "
+        "the finished stages are kept: run the command again with fewer processes (--jobs 1 computes one stage at "
+        "a time) to resume"
+    )
+
+
+_PARENT = [0]  # in a worker process: the main process's id
 
 
 def _start_worker(parent: int, methods: bytes) -> None:
@@ -184,6 +218,7 @@ def _start_worker(parent: int, methods: bytes) -> None:
     methods registered at run time (quietly: the parent has already warned of a plugin it skipped)."""
     from crabrec.methods import register_payload
 
+    _PARENT[0] = parent
     _die_with_parent(parent)
     logger = logging.getLogger("crabrec")
     was_disabled, logger.disabled = logger.disabled, True
@@ -221,6 +256,35 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
+@contextlib.contextmanager
+def worker_job() -> Iterator[None]:
+    """In a worker process, around one job: a termination signal (passed on by the main process, or sent because it
+    ended) stops the job as Ctrl-C stops it, so that what it was writing is removed; a repeat is ignored while it
+    stops, unless the main process has ended. Between jobs a signal ends the worker at once: it has nothing to
+    remove."""
+
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signum, _ignore_unless_orphaned)
+        raise Terminated(signum)
+
+    for signum in SIGNALS:
+        signal.signal(signum, stop)
+    try:
+        yield
+    except Terminated:
+        if os.getppid() != _PARENT[0]:  # nobody waits for the result
+            os._exit(1)
+        raise
+    finally:
+        for signum in SIGNALS:
+            signal.signal(signum, signal.SIG_DFL)
+
+
+def _ignore_unless_orphaned(signum: int, frame: object) -> None:
+    if os.getppid() != _PARENT[0]:
+        os._exit(1)
+
+
 def _compute(values: dict[str, Any], name: str, fresh: bool, threads: int, level: int) -> tuple[str, bool]:
     """In a worker process: compute stage ``name`` (from scratch when ``fresh``) with ``threads`` torch threads;
     -> ``(name, whether it was computed rather than found finished)``."""
@@ -232,7 +296,8 @@ def _compute(values: dict[str, Any], name: str, fresh: bool, threads: int, level
     ctx = RunContext(config=config, stages=registry(), force={name} if fresh else set())
     ctx._checked.update(n for n in ctx.stages if n != name)  # the main process has reported its inputs
     try:
-        ctx.ensure(name)
+        with worker_job():
+            ctx.ensure(name)
     except CrabError as exc:  # a user error crosses the process boundary as itself, without the worker's traceback
         raise CrabError(str(exc)) from None
     return name, name in ctx._ran

@@ -65,9 +65,13 @@ def url(sock) -> str:
 
 
 def make_server(config):
-    """A ``uvicorn.Server`` that says why it stops: a signal logs one line, then in-flight requests finish."""
+    """A ``uvicorn.Server`` that says why it stops: a signal (Ctrl-C, SIGTERM, or SIGHUP when its terminal closes)
+    logs one line, then the requests in flight finish, and the command ends normally (exit code 0): stopping is how
+    a service's work ends."""
+    import contextlib
     import logging
     import signal
+    import threading
 
     import uvicorn
 
@@ -78,5 +82,15 @@ def make_server(config):
                     "received %s: finishing the requests in flight, then stopping", signal.Signals(sig).name
                 )
             super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            if hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGHUP, self.handle_exit)
+            with super().capture_signals():
+                try:
+                    yield
+                finally:  # uvicorn would raise the signal again once stopped, ending the command as interrupted
+                    getattr(self, "_captured_signals", []).clear()
 
     return _Server(config)
