@@ -88,10 +88,12 @@ def test_worker_processes_have_the_installed_and_the_registered_methods(tmp_path
 def test_a_registered_method_that_cannot_reach_a_worker_is_a_one_line_error(fresh_registry):
     local = replace(MOSTPOP, name="local", stages=(Stage("local", lambda ctx: {}, artifacts=("x.json",)),))
     register(local)
-    with pytest.raises(CrabError, match=r"^method 'local': registered in this process, but worker processes cannot "
-                       r"import it \(.*\); define its functions and settings at the top level of a module, or run "
-                       r"with --jobs 1$"):  # fmt: skip
-        worker_pool(1)
+    expect = (
+        r"^method 'local': registered in this process, but worker processes cannot import it \(.*\); define its "
+        r"functions and settings at the top level of a module, or run with --jobs 1$"
+    )
+    with pytest.raises(CrabError, match=expect), worker_pool(1):
+        pass
 
 
 def test_the_guides_plugins_run_as_written(tmp_path, monkeypatch, fresh_registry, tiny_run, capfd):

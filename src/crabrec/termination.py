@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 from collections.abc import Callable, Iterator
 
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -27,7 +28,10 @@ class Terminated(KeyboardInterrupt):
 
 
 def handle() -> None:
-    """From now on the first termination signal raises :class:`Terminated`; call it once, in the main thread."""
+    """From now on the first termination signal raises :class:`Terminated` (in the main thread; elsewhere, where
+    Python allows no signal handler, nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
     for signum in SIGNALS:
         if signal.getsignal(signum) is signal.SIG_DFL:
             signal.signal(signum, _terminate)
