@@ -149,6 +149,8 @@ def _json_list(path: Path) -> None:
         ("models/mor/rankings.parquet", _truncate, ["evaluate", "--method", "rr", "--force"], "unusable artifact"),
         ("models/sasrec/model/model.safetensors", _truncate, ["evaluate", "--method", "sasrec", "--force"],
          "unusable artifact"),
+        ("models/sasrec/model/config.json", _truncate, ["evaluate", "--method", "sasrec", "--force"],
+         "unusable artifact"),
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("recorded", [True, False])

@@ -51,14 +51,17 @@ class SasrecRanker:
     block = 512  # top_full's batch
 
     def __init__(self, model_dir, width: int) -> None:
-        from crabrec.models.sasrec import SASRec
+        from crabrec.models.sasrec import SASRec, SASRecConfig
         from crabrec.rankers import inference_device, quiet_loading, untrained
         from crabrec.runfiles import load_checked
 
         if not (model_dir / "config.json").is_file():
             raise untrained(model_dir)
-        with quiet_loading():
-            model = load_checked(model_dir / "model.safetensors", lambda: SASRec.from_pretrained(model_dir))
+        with quiet_loading():  # the config first, so that an error names the file at fault
+            config = load_checked(model_dir / "config.json", lambda: SASRecConfig.from_pretrained(model_dir))
+            model = load_checked(
+                model_dir / "model.safetensors", lambda: SASRec.from_pretrained(model_dir, config=config)
+            )
         self.model, self.width = model.to(inference_device()), min(width, model.config.n_items)
 
     def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
