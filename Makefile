@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.crabrec-installed
 
-.PHONY: setup run test docs bench backbone clean lock
+.PHONY: setup run test floors docs bench backbone clean lock
 
 setup: $(STAMP)
 
@@ -21,6 +21,11 @@ run: setup
 test: setup
 	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(PY) -m pytest -q $(ARGS)
+
+# The dependency floors of pyproject.toml, tested: each direct dependency at the lowest version allowed, in a
+# throw-away .venv-floors, on the tests that lean hardest on the libraries (ARGS="tests" for the whole suite).
+floors:
+	bash scripts/check_floors.sh $(ARGS)
 
 # The documentation site (mkdocs-material) into site/: the reference pages are regenerated from the code first, and
 # --strict turns a broken link or a page missing from the navigation into an error.
@@ -46,4 +51,4 @@ lock: setup
 	mv constraints.tmp constraints.txt
 
 clean:
-	rm -rf $(VENV) runs site .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-floors runs site .pytest_cache .ruff_cache

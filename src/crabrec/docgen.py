@@ -309,6 +309,9 @@ def _signature(name: str, obj: Any) -> str:
     except (NameError, TypeError, ValueError):
         sig = inspect.signature(target)
     params = [p.replace(annotation=_annotation(p.annotation)) for p in sig.parameters.values()]
+    # a pydantic field made by a factory reads <factory>, as newer pydantic prints it (older printed None)
+    made = {k for k, f in getattr(target, "model_fields", {}).items() if getattr(f, "default_factory", None)}
+    params = [p.replace(default=_Shown("<factory>")) if p.name in made else p for p in params]
     ret = _annotation(sig.return_annotation)
     return f"{name}{sig.replace(parameters=params, return_annotation=ret)}"
 

@@ -144,6 +144,7 @@ def build_tiger(
         crabrec_level_sizes=[int(s) for s in level_sizes],
         crabrec_init=start,
     )
+    config.scale_decoder_outputs = tied  # what the flag above means, said outright: transformers 5.0 ignored it
     model = tiger_class(config)(config)
     with torch.no_grad():
         if level:

@@ -139,8 +139,8 @@ def create_app(
         access.info('%s "%s %s" %d %.1f ms', client, request.method, request.url.path, response.status_code, ms)
         return response
 
-    @app.get("/docs", include_in_schema=False)
-    async def docs() -> HTMLResponse:
+    @app.get("/docs", include_in_schema=False, response_class=HTMLResponse)
+    async def docs():  # no return annotation: an older FastAPI reads one as a response model, and fails on it
         from crabrec.serve.docs import docs_page
 
         example = {"history": next(iter(recommenders.values())).item_ids[:3], "k": 10}
