@@ -53,3 +53,18 @@ def test_a_config_may_merge_one_mapping_into_another_but_not_write_a_key_twice(t
     twice.write_text("train:\n  lr: 0.01\n  lr: 0.02\n")
     with pytest.raises(CrabError, match=r"line 3 invalid YAML \(key 'lr' written twice; the first is on line 2\)"):
         load_config(str(twice))
+
+
+@pytest.mark.skipif(not Path("/dev/fd").is_dir(), reason="needs /dev/fd")
+def test_a_config_read_from_a_pipe_as_from_process_substitution():
+    """``--config <(...)`` hands the command a pipe (``/dev/fd/N``), not a regular file: it is read all the same."""
+    import os
+
+    read, write = os.pipe()
+    try:
+        os.write(write, b"train:\n  epochs: 1\ndata:\n  kcore: 3\n")
+        os.close(write)
+        cfg = load_config(f"/dev/fd/{read}")
+    finally:
+        os.close(read)
+    assert cfg.train.epochs == 1 and cfg.data.kcore == 3

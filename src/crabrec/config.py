@@ -593,7 +593,7 @@ def preset_dict(name: str) -> dict[str, Any]:
 
 def _read_yaml(path: str) -> dict[str, Any]:
     p = Path(path)
-    if not p.is_file():
+    if p.is_dir() or not p.exists():  # a pipe is read too: --config <(...)
         raise CrabError(f"config {path}: " + ("a folder, not a YAML file" if p.is_dir() else "file not found"))
     try:
         data = load_yaml(p.read_text(encoding="utf-8"))
