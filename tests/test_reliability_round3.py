@@ -4,6 +4,7 @@ files, every setting that cannot work is refused up front, and a resumed trainin
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -466,3 +467,33 @@ def test_the_api_refuses_a_model_that_its_stage_did_not_write(tiny_run, tmp_path
     weights.write_bytes(weights.read_bytes()[:-1] + b" ")
     with pytest.raises(CrabError, match="model.safetensors: not the file the train stage wrote"):
         crabrec.load(run, "rr")  # RR ranks MOR's beams: MOR's weights are checked too
+
+
+# -- class 12: a command that fails before writing a run leaves no lock file beside it -----------------------------
+def test_a_failed_command_leaves_no_lock_file_and_a_lock_file_removed_meanwhile_is_opened_again(
+    tmp_path, capsys, monkeypatch
+):
+    import crabrec.pipeline
+
+    data = tmp_path / "e.csv"
+    data.write_text("user,item\n")  # no rows: the data stage fails after the lock is taken
+    runs = tmp_path / "runs"
+    one_line_error(capsys, ["run", "--data", str(data), "--set", f"runs_dir={runs}"], "no rows after the header")
+    assert list(runs.iterdir()) == []
+    # a holder removed the lock file between this process opening it and locking it: the lock taken on the removed
+    # file would not exclude a third process, so the file is opened again
+    real, removed = crabrec.pipeline.try_lock, []
+
+    def first_removed(handle):
+        if not removed:
+            removed.append(Path(handle.name))
+            Path(handle.name).unlink()
+        return real(handle)
+
+    monkeypatch.setattr(crabrec.pipeline, "try_lock", first_removed)
+    run = runs / "r"
+    with crabrec.pipeline.run_lock(run):
+        run.mkdir()
+        lock = runs / ".r.lock"
+        assert removed == [lock] and lock.read_text() == f"crabrec process {os.getpid()}"
+    assert lock.exists()  # the run exists: its lock file stays

@@ -480,18 +480,8 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         raise CrabError(f"{run_dir.parent}: not writable; {where}")
     refuse_foreign_folder(run_dir)
     lock_path = run_dir.parent / f".{run_dir.name}.lock"
-    try:
-        handle = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 (closed by the with below)
-    except OSError as exc:
-        raise CrabError(f"{lock_path}: cannot open the run's lock file ({os_reason(exc)})") from None
+    handle = _take_lock(lock_path, run_dir)
     with handle:
-        if not try_lock(handle):
-            try:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
-            except OSError:  # Windows: the holder's locked byte cannot be read
-                holder = "another process"
-            raise CrabError(f"{run_dir}: in use by {holder}; wait for it to finish or stop it") from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"crabrec process {os.getpid()}")
@@ -502,4 +492,33 @@ def run_lock(run_dir: Path) -> Iterator[None]:
             yield
         finally:
             _HELD.discard(run_dir)
+            if not run_dir.exists():  # nothing was written: no lock file is left beside a run that is not there
+                with contextlib.suppress(OSError):
+                    lock_path.unlink()
             unlock(handle)
+
+
+def _take_lock(lock_path: Path, run_dir: Path):
+    """The open lock file ``lock_path``, locked by this process; a lock held elsewhere is a one-line error. A lock
+    file removed by its holder while this process waited to open it is opened again (the two would not exclude each
+    other)."""
+    while True:
+        try:
+            handle = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 (the caller closes it)
+        except OSError as exc:
+            raise CrabError(f"{lock_path}: cannot open the run's lock file ({os_reason(exc)})") from None
+        if not try_lock(handle):
+            try:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+            except OSError:  # Windows: the holder's locked byte cannot be read
+                holder = "another process"
+            handle.close()
+            raise CrabError(f"{run_dir}: in use by {holder}; wait for it to finish or stop it") from None
+        try:
+            if os.stat(lock_path).st_ino == os.fstat(handle.fileno()).st_ino:
+                return handle
+        except OSError:  # removed meanwhile
+            pass
+        unlock(handle)
+        handle.close()

@@ -45,6 +45,8 @@ def load_dataset(cfg: DataConfig) -> Dataset:
     path = Path(cfg.path) if cfg.path else embedded_path()
     if not path.exists():
         raise CrabError(f"{path}: dataset path not found")
+    if not path.is_file() and not path.is_dir():  # a run reads its data again to check its cache: a pipe cannot be
+        raise CrabError(f"{path}: not a file or folder (a pipe, as from <(...)?); save the data to a file, pass that")
     fmt = cfg.format if cfg.format != "auto" else detect_format(path)
     loader: dict[str, Callable[[Path, DataConfig], Dataset]] = {
         "lcrec": _load_lcrec,
