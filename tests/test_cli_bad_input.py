@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -177,6 +178,11 @@ def case_config_missing(tmp: Path) -> tuple[list[str], str]:
 
 def case_config_is_a_folder(tmp: Path) -> tuple[list[str], str]:
     return ["--config", str(tmp)], f"config {tmp}: a folder, not a YAML file"
+
+
+def case_data_is_a_pipe(tmp: Path) -> tuple[list[str], str]:
+    os.mkfifo(tmp / "fifo")  # as --data <(...) hands over: a run reads its data again, a pipe only once
+    return ["--data", str(tmp / "fifo")], "fifo: not a file or folder (a pipe, as from <(...)?)"
 
 
 def case_bad_override(tmp: Path) -> tuple[list[str], str]:

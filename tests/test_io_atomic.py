@@ -38,6 +38,16 @@ def test_an_unwritable_path_is_one_error_naming_it(tmp_path):
     assert (tmp_path / "file").read_text() == "x"
 
 
+def test_a_pipe_is_refused_as_an_output_instead_of_replaced_by_a_file(tmp_path):
+    """A file is written whole, then renamed onto its path: onto a named pipe that would swap the pipe for a file and
+    leave its reader waiting forever."""
+    fifo = tmp_path / "out.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(CrabError, match=r"out.jsonl: not a regular file \(a pipe or a device\)"):
+        write_text(fifo, "y")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
+
+
 def test_a_failed_write_leaves_the_old_file(tmp_path):
     path = tmp_path / "a.json"
     write_json(path, [1])

@@ -58,11 +58,13 @@ def writable_parent(path: str | os.PathLike) -> Path:
 
 def writable_file(path: str | os.PathLike) -> Path:
     """The folder that ``path`` (a file to write) goes in, created if missing; a :class:`CrabError` naming ``path``
-    when it is a folder or its folder cannot be written. Checked by every atomic write, and by a command before
-    long work whose result goes to ``path``."""
+    when it is a folder, a pipe or a device, or its folder cannot be written. Checked by every atomic write, and by
+    a command before long work whose result goes to ``path``."""
     path = Path(path)
     if path.is_dir():
         raise CrabError(f"{path}: is a folder; expected a file path to write")
+    if path.exists() and not path.is_file():  # a file is written whole, then renamed: it would replace the pipe
+        raise CrabError(f"{path}: not a regular file (a pipe or a device); name a file to write")
     return writable_parent(path)
 
 
