@@ -3,6 +3,7 @@ files, every setting that cannot work is refused up front, and a resumed trainin
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -366,20 +367,24 @@ def test_a_csv_history_with_unquoted_commas_keeps_every_item(tmp_path):
 
 
 # -- class 11: serve accepts connections once it prints its address; a signal stops it normally ---------------------
-@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "nohup"])
 def test_serve_accepts_a_connection_as_soon_as_it_prints_its_address(sig, tiny_run, tmp_path):
+    """``nohup``: SIGHUP stays ignored (the server goes on), then SIGTERM stops it."""
     import os
     import re
     import signal
     import socket
     import subprocess
     import sys
+    import time
     import urllib.request
 
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root / "src"), "TQDM_DISABLE": "1"}
     cmd = [sys.executable, "-m", "crabrec.cli", "serve", str(tiny_run), "--port", "0", "--method", "mor"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    hup = signal.SIG_IGN if sig == "nohup" else signal.SIG_DFL
+    start = functools.partial(signal.signal, signal.SIGHUP, hup)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, preexec_fn=start)
     try:
         line = ""
         while "serving" not in line:
@@ -390,6 +395,12 @@ def test_serve_accepts_a_connection_as_soon_as_it_prints_its_address(sig, tiny_r
         socket.create_connection((host, int(port)), timeout=5).close()  # at once: no retry
         with urllib.request.urlopen(url + "/health", timeout=60) as answer:
             assert json.loads(answer.read())["status"] == "ok"
+        if sig == "nohup":
+            proc.send_signal(signal.SIGHUP)
+            time.sleep(1)
+            with urllib.request.urlopen(url + "/health", timeout=60) as answer:
+                assert answer.status == 200  # still serving
+            sig = "SIGTERM"
         proc.send_signal(getattr(signal, sig))  # as a service manager stops it, or a closed terminal
         out = proc.communicate(timeout=30)[0]
         assert proc.returncode == 0, out

@@ -85,7 +85,8 @@ def make_server(config):
 
         @contextlib.contextmanager
         def capture_signals(self):
-            if hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread():
+            main = threading.current_thread() is threading.main_thread()
+            if main and hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # nohup
                 signal.signal(signal.SIGHUP, self.handle_exit)
             with super().capture_signals():
                 try:
