@@ -325,7 +325,9 @@ def test_batcher_does_not_wait_out_max_wait_when_nothing_more_is_coming():
 
     lone, first, again = asyncio.run(scenario())
     assert max(lone) < 0.5 and again < 0.5  # neither waited out the 1 s
-    assert first >= 1.0  # load begins (several queued at once): the batch waits for more
+    # load begins (several queued at once): the batch waits for more. The event loop may fire a timer up to its
+    # clock resolution early, so the bound leaves a margin well above the 0.5 s of the runs that did not wait.
+    assert first >= 0.9
     assert calls == [1, 5, 5, 4, 4]
 
 
