@@ -256,12 +256,13 @@ def test_cli_recommend_file_to_standard_output(tiny_run, tmp_path, capsys):
     assert out == (tmp_path / "out.jsonl").read_text() and len(out.splitlines()) == 6
 
 
-@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".parquet"])
 def test_cli_recommend_file(tiny_run, tmp_path, capsys, suffix):
     histories, users, _ = histories_of(tiny_run, 20)
     src = tmp_path / f"in{suffix}"
-    if suffix == ".csv":
-        pd.DataFrame({"history": [" ".join(h) for h in histories], "user": users}).to_csv(src, index=False)
+    sep = "\t" if suffix == ".tsv" else ","
+    if suffix in (".csv", ".tsv"):
+        pd.DataFrame({"history": [" ".join(h) for h in histories], "user": users}).to_csv(src, index=False, sep=sep)
     elif suffix == ".jsonl":
         src.write_text("".join(json.dumps({"history": h, "user": u}) + "\n" for h, u in zip(histories, users)))
     else:
@@ -271,13 +272,33 @@ def test_cli_recommend_file(tiny_run, tmp_path, capsys, suffix):
                             "-k", "5"], capsys)  # fmt: skip
     assert code == 0, err
     expected = crabrec.load(tiny_run, "tiger").recommend_batch(histories, k=5, users=users)
-    if suffix == ".csv":
-        got = [row.split() for row in pd.read_csv(out)["items"].astype(str)]
+    if suffix in (".csv", ".tsv"):
+        got = [row.split() for row in pd.read_csv(out, sep=sep)["items"].astype(str)]
     elif suffix == ".jsonl":
         got = [json.loads(line)["items"] for line in out.read_text().splitlines()]
     else:
         got = [list(x) for x in pd.read_parquet(out)["items"]]
     assert got == [[r.item for r in recs] for recs in expected]
+
+
+def test_a_spreadsheets_csv_export_reads_as_a_plain_csv(tmp_path):
+    """Excel's "CSV UTF-8" starts with a byte-order mark, and where the decimal mark is a comma it separates fields
+    with semicolons: the same histories as a plain CSV (the header was read as "\\ufeffhistory", or as one column)."""
+    from crabrec.histories import read_histories
+
+    plain = tmp_path / "plain.csv"
+    plain.write_text("user_id,history\nA7,1000 1001\nB2,1002\n")
+    expected = read_histories(plain)
+    assert expected == ([["1000", "1001"], ["1002"]], None, ["A7", "B2"])
+    exports = {
+        "bom.csv": "\ufeffuser_id,history\r\nA7,1000 1001\r\nB2,1002\r\n",
+        "semicolons.csv": "\ufeffuser_id;history\r\nA7;1000,1001\r\nB2;1002\r\n",
+        "tabs.tsv": "user_id\thistory\nA7\t1000,1001\nB2\t1002\n",
+        "bars.csv": "user_id|history\nA7|1000 1001\nB2|1002\n",
+    }
+    for name, text in exports.items():
+        (tmp_path / name).write_bytes(text.encode("utf-8"))
+        assert read_histories(tmp_path / name) == expected, name
 
 
 def test_a_history_written_as_a_list_reads_as_its_ids(tiny_run, tmp_path, capsys):

@@ -233,6 +233,18 @@ def test_a_bad_sid_index_is_one_line(text, expect, tmp_path):
     assert expect in str(err.value) and len(str(err.value)) < 400
 
 
+def test_a_sid_index_saved_with_a_byte_order_mark_reads_as_without(tmp_path):
+    """Notepad and Excel write a byte-order mark first; json refused it ("Unexpected UTF-8 BOM")."""
+    from crabrec.sid.codebook import parse_index
+
+    text = json.dumps({"1": ["<a_1>", "<b_0>"], "2": ["<a_0>", "<b_1>"]})
+    plain, marked = tmp_path / "plain.json", tmp_path / "marked.json"
+    plain.write_text(text)
+    marked.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    got, expected = parse_index(marked, ["1", "2"]), parse_index(plain, ["1", "2"])
+    assert got.codes.tolist() == expected.codes.tolist() == [[1, 0], [0, 1]] and got.prefixes == expected.prefixes
+
+
 # -- 3. a tiny catalogue ---------------------------------------------------------------------------------------------
 def test_ranking_sizes_fit_a_tiny_catalogue():
     from crabrec.config import run_config_model

@@ -895,10 +895,13 @@ def recommend(
     user: Annotated[str | None, typer.Option(help="The run's user index, a number (TIGER reads it).")] = None,
     input_file: Annotated[
         str | None,
-        typer.Option("--input", help="A file of histories or user ids (.csv, .parquet, .jsonl; docs/guides/serve.md)."),
+        typer.Option(
+            "--input", help="A file of histories or user ids (.csv, .tsv, .parquet, .jsonl; docs/guides/serve.md)."
+        ),
     ] = None,
     output: Annotated[
-        str | None, typer.Option(help="Where --input's answers go (.csv/.parquet/.jsonl; - : JSON lines on stdout).")
+        str | None,
+        typer.Option(help="Where --input's answers go (.csv/.tsv/.parquet/.jsonl; - : JSON lines on stdout)."),
     ] = None,
     drop_unknown: Annotated[bool, typer.Option(help="Ignore item ids outside the catalogue.")] = False,
     exclude_seen: Annotated[
@@ -935,7 +938,7 @@ def recommend(
         raise CrabError("give --user-id (the data's user id) or --user (the run's user index), not both")
     if input_file is not None and output is None:
         raise CrabError(
-            "--input needs --output FILE (.csv, .parquet or .jsonl), or --output - for JSON lines on stdout"
+            "--input needs --output FILE (.csv, .tsv, .parquet or .jsonl), or --output - for JSON lines on stdout"
         )
     if output is not None and output != "-":
         file_format(Path(output))

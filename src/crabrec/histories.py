@@ -1,10 +1,11 @@
-"""History files for ``crabrec recommend --input/--output``: CSV, parquet or JSON lines, chosen by the extension.
+"""History files for ``crabrec recommend --input/--output``: CSV, TSV, parquet or JSON lines, chosen by the extension.
 
 Input: one history per row in a ``history`` column (CSV: item ids separated by spaces or commas, or a list literal
-such as ``[1, 2]``; parquet: a list column or such a string; JSONL: ``{"history": [...]}`` per line), and optionally
+such as ``[1, 2]``, the file's delimiter a comma, tab, semicolon or bar, whichever its header line has most; TSV: tab;
+parquet: a list column or such a string; JSONL: ``{"history": [...]}`` per line), and optionally
 a ``user_id`` column (a user of the run's data by their id in it: a row without a history gets their known one) or a
 ``user`` column (the run's user index); TIGER reads the user. Output: one row per input row: ``row`` (0-based),
-``items``, ``scores``, ``groups`` (CSV: space-separated), written atomically.
+``items``, ``scores``, ``groups`` (CSV and TSV: space-separated), written atomically.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from crabrec.errors import CrabError, clip, reason
 from crabrec.io import atomic_path, json_object_lines, list_literal, read_input_text
 
-FORMATS = (".csv", ".parquet", ".jsonl")
+FORMATS = (".csv", ".tsv", ".parquet", ".jsonl")
 SPLIT = re.compile(r"[\s,]+")
 
 
@@ -81,15 +82,19 @@ def _column(path: Path, records: list[dict[str, Any]], name: str, convert) -> li
     return values if given else None
 
 
-def _csv(path: Path) -> list[dict[str, Any]]:
-    """The rows of a CSV of histories. An unquoted history with commas (``history\\n1000,1001``) has more fields than
-    the header has columns: they are its ids when ``history`` is the last column, else the row is an error (a reader
-    that took the first id for a row label would silently drop it)."""
+def _csv(path: Path, kind: str) -> list[dict[str, Any]]:
+    """The rows of a CSV (or TSV) of histories. An unquoted history with commas (``history\\n1000,1001``) has more
+    fields than the header has columns: they are its ids when ``history`` is the last column, else the row is an error
+    (a reader that took the first id for a row label would silently drop it)."""
     import csv
     import io
 
+    from crabrec.data.reading import delimiter
+
+    text = read_input_text(path)
+    sep = "\t" if kind == ".tsv" else delimiter(text.partition("\n")[0])
     try:
-        rows = [r for r in csv.reader(io.StringIO(read_input_text(path))) if any(c.strip() for c in r)]
+        rows = [r for r in csv.reader(io.StringIO(text), delimiter=sep) if any(c.strip() for c in r)]
     except csv.Error as exc:
         raise CrabError(f"{path}: unreadable csv ({reason(exc)})") from None
     if not rows:
@@ -128,8 +133,8 @@ def _number(text: str) -> int | float | str:
 def _table(path: Path, kind: str) -> list[dict[str, Any]]:
     import pandas as pd
 
-    if kind == ".csv":
-        return _csv(path)
+    if kind in (".csv", ".tsv"):
+        return _csv(path, kind)
     try:
         frame = pd.read_parquet(path)
     except Exception as exc:  # whatever the reader raises about the file's content
@@ -213,7 +218,8 @@ def write_recommendations(path: str | Path, rows: list[list[Any]]) -> Path:
             pd.DataFrame(records).to_parquet(tmp)
         else:
             flat = [{k: " ".join(map(str, v)) if isinstance(v, list) else v for k, v in rec.items()} for rec in records]
-            pd.DataFrame(flat, columns=["row", "items", "scores", "groups"]).to_csv(tmp, index=False)
+            frame = pd.DataFrame(flat, columns=["row", "items", "scores", "groups"])
+            frame.to_csv(tmp, index=False, sep="\t" if kind == ".tsv" else ",")
     return path
 
 

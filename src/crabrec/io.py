@@ -298,10 +298,11 @@ def json_object_lines(
 
 
 def read_input_text(path: str | os.PathLike) -> str:
-    """A text file the user brought, as UTF-8; missing, a folder, unreadable or not UTF-8 is a one-line error."""
+    """A text file the user brought, as UTF-8 without the byte-order mark some editors write first (Excel's "CSV
+    UTF-8"); missing, a folder, unreadable or not UTF-8 is a one-line error."""
     path = Path(path)
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CrabError(f"{path}: not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
     except IsADirectoryError:

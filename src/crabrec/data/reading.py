@@ -138,11 +138,17 @@ def _encoding(path: Path) -> str:
     return "latin-1"
 
 
+def delimiter(header: str) -> str:
+    """The delimiter of a delimited file: comma, tab, semicolon or bar, whichever its header line has most (comma when
+    it has none: one column)."""
+    return max(",\t;|", key=header.count)
+
+
 def _delimited(path: Path, sep: str | None, header_only: bool, names: list[str] | None) -> pd.DataFrame:
     encoding = "utf-8" if header_only else _encoding(path)  # (pandas' fast path; it skips a byte-order mark)
     header = _head(path).decode(encoding, errors="replace").removeprefix("\ufeff").partition("\n")[0].rstrip("\r")
     if sep is None:
-        sep = max(",\t;|", key=header.count)
+        sep = delimiter(header)
     first = [n.strip() for n in next(csv.reader([header], delimiter=sep), [])]
     if names is not None and len(first) != len(names):
         raise CrabError(
