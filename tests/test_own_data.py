@@ -51,6 +51,62 @@ def test_iso_dates_order_rows_like_unix_seconds(tmp_path):
     assert ds.timestamps[a][1] == 1672981200.0  # 2023-01-06 05:00:00 UTC
 
 
+@pytest.mark.parametrize("name", ["order_date", "orderDate", "Purchase Time", "event_timestamp", "created_at"])
+def test_a_column_named_for_a_time_by_its_last_word_orders_the_rows(name, tmp_path):
+    """``order_date`` and the like were not detected: each user's rows were taken in file order, and the split was
+    leave-one-out instead of the global time split, with no word said."""
+    rows = [("a", "x", "2023-01-06"), ("a", "y", "2023-01-05"), ("a", "z", "2023-01-07"), ("b", "x", "2022-12-31"),
+            ("b", "z", "2022-12-30")]  # fmt: skip
+    ds = load(write(tmp_path / "orders.csv", f"customer_id,product_id,{name}", rows))
+    assert [ds.item_ids[i] for i in ds.sequences[ds.users.index("a")]] == ["y", "x", "z"]
+    assert ds.timestamps[ds.users.index("b")].tolist() == [1672358400.0, 1672444800.0]  # 2022-12-30, -31 UTC
+
+
+def test_columns_named_like_times_that_are_not_one_are_named(tmp_path, caplog):
+    """Two candidates: an error asking for one. A duration (``watch_time``) or a text that is no time: a warning
+    naming the column, the rows in file order. A column of TIME_NAMES wins over the others; ``time_col=null``
+    keeps the file's order."""
+    import logging
+
+    rows = [("a", "x", "2023-01-06", "2023-01-02"), ("a", "y", "2023-01-05", "2023-01-01")]
+    path = write(tmp_path / "two.csv", "user,item,order_date,ship_date", rows)
+    with pytest.raises(CrabError, match=r"two.csv: several columns could be the time \(order_date, ship_date\); "
+                                        r"choose one with --set data.time_col=<column>"):  # fmt: skip
+        load(path)
+
+    def order(ds) -> list[str]:
+        return [ds.item_ids[i] for i in ds.sequences[0]]
+
+    assert order(load(path, time_col="ship_date")) == ["y", "x"] and order(load(path, time_col=None)) == ["x", "y"]
+    both = load(write(tmp_path / "both.csv", "user,item,timestamp,order_date", [("a", "x", 2, 1), ("a", "y", 1, 2)]))
+    assert order(both) == ["y", "x"]  # by timestamp, not order_date
+    for name, values in (("watch_time", (300, 20)), ("delivery_time", ("2 days", "1 day"))):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="crabrec"):
+            ds = load(write(tmp_path / f"{name}.csv", f"user,item,{name}", [("a", "x", values[0]),
+                                                                             ("a", "y", values[1])]))  # fmt: skip
+        assert order(ds) == ["x", "y"] and ds.timestamps is None
+        assert f"column {name} is named like a time but is not used as one" in caplog.text, name
+        assert f"--set data.time_col={name} to use it" in caplog.text
+
+
+def test_the_data_stage_is_recomputed_only_where_the_time_column_rule_changes_its_result(tmp_path):
+    """Revision 1 of the data stage keys only a table whose time column is found by its name's last word."""
+    from crabrec.config import load_config
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+
+    def revision(path: Path | None, **data) -> int:
+        cfg = load_config(overrides={"data": {"path": str(path) if path else None, **data}})
+        return RunContext(config=cfg, stages=registry()).revision("data")
+
+    orders = write(tmp_path / "orders.csv", "customer_id,product_id,order_date", EVENTS)
+    plain = write(tmp_path / "ratings.csv", "userId,movieId,rating,timestamp", RATINGS)
+    assert revision(orders) == 1
+    assert revision(orders, time_col=None) == revision(orders, time_col="order_date") == 0
+    assert revision(None) == revision(plain) == revision(tmp_path / "missing.csv") == 0
+
+
 @pytest.mark.parametrize("scale", [1, 1_000, 1_000_000])
 def test_unix_milliseconds_and_microseconds_read_as_seconds(tmp_path, scale):
     rows = [(u, i, t * scale) for u, i, _, t in RATINGS]

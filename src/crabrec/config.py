@@ -109,8 +109,8 @@ class DataConfig(Strict):
     item_col: str = Field("item", description="table format: the item column (the default: detected if absent)")
     time_col: str | None = Field(
         "timestamp",
-        description="table format: the time column, Unix time or dates (the default: detected if absent; "
-        "null = order each user's rows as they appear)",
+        description="table format: the time column, Unix time or dates (the default: detected if absent, by its "
+        "name, e.g. date or order_date; null = order each user's rows as they appear)",
     )
     columns: list[str] | None = keyed_when_set(
         None,

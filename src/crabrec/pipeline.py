@@ -70,6 +70,7 @@ class Stage:
     uses_torch: bool = True  # False: torch is not imported for it (seeded all the same when already loaded)
     distributed: bool = False  # under a launcher, every process runs it (training, evaluation); else the main one
     revision: int = 0  # bumped when the stage's code changes its results: cached outputs of an older revision rerun
+    revised: Callable[[RunContext], int] | None = None  # added to revision where a change touched only some inputs
 
     def declared_keys(self, config: Any = None) -> set[str]:
         """Every setting this stage may read under ``config``, sections expanded to their keys."""
@@ -197,9 +198,15 @@ class RunContext:
             "config": self.settings(name, budget_free),
             "inputs": {n: self.key(n) for n in self.needs(name)},
         }
-        if self.stages[name].revision:
-            payload["revision"] = self.stages[name].revision
+        if revision := self.revision(name):
+            payload["revision"] = revision
         return sha256_of(payload)
+
+    def revision(self, name: str) -> int:
+        """Stage ``name``'s code revision for this run: :attr:`Stage.revision`, plus :attr:`Stage.revised` for inputs
+        that a change of its code touched alone."""
+        stage = self.stages[name]
+        return stage.revision + (stage.revised(self) if stage.revised else 0)
 
     def needs(self, name: str) -> tuple[str, ...]:
         """A stage's inputs: its fixed ones, then those its ``needs_if`` asks for once the fixed ones exist."""
@@ -251,7 +258,7 @@ class RunContext:
         saved = self.files.load_state(name)
         if saved is None or name in self.force:
             return
-        before, now = saved.get("revision", 0), self.stages[name].revision
+        before, now = saved.get("revision", 0), self.revision(name)
         if before != now:
             log.info(
                 "[%s] its code changed since this run computed it (revision %s -> %s): recomputing", name, before, now
@@ -320,8 +327,8 @@ class RunContext:
         if main:
             write_config(self.config)  # after success: a failing stage leaves the run directory as it was
             state = {"key": self.key(name), "seconds": round(seconds, 3), "summary": summary, "read": sorted(seen)}
-            if stage.revision:
-                state["revision"] = stage.revision
+            if revision := self.revision(name):
+                state["revision"] = revision
             if "torch" in sys.modules:  # results depend on it in their last digits (worker processes use fewer)
                 state["threads"] = sys.modules["torch"].get_num_threads()
             state["artifacts"] = self.artifact_hashes(name)

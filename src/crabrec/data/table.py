@@ -33,6 +33,10 @@ ITEM_NAMES = (
     "news_id", "video_id", "course_id", "poi_id",
 )  # fmt: skip
 TIME_NAMES = ("timestamp", "time", "date", "datetime", "ts", "unix_time", "unixreviewtime", "event_time", "created_at")
+# a column named for a time by its last word (``order_date``, ``eventTimestamp``, ``created_at``), when none of
+# TIME_NAMES is present
+TIME_WORDS = ("timestamp", "datetime", "date", "time", "ts")
+EARLIEST = 1e8  # Unix seconds (1973-03-03): a column named like a time whose values are smaller holds durations
 DEFAULTS = {"user_col": "user", "item_col": "item", "time_col": "timestamp"}
 NUMBER = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?")  # a cell of a row, never a column name
 
@@ -51,6 +55,79 @@ def find_column(columns: list[str], configured: str | None, default: str | None,
         return None
     by_norm = {_norm(c): c for c in reversed(columns)}
     return next((by_norm[_norm(n)] for n in names if _norm(n) in by_norm), None)
+
+
+def _words(name: object) -> list[str]:
+    """``orderDate``, ``order_date`` and ``Order Date`` -> ``['order', 'date']``."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", str(name).split(":")[0])
+    return [w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w]
+
+
+def time_like(columns: list[str], taken: tuple[str, ...]) -> list[str]:
+    """The columns, other than ``taken``, named for a time by their last word: ``order_date``, ``event_timestamp``,
+    ``createdAt`` (``at`` after another word)."""
+    out = []
+    for c in columns:
+        words = _words(c)
+        if c not in taken and words and (words[-1] in TIME_WORDS or words[-1] == "at" and len(words) > 1):
+            out.append(c)
+    return out
+
+
+def _time_by_name(
+    inter: pd.DataFrame, path: Path, taken: tuple[str, ...], first_line: int
+) -> tuple[str | None, np.ndarray | None]:
+    """With none of TIME_NAMES present: the one column named for a time (:func:`time_like`) and its Unix seconds.
+    Several such columns are an error asking for one; a column whose values are not times (a duration, ``2 days``)
+    is passed over with a warning, the rows then taken in file order."""
+    candidates = time_like(list(inter.columns), taken)
+    if len(candidates) > 1:
+        raise CrabError(
+            f"{path}: several columns could be the time ({', '.join(candidates)}); choose one with --set "
+            "data.time_col=<column>, or --set data.time_col=null to order each user's rows as they appear"
+        )
+    if not candidates:
+        return None, None
+    column = candidates[0]
+    try:
+        seconds = timestamps(inter[column], path, column, first_line)
+    except CrabError as exc:  # "<path>: row 7: delivery_time '2 days' is neither Unix time nor a date (...); ..."
+        return _passed_over(path, column, str(exc).removeprefix(f"{path}: ").partition(";")[0])
+    if len(seconds) and float(np.median(seconds)) < EARLIEST:
+        return _passed_over(path, column, "its values are too small for Unix time (a duration or a count?)")
+    return column, seconds
+
+
+def _passed_over(path: Path, column: str, why: str) -> tuple[None, None]:
+    log.warning(
+        "%s: column %s is named like a time but is not used as one: %s; each user's rows are taken in file order "
+        "(--set data.time_col=%s to use it)", path, column, why, column,
+    )  # fmt: skip
+    return None, None
+
+
+def table_time_by_name(cfg: DataConfig) -> bool:
+    """Whether a table dataset's time column is found by :func:`time_like` alone (the data stage's revision 1: a
+    crabrec before it took such a table's rows in file order). False for any other layout or a file it cannot
+    read (the data stage reports those)."""
+    from crabrec.data.loaders import detect_format, embedded_path
+
+    path = Path(cfg.path) if cfg.path else embedded_path()
+    try:
+        if cfg.time_col != DEFAULTS["time_col"] or (cfg.format if cfg.format != "auto" else detect_format(path)) != (
+            "table"
+        ):
+            return False
+        if path.is_dir():
+            path = resolve_folder(path, cfg)[0]
+        cols = list(read_table(path, header_only=True, names=cfg.columns).columns)
+    except (CrabError, OSError, ValueError):
+        return False
+    if find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES) is not None:
+        return False
+    user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
+    item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    return bool(time_like(cols, (user or "", item or "")))
 
 
 def _missing(path: Path, what: str, key: str, configured: str | None, names: tuple[str, ...], cols) -> CrabError:
@@ -160,6 +237,8 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         if len(empty):
             raise CrabError(f"{path}: row {int(empty[0]) + first_line}: empty {role} id in column {col!r}")
     ts = timestamps(inter[time], path, time, first_line) if time else None
+    if time is None and cfg.time_col == DEFAULTS["time_col"]:
+        time, ts = _time_by_name(inter, path, (user, item), first_line)
     detected = {k: v for k, v in (("user", user), ("item", item), ("time", time)) if v}
     found = f"{path.name}: columns " + ", ".join(f"{k}={v}" for k, v in detected.items())
     if folder:
