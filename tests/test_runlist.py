@@ -45,3 +45,29 @@ def test_a_damaged_run_shows_what_is_wrong_instead_of_leaving_it_out(tiny_run, t
     assert "metrics.json: unreadable JSON" in tiger
     assert tiger.endswith(f"`crabrec evaluate {runs / 'a'} --method tiger --force` writes it again")
     assert next(line for line in out if line.split()[0] == "mor").split()[1] != "metrics.json:"  # the others read
+
+
+def test_results_is_table_1_as_a_dataframe(tiny_run, tmp_path):
+    """``crabrec.results``: a row per evaluated method in Table 1's order, each stored metric to the last bit, the
+    method's cost as the report counts it; a folder that is no run is one line."""
+    import pytest
+
+    import crabrec
+    from crabrec.errors import CrabError
+    from crabrec.methods import methods
+    from crabrec.report import method_seconds
+    from crabrec.runfiles import RunFiles
+
+    table = crabrec.results(tiny_run)
+    files = RunFiles(tiny_run)
+    evaluated = [m for m in methods() if files.metrics(m.name).is_file()]
+    assert list(table.index) == [m.name for m in evaluated] and len(evaluated) >= 10
+    for m in evaluated:
+        stored = json.loads(files.metrics(m.name).read_text())
+        row = table.loc[m.name]
+        assert row["label"] == m.label and row["setting"] == ""
+        assert all(row[k] == stored[k] for k in ("HR@1", "NDCG@20", "DGU@10", "MGU@5", "coverage@10", "test_rows"))
+        seconds = method_seconds(files, m)
+        assert row["train_s"] == seconds or seconds is None and row["train_s"] != row["train_s"]  # None: NaN
+    with pytest.raises(CrabError, match="not a run directory"):
+        crabrec.results(tmp_path)

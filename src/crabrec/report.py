@@ -72,9 +72,24 @@ def table_rows(run: Path) -> list[dict[str, Any]]:
                 "vs_mor": metrics.get("vs_mor") if isinstance(metrics.get("vs_mor"), dict) else None,
                 "vs_base": metrics.get("vs_base") if isinstance(metrics.get("vs_base"), dict) else None,
                 "beyond": {k: metrics.get(k) for k in BEYOND_COLUMNS},
+                "metrics": {k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)},
             }
         )
     return rows
+
+
+def results_frame(run_dir: str | Path) -> Any:
+    """:func:`crabrec.results`: Table 1 of a run as a pandas DataFrame."""
+    import pandas as pd
+
+    run = Path(run_dir)
+    if not RunFiles(run).config.is_file():
+        raise CrabError(f"{run}: not a run directory (no config.yaml); run `crabrec run` first")
+    records = [
+        {"method": r["model"], "label": r["method"], "setting": r["setting"], **r["metrics"], "train_s": r["train_s"]}
+        for r in table_rows(run)
+    ]
+    return pd.DataFrame.from_records(records, index="method") if records else pd.DataFrame(columns=["label"])
 
 
 def picked_runs(run: Path) -> dict[str, tuple[str, RunFiles]]:
