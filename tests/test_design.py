@@ -26,7 +26,19 @@ FLOORS = {
     1: ("data", "sid", "decode", "metrics", "models", "crab", "baselines", "embed"),
     2: ("train", "evaluation", "runfiles", "rankers", "histories", "export"),
     3: ("pipeline", "stages", "methods", "report", "report_facts", "parallel"),
-    4: ("analyses", "frontier", "seeds", "recommender", "serve", "cli", "__main__", "docgen", "runlist", "compare"),
+    4: (
+        "analyses",
+        "frontier",
+        "seeds",
+        "recommender",
+        "serve",
+        "cli",
+        "__main__",
+        "docgen",
+        "runlist",
+        "compare",
+        "runner",
+    ),
 }
 TOP = 5  # the package root itself: it re-exports the public API (crabrec.load)
 # The one import that goes up, lazily: the run config gains each registered method's own settings section.

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,6 +32,68 @@ def load(run_dir: str | os.PathLike, method: str = "mor", *, beam: int | None = 
     from crabrec.recommender import load as load_run
 
     return load_run(run_dir, method, beam=beam)
+
+
+def run(
+    run_dir: str | os.PathLike | None = None,
+    *,
+    data: str | os.PathLike | None = None,
+    items: str | os.PathLike | None = None,
+    format: str | None = None,  # (named as the command's --format)
+    config: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+    preset: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    seed: int | None = None,
+    until: str | Sequence[str] | None = None,
+    force: str | Sequence[str] | None = None,
+    seeds: int = 1,
+    frontier: bool = False,
+    jobs: int = 1,
+) -> Path:
+    """Run an experiment as ``crabrec run`` does, and return its run folder (read it with :func:`results` and
+    :func:`load`). Every argument is the command's option of the same name; ``overrides`` are its ``--set``, as
+    values by dotted key (``{"train.epochs": 3, "data.kcore": 0}``). ``run_dir``: an existing run, whose saved
+    config is used (``overrides`` and ``seed`` still apply). Finished stages are skipped, as with the command.
+
+    ``jobs`` is 1 here (the command's default is 0, automatic): more train models in spawned worker processes,
+    which import the calling script again, so a script that asks for them calls ``run`` under ``if __name__ ==
+    "__main__":`` (a notebook need not).
+
+    What the command prints goes to the ``crabrec`` logger (``logging.basicConfig(level=logging.INFO)`` shows it):
+    a line per stage and epoch, and where stderr is no terminal (a notebook), a line a minute inside a long loop
+    instead of a progress bar. A bad setting or input raises
+    :class:`crabrec.errors.CrabError` with the command's one-line message; Ctrl-C stops the run with the same
+    cleanup, the finished stages kept.
+
+    Example::
+
+        run = crabrec.run(data="ratings.csv", items="movies.csv", overrides={"train.epochs": 3})
+        print(crabrec.results(run)[["HR@10", "DGU@10"]])
+    """
+    from crabrec.runner import RunOptions, run_all
+
+    def names(value: str | Sequence[str] | None) -> list[str] | None:
+        return [value] if isinstance(value, str) else list(value) if value is not None else None
+
+    def path(value: str | os.PathLike | None) -> str | None:
+        return os.fspath(value) if value is not None else None
+
+    configs = [config] if isinstance(config, str | os.PathLike) else config
+    options = RunOptions(
+        run_dir=path(run_dir),
+        config=[os.fspath(c) for c in configs] if configs is not None else None,
+        preset=preset,
+        data=path(data),
+        items=path(items),
+        data_format=format,
+        name=name,
+        seed=seed,
+        values=dict(overrides) if overrides is not None else None,
+    )
+    cfg = options.resolve()
+    run_all(cfg, names(force), names(until), seeds, frontier, jobs)
+    return Path(cfg.run_dir)
 
 
 def results(run_dir: str | os.PathLike) -> pd.DataFrame:

@@ -7,16 +7,15 @@ import inspect
 import logging
 import signal
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from crabrec.config import RunConfig, deep_merge, dotted_keys, load_config, load_saved, parse_overrides
+from crabrec.config import RunConfig
 from crabrec.errors import CrabError, clip, printable, reason
+from crabrec.runner import RunOptions
 
 APP_HELP = (
     "crabrec: generative recommendation with semantic IDs and CRAB codebook rebalancing.\n\n"
@@ -80,118 +79,6 @@ RUN_OPTIONS = {
     "seed": SeedOpt,
 }
 VERBOSITY_OPTIONS = {"quiet": QuietOpt, "verbose": VerboseOpt}  # every command that names a run takes them too
-
-
-PRESET_NAMES = ("office-quick", "office-paper")  # the presets' run names, meant for the embedded data
-
-
-OPTION_OF = {"crab.lam": "--lambda"}  # command options not named after their setting (codebook_size: --codebook-size)
-
-
-@dataclass
-class RunOptions:
-    """What every run command takes to know its run: ``RUN_DIR`` or preset <- --config <- flags <- --set."""
-
-    run_dir: str | None = None
-    config: list[str] | None = None
-    preset: str | None = None
-    sets: list[str] | None = None
-    data: str | None = None
-    items: str | None = None
-    data_format: str | None = None
-    name: str | None = None
-    seed: int | None = None
-
-    def resolve(self, **sections: dict[str, Any] | None) -> RunConfig:
-        """The run's config; ``sections`` are a command's own options (e.g. ``tokenize={"levels": 4}``)."""
-        named: dict[str, Any] = {k: v for k, v in sections.items() if v}
-        if self.data is not None:
-            named.setdefault("data", {})["path"] = self.data
-        if self.items is not None:
-            named.setdefault("data", {})["item_table"] = self.items
-        if self.data_format is not None:
-            named.setdefault("data", {})["format"] = self.data_format
-        if self.seed is not None:
-            named["seed"] = self.seed
-        typed = parse_overrides(self.sets or [])
-        overrides = deep_merge(named, typed)
-        origin = {  # where each value the user typed came from, for an error about it: a command's own option
-            key: OPTION_OF.get(key) or "--" + key.rpartition(".")[2].replace("_", "-")  # named as typer names it
-            for key in dotted_keys({k: v for k, v in named.items() if k in sections})
-        }
-        for key, option, value in (
-            ("data.path", "--data", self.data),
-            ("data.item_table", "--items", self.items),
-            ("data.format", "--format", self.data_format),
-            ("seed", "--seed", self.seed),
-            ("name", "--name", self.name),
-        ):
-            if value is not None:
-                origin[key] = option
-        origin.update(dict.fromkeys(dotted_keys(typed), "--set"))
-        if self.run_dir is None:
-            if self.name is not None:
-                overrides["name"] = self.name
-            cfg = load_config(self.config, overrides, self.preset, origin)
-            if self.data and "name" not in overrides and cfg.name in PRESET_NAMES:  # own data: its own run folder
-                from crabrec.data.table import dataset_name
-
-                cfg = cfg.model_copy(update={"name": f"{dataset_name(Path(self.data).resolve())}-{cfg.preset}"})
-            described = self.config or self.preset or self.data or self.data_format or self.items
-            if self.name is None or described or not (cfg.run_dir / "config.yaml").is_file():
-                refuse_other_data(cfg, "--data" if self.data else "this config's data")
-                return cfg
-            # --name of an existing run and nothing else that describes one: that run's saved config, as with RUN_DIR
-            return RunOptions(str(cfg.run_dir), sets=self.sets, seed=self.seed).resolve(**sections)
-        given = (
-            ("--data", self.data),
-            ("--items", self.items),
-            ("--format", self.data_format),
-            ("--name", self.name),
-            ("--config", self.config),
-        )
-        extra = [flag for flag, value in given if value]
-        if extra:
-            raise CrabError(
-                f"{self.run_dir}: a run directory fixes its config; drop {', '.join(extra)} (--set applies)"
-            )
-        path = Path(self.run_dir)
-        if not (path / "config.yaml").is_file():
-            raise CrabError(f"{self.run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
-        cfg = load_saved(path, overrides, self.preset, origin)
-        if "path" in (typed.get("data") or {}):
-            refuse_other_data(cfg, "--set data.path")
-        return cfg
-
-
-def refuse_other_data(cfg: RunConfig, given: str) -> None:
-    """A run folder's finished results are never replaced by a run on another dataset: two data files with the same
-    name (``2023/ratings.csv``, ``2024/ratings.csv``) get the same default run name, and ``--name`` may repeat one by
-    mistake. Editing the same file recomputes as usual."""
-    import os
-
-    from crabrec.config_paths import readable, same_path, saved_base, saved_values
-
-    folder = cfg.run_dir
-    if not any((folder / "stages").glob("*.json")):
-        return  # nothing finished there: nothing to lose
-    saved = saved_values(folder / "config.yaml")
-    old = saved.get("data", {}).get("path") if saved and isinstance(saved.get("data"), dict) else None
-    if saved is None or not (old is None or isinstance(old, str)):
-        return  # not a run's config: the commands that read it say what is wrong with it
-    if old:  # a relative path of the run's config is read from its base folder, not from here
-        old = readable(old, saved_base(folder, saved))
-    new = cfg.data.path
-    if old == new or (old and new and same_path(old, new)):  # a copy elsewhere is another dataset that may change
-        return
-
-    def named(path: str | None) -> str:
-        return os.path.abspath(path) if path else "the embedded Office dataset"
-
-    raise CrabError(
-        f"{folder}: holds the results of a run on {named(old)}; {given} ({named(new)}) would replace them: name this "
-        f"run with --name, or delete {folder} first"
-    )
 
 
 def run_command(fn: Callable[..., None]) -> Callable[..., None]:
@@ -333,55 +220,9 @@ def run(
 
     Example: crabrec run --data ratings.csv --items movies.csv
     """
-    from crabrec.pipeline import run_lock
-    from crabrec.stages import registry
+    from crabrec.runner import run_all
 
-    cfg = opts.resolve()
-    stages = registry()
-    for name_ in [*(force or []), *(until or [])]:
-        if name_ not in stages:
-            raise CrabError(f"stage {name_!r}: expected one of {', '.join(stages)}")
-    todo = [s for s in stages if s in until] if until else [s for s in stages if s != "report"]
-    start = time.perf_counter()
-    log.info("run %s -> %s", cfg.name, cfg.run_dir)
-    with run_lock(cfg.run_dir):
-        ctx = _run_stages(cfg, todo, set(force or []), jobs)
-        if seeds > 1:
-            from crabrec import seeds as sd
-
-            configs = sd.seed_configs(cfg, seeds)
-            for sub in configs[1:]:
-                log.info("seed %d -> %s", sub.seed, sub.run_dir)
-                sd.prepare_sibling(cfg, sub)
-                _run_stages(sub, todo, set(force or []), jobs)
-            sd.write_summary(sd.summarize(configs), cfg.run_dir / "seeds")
-            log.info("across seeds: %s", cfg.run_dir / "seeds" / "seeds.md")
-            ctx.force.add("report")  # the report shows the seeds
-        if with_frontier and not until:
-            from crabrec import frontier as fr
-            from crabrec.runfiles import RunFiles
-
-            fr.write_frontier(fr.run_frontier(cfg, jobs=jobs), RunFiles(cfg.run_dir).frontier)
-            ctx.force.add("report")  # the report shows the frontier and the picked points
-        if not until:
-            ctx.ensure("report")
-    log.info("finished in %.1fs; artifacts in %s", time.perf_counter() - start, cfg.run_dir)
-
-
-def _run_stages(cfg: RunConfig, names: list[str], force: set[str], jobs: int = 1):
-    """Run ``names`` (and what they need) in the run of ``cfg``, the independent training stages in ``jobs``
-    processes (:mod:`crabrec.parallel`); returns the context."""
-    from crabrec.parallel import run_side_by_side
-    from crabrec.pipeline import RunContext
-    from crabrec.stages import preflight, registry
-
-    ctx = RunContext(config=cfg, stages=registry(), force=force)
-    ctx.ensure("data")
-    preflight(ctx)
-    run_side_by_side(ctx, names, jobs)
-    for name in names:
-        ctx.ensure(name)
-    return ctx
+    run_all(opts.resolve(), force, until, seeds, with_frontier, jobs)
 
 
 @data_app.command("stats")
