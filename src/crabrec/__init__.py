@@ -60,11 +60,11 @@ def run(
     which import the calling script again, so a script that asks for them calls ``run`` under ``if __name__ ==
     "__main__":`` (a notebook need not).
 
-    What the command prints goes to the ``crabrec`` logger (``logging.basicConfig(level=logging.INFO)`` shows it):
-    a line per stage and epoch, and where stderr is no terminal (a notebook), a line a minute inside a long loop
-    instead of a progress bar. A bad setting or input raises
-    :class:`crabrec.errors.CrabError` with the command's one-line message; Ctrl-C stops the run with the same
-    cleanup, the finished stages kept.
+    What the command prints goes to the ``crabrec`` logger (``logging.basicConfig()`` and
+    ``logging.getLogger("crabrec").setLevel(logging.INFO)`` show it): a line per stage and epoch, and where stderr
+    is no terminal (a notebook), a line a minute inside a long loop instead of a progress bar. A bad setting or
+    input raises :class:`crabrec.errors.CrabError` with the command's one-line message; Ctrl-C stops the run with
+    the same cleanup, the finished stages kept.
 
     Example::
 
