@@ -28,7 +28,8 @@ OPTION_OF = {"crab.lam": "--lambda"}  # command options not named after their se
 
 @dataclass
 class RunOptions:
-    """What every run command takes to know its run: ``RUN_DIR`` or preset <- --config <- flags <- --set."""
+    """What a run command (or :func:`crabrec.run`) takes to know its run: ``RUN_DIR`` or preset <- --config <- flags
+    <- --set <- ``values``."""
 
     run_dir: str | None = None
     config: list[str] | None = None
@@ -52,10 +53,10 @@ class RunOptions:
             named.setdefault("data", {})["format"] = self.data_format
         if self.seed is not None:
             named["seed"] = self.seed
-        given: dict[str, Any] = {}
+        valued: dict[str, Any] = {}
         for key, value in (self.values or {}).items():
-            given = deep_merge(given, _nested(key, value))
-        typed = deep_merge(parse_overrides(self.sets or []), given)
+            valued = deep_merge(valued, _nested(key, value))
+        typed = deep_merge(parse_overrides(self.sets or []), valued)
         overrides = deep_merge(named, typed)
         origin = {  # where each value the user typed came from, for an error about it: a command's own option
             key: OPTION_OF.get(key) or "--" + key.rpartition(".")[2].replace("_", "-")  # named as typer names it
@@ -71,7 +72,7 @@ class RunOptions:
             if value is not None:
                 origin[key] = option
         origin.update(dict.fromkeys(dotted_keys(typed), "--set"))
-        origin.update(dict.fromkeys(dotted_keys(given), "overrides"))
+        origin.update(dict.fromkeys(dotted_keys(valued), "overrides"))
         if self.run_dir is None:
             if self.name is not None:
                 overrides["name"] = self.name
