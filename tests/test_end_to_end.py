@@ -121,6 +121,9 @@ def test_analyses_reuse_the_base_run(tiny_run, tmp_path, capsys):
     lora = table.set_index("setting").loc["LoRA"]
     assert lora["NDCG@10"] == pytest.approx(round(crab["NDCG@10"], 4))  # same config + seed -> same result
     assert (run / "analysis" / "lora.png").stat().st_size > 10_000
+    md = (run / "analysis" / "lora.md").read_text()
+    split = int(lora["tokens_split"])
+    assert f"| {split} |" in md and f"| {split}.0 |" not in md  # a count, not a float (the base row has none)
     with pytest.raises(SystemExit):
         main(["analyze", "tokens", str(run)])
     out = capsys.readouterr().out

@@ -90,6 +90,7 @@ def write_sweep(frame: pd.DataFrame, out: Path, title: str) -> list[Path]:
 
     out.mkdir(parents=True, exist_ok=True)
     csv, md, png = out.with_suffix(".csv"), out.with_suffix(".md"), out.with_suffix(".png")
+    frame = whole_counts(frame)
     write_text(csv, frame.to_csv(index=False))
     write_text(md, f"# {title}\n\n" + markdown(frame) + "\n")
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
@@ -106,6 +107,16 @@ def write_sweep(frame: pd.DataFrame, out: Path, title: str) -> list[Path]:
         fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
     plt.close(fig)
     return [csv, md, png]
+
+
+def whole_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """Count columns (``tokens_split``) as integers: the base row's empty cell made them floats (``13.0``)."""
+    out = frame.copy()
+    for col in out.columns:
+        values = out[col].dropna()
+        if "@" not in str(col) and out[col].dtype.kind == "f" and len(values) and (values % 1 == 0).all():
+            out[col] = out[col].astype("Int64")
+    return out
 
 
 def markdown(frame: pd.DataFrame) -> str:
