@@ -301,6 +301,37 @@ def test_a_spreadsheets_csv_export_reads_as_a_plain_csv(tmp_path):
         assert read_histories(tmp_path / name) == expected, name
 
 
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "parquet"])
+def test_histories_from_standard_input_or_a_pipe_are_told_apart_by_content(kind, tiny_run, tmp_path, capsys,
+                                                                          monkeypatch):  # fmt: skip
+    """``--input -`` (standard input) and ``--input <(...)`` (a pipe) have no extension: CSV, JSON lines and parquet
+    are told apart by their content, and the answers are the file's (they were "unknown extension '(none)'")."""
+    import io
+    import os
+    import sys
+    import threading
+
+    histories, users, _ = histories_of(tiny_run, 5)
+    src = tmp_path / f"in.{kind}"
+    if kind == "csv":
+        src.write_text("history\n" + "".join(" ".join(h) + "\n" for h in histories))
+    elif kind == "jsonl":
+        src.write_text("".join(json.dumps({"history": h}) + "\n" for h in histories))
+    else:
+        pd.DataFrame({"history": histories}).to_parquet(src)
+    args = ["recommend", str(tiny_run), "--method", "sasrec", "--output", "-", "-k", "3", "--input"]
+    code, expected, err = run_cli([*args, str(src)], capsys)
+    assert code == 0 and len(expected.splitlines()) == 5, err
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(src.read_bytes())))
+    assert run_cli([*args, "-"], capsys)[:2] == (0, expected)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(src.read_bytes()))
+    writer.start()
+    assert run_cli([*args, str(fifo)], capsys)[:2] == (0, expected)
+    writer.join()
+
+
 def test_a_history_written_as_a_list_reads_as_its_ids(tiny_run, tmp_path, capsys):
     """A CSV with a list column as pandas writes it (``['B01', 'B02']``), a JSON list in a cell, or ``--history
     "[1, 2]"`` / ``"1 2"`` / ``"1,2"``: the same ids (the brackets were read as part of the first and last id)."""
@@ -375,7 +406,8 @@ def bad_files(tmp_path, item: str, user: str):
         (["--input", "partial.jsonl", "--output", "o.csv"], "partial.jsonl: `user` is missing on some rows"),
         (["--input", "cell.jsonl", "--output", "o.csv"], "cell.jsonl row 0: history {'a': 1}: expected item ids"),
         (["--input", "h.txt", "--output", "o.csv"], "h.txt: unknown extension '.txt'"),
-        (["--input", "missing.csv", "--output", "o.csv"], "missing.csv: no such file"),
+        (["--input", "missing.csv", "--output", "o.csv"], "missing.csv: file not found"),
+        (["--input", ".", "--output", "o.csv"], ".: a folder, not a file of histories"),
         (["--input", "empty.csv"], "--input needs --output"),
         (["--input", "ok.csv", "--output", "./ok.csv"], "--output ./ok.csv: is the --input file"),
         (["--input", "ok.csv", "--output", "folder.csv"], "--output folder.csv: is a folder"),

@@ -737,7 +737,9 @@ def recommend(
     input_file: Annotated[
         str | None,
         typer.Option(
-            "--input", help="A file of histories or user ids (.csv, .tsv, .parquet, .jsonl; docs/guides/serve.md)."
+            "--input",
+            help="A file of histories or user ids (.csv, .tsv, .parquet, .jsonl; - : standard input; "
+            "docs/guides/serve.md).",
         ),
     ] = None,
     output: Annotated[
@@ -758,7 +760,14 @@ def recommend(
 
     Example: crabrec recommend runs/office-quick --method crab --history 0,1,5 -k 5
     """
-    from crabrec.histories import file_format, history_ids, read_histories, recommendation_lines, write_recommendations
+    from crabrec.histories import (
+        file_format,
+        history_ids,
+        input_name,
+        read_histories,
+        recommendation_lines,
+        write_recommendations,
+    )
     from crabrec.io import writable_file
     from crabrec.recommender import load
 
@@ -809,7 +818,7 @@ def recommend(
             progress=True,
         )  # fmt: skip
     except CrabError as exc:
-        raise CrabError(f"{input_file}: {exc}") from None
+        raise CrabError(f"{input_name(input_file)}: {exc}") from None
     if output == "-":
         typer.echo(recommendation_lines(rows), nl=False)
         return

@@ -1,4 +1,5 @@
-"""History files for ``crabrec recommend --input/--output``: CSV, TSV, parquet or JSON lines, chosen by the extension.
+"""History files for ``crabrec recommend --input/--output``: CSV, TSV, parquet or JSON lines, chosen by the extension
+(standard input and pipes, which have none, by their content).
 
 Input: one history per row in a ``history`` column (CSV: item ids separated by spaces or commas, or a list literal
 such as ``[1, 2]``, the file's delimiter a comma, tab, semicolon or bar, whichever its header line has most; TSV: tab;
@@ -12,15 +13,17 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from crabrec.errors import CrabError, clip, reason
-from crabrec.io import atomic_path, json_object_lines, list_literal, read_input_text
+from crabrec.io import atomic_path, input_text, json_object_lines, list_literal, read_input_bytes
 
 FORMATS = (".csv", ".tsv", ".parquet", ".jsonl")
+STDIN_NAME = "standard input"
 SPLIT = re.compile(r"[\s,]+")
 
 
@@ -31,14 +34,12 @@ def file_format(path: Path) -> str:
     return suffix
 
 
-def read_histories(path: str | Path) -> tuple[list[list[str] | None], list[int] | None, list[str] | None]:
+def read_histories(source: str | Path) -> tuple[list[list[str] | None], list[int] | None, list[str] | None]:
     """``(histories, users, user_ids)`` of a history file: users None without a ``user`` column, user_ids None
-    without a ``user_id`` column, and a history None where a row names a user id and no history."""
-    path = Path(path)
-    kind = file_format(path)
-    if not path.is_file():
-        raise CrabError(f"{path}: no such file")
-    records = _jsonl(path) if kind == ".jsonl" else _table(path, kind)
+    without a ``user_id`` column, and a history None where a row names a user id and no history. ``-`` reads
+    standard input; it and a pipe (``<(...)``) hold JSON lines, parquet or CSV, told apart by their content."""
+    path, data, kind = _input(source)
+    records = _jsonl(path, data) if kind == ".jsonl" else _table(path, kind, data)
     if not records:
         raise CrabError(f"{path}: no rows; expected one history (or user_id) per row")
     users = _column(path, records, "user", _scalar)
@@ -62,6 +63,33 @@ def read_histories(path: str | Path) -> tuple[list[list[str] | None], list[int] 
     return histories, users, user_ids
 
 
+def input_name(source: str | Path) -> str:
+    """How messages name an input: ``-`` is standard input."""
+    return STDIN_NAME if str(source) == "-" else str(source)
+
+
+def _input(source: str | Path) -> tuple[str, bytes, str]:
+    """``(name, content, format)`` of an input: a file by its extension; standard input or a pipe by its content."""
+    if str(source) == "-":
+        data = sys.stdin.buffer.read()
+        return STDIN_NAME, data, _sniff(data)
+    path = Path(source)
+    if path.is_dir():
+        raise CrabError(f"{path}: a folder, not a file of histories")
+    stream = path.exists() and not path.is_file()  # a pipe: <(...) has no extension to read
+    kind = "" if stream and path.suffix.lower() not in FORMATS else file_format(path)
+    data = read_input_bytes(path)
+    return str(path), data, kind or _sniff(data)
+
+
+def _sniff(data: bytes) -> str:
+    """The format of content without a file name: parquet by its magic bytes, JSON lines by a first ``{``, else
+    CSV."""
+    if data[:4] == b"PAR1":
+        return ".parquet"
+    return ".jsonl" if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{" else ".csv"
+
+
 def _scalar(value: Any) -> Any:
     """A table cell as a plain Python value (a numpy scalar as its item, an integral float as an int)."""
     value = value.item() if hasattr(value, "item") else value
@@ -73,7 +101,7 @@ def _user_id(value: Any) -> Any:
     return str(value) if isinstance(value, str | int) and not isinstance(value, bool) else value
 
 
-def _column(path: Path, records: list[dict[str, Any]], name: str, convert) -> list[Any] | None:
+def _column(path: str, records: list[dict[str, Any]], name: str, convert) -> list[Any] | None:
     """The ``name`` cell of every row (None when no row has one); some rows without it is an error."""
     values = [None if rec.get(name) is None else convert(_scalar(rec.get(name))) for rec in records]
     given = sum(v is not None for v in values)
@@ -82,7 +110,7 @@ def _column(path: Path, records: list[dict[str, Any]], name: str, convert) -> li
     return values if given else None
 
 
-def _csv(path: Path, kind: str) -> list[dict[str, Any]]:
+def _csv(path: str, kind: str, data: bytes) -> list[dict[str, Any]]:
     """The rows of a CSV (or TSV) of histories. An unquoted history with commas (``history\\n1000,1001``) has more
     fields than the header has columns: they are its ids when ``history`` is the last column, else the row is an error
     (a reader that took the first id for a row label would silently drop it)."""
@@ -91,7 +119,7 @@ def _csv(path: Path, kind: str) -> list[dict[str, Any]]:
 
     from crabrec.data.reading import delimiter
 
-    text = read_input_text(path)
+    text = input_text(path, data)
     sep = "\t" if kind == ".tsv" else delimiter(text.partition("\n")[0])
     try:
         rows = [r for r in csv.reader(io.StringIO(text), delimiter=sep) if any(c.strip() for c in r)]
@@ -130,13 +158,15 @@ def _number(text: str) -> int | float | str:
     return int(value) if value.is_integer() else value
 
 
-def _table(path: Path, kind: str) -> list[dict[str, Any]]:
+def _table(path: str, kind: str, data: bytes) -> list[dict[str, Any]]:
+    import io
+
     import pandas as pd
 
     if kind in (".csv", ".tsv"):
-        return _csv(path, kind)
+        return _csv(path, kind, data)
     try:
-        frame = pd.read_parquet(path)
+        frame = pd.read_parquet(io.BytesIO(data))
     except Exception as exc:  # whatever the reader raises about the file's content
         raise CrabError(f"{path}: unreadable {kind[1:]} ({reason(exc)})") from None
     _need_history(path, list(map(str, frame.columns)))
@@ -144,14 +174,13 @@ def _table(path: Path, kind: str) -> list[dict[str, Any]]:
     return frame[columns].astype(object).where(frame[columns].notna(), None).to_dict("records")
 
 
-def _need_history(path: Path, columns: list[str]) -> None:
+def _need_history(path: str, columns: list[str]) -> None:
     if "history" not in columns and "user_id" not in columns:
         raise CrabError(f"{path}: no `history` or `user_id` column (columns: {clip(', '.join(columns), 80)})")
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open("rb") as f:
-        return [rec for _, rec in json_object_lines(path, f, "with a `history`")]
+def _jsonl(path: str, data: bytes) -> list[dict[str, Any]]:
+    return [rec for _, rec in json_object_lines(path, data.splitlines(), "with a `history`")]
 
 
 def history_ids(text: str) -> list[str]:
@@ -169,7 +198,7 @@ def history_ids(text: str) -> list[str]:
     return [v for v in SPLIT.split(text) if v]
 
 
-def _history(path: Path, row: int, value: Any) -> list[str]:
+def _history(path: str, row: int, value: Any) -> list[str]:
     """One history cell: a list of ids, or a string as :func:`history_ids` reads it."""
     if hasattr(value, "tolist") and not isinstance(value, str):
         value = value.tolist()

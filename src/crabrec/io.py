@@ -297,20 +297,33 @@ def json_object_lines(
         yield n, rec
 
 
-def read_input_text(path: str | os.PathLike) -> str:
-    """A text file the user brought, as UTF-8 without the byte-order mark some editors write first (Excel's "CSV
-    UTF-8"); missing, a folder, unreadable or not UTF-8 is a one-line error."""
+def read_input_bytes(path: str | os.PathLike) -> bytes:
+    """A file the user brought, whole (a pipe too); missing, a folder or unreadable is a one-line error."""
     path = Path(path)
     try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise CrabError(f"{path}: not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
+        return path.read_bytes()
     except IsADirectoryError:
         raise CrabError(f"{path}: a folder, not a file") from None
     except FileNotFoundError:
         raise CrabError(f"{path}: file not found") from None
     except OSError as exc:
         raise CrabError(f"{path}: unreadable ({exc.strerror or exc})") from None
+
+
+def input_text(name: str | os.PathLike, data: bytes) -> str:
+    """``data`` as UTF-8 text without the byte-order mark some editors write first (Excel's "CSV UTF-8"), its line
+    ends as ``\\n``; not UTF-8 is a one-line error naming ``name``."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CrabError(f"{name}: not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_input_text(path: str | os.PathLike) -> str:
+    """A text file the user brought, as :func:`input_text` reads it; missing, a folder, unreadable or not UTF-8 is a
+    one-line error."""
+    return input_text(path, read_input_bytes(path))
 
 
 def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
