@@ -4,6 +4,7 @@ text picked when the items have no description."""
 from __future__ import annotations
 
 import csv
+import re
 import zipfile
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from crabrec.config import DataConfig, EmbedConfig
 from crabrec.data.loaders import detect_format, load_dataset
 from crabrec.data.table import dataset_name
 from crabrec.embed import item_texts, text_fields
+from crabrec.errors import CrabError
 from tests.conftest import cli, shared_path
 
 GENRES = ("unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary", "Drama",
@@ -78,6 +80,43 @@ def test_each_release_reads_the_same_interactions_as_recbole_atomic_files(releas
     assert all(np.array_equal(a, b) for a, b in zip(ours.timestamps, recbole.timestamps, strict=True))
     toy = ours.item_text[ours.item_ids.index("1")]
     assert toy == {"title": "Toy Story (1995)", "genres": "Animation, Children's, Comedy"}
+
+
+def test_min_rating_keeps_the_same_interactions_in_every_layout(releases, tmp_path):
+    """``data.min_rating=4`` (ratings of 4 or more as positives, before k-core) in each MovieLens release, the RecBole
+    atomic file and the same ratings as a plain table: the same users, items and sequences, and as many interactions
+    as the file has rows rated 4 or 5."""
+    inter = (shared_path("ml-100k") / "ml-100k.inter").read_text().splitlines()[1:]
+    rated = sum(float(line.split("\t")[2]) >= 4 for line in inter)
+    table = tmp_path / "ratings.csv"
+    table.write_text("user,item,stars,timestamp\n" + "\n".join(line.replace("\t", ",") for line in inter) + "\n")
+    datasets = {name: load(releases[name], min_rating=4, kcore=0) for name in ("recbole", "100k", "1m", "latest")}
+    datasets["table"] = load(table, min_rating=4, kcore=0)
+    every = load(releases["recbole"], kcore=0)
+    base = datasets["recbole"]
+    assert sum(len(s) for s in base.sequences) == rated < sum(len(s) for s in every.sequences)
+    for name, ds in datasets.items():
+        assert ds.users == base.users and ds.item_ids == base.item_ids, name
+        assert all(np.array_equal(a, b) for a, b in zip(ds.sequences, base.sequences, strict=True)), name
+
+
+@pytest.mark.parametrize(
+    "data, kw, expect",
+    [
+        ("ratings.csv", {"min_rating": 6}, "no interaction is rated 6 or more (the rating column runs from 3 to 5)"),
+        ("events.csv", {"min_rating": 4}, "no rating column (looked for rating, ratings, score"),
+        ("events.csv", {"min_rating": 4, "rating_col": "stars"}, "data.rating_col='stars': no such column"),
+        ("text.csv", {"min_rating": 4}, "text.csv: line 3: rating 'good' is not a number"),
+        ("Toy.inter.json", {"min_rating": 4}, "the lcrec layout has no ratings that crabrec reads"),
+    ],
+)
+def test_min_rating_errors_are_one_line(data, kw, expect, tmp_path):
+    (tmp_path / "ratings.csv").write_text("user,item,rating\n1,1,5\n1,2,3\n")
+    (tmp_path / "events.csv").write_text("user,item\n1,1\n1,2\n")
+    (tmp_path / "text.csv").write_text("user,item,rating\n1,1,5\n1,2,good\n")
+    (tmp_path / "Toy.inter.json").write_text('{"1": [1, 2]}')
+    with pytest.raises(CrabError, match=re.escape(expect)):
+        load(tmp_path / data, kcore=0, **kw)
 
 
 @pytest.mark.parametrize("release", ["100k", "1m", "latest"])

@@ -112,6 +112,16 @@ class DataConfig(Strict):
         description="table format: the time column, Unix time or dates (the default: detected if absent, by its "
         "name, e.g. date or order_date; null = order each user's rows as they appear)",
     )
+    min_rating: float | None = keyed_when_set(
+        None,
+        description="keep only the interactions rated at least this (a table's rating column, MovieLens' and RecBole's "
+        "ratings), before k-core filtering; None = every interaction, its rating ignored",
+    )
+    rating_col: str = keyed_when_set(
+        "rating",
+        description="table format: the rating column data.min_rating reads (the default: detected if absent: rating, "
+        "score, stars, overall ...)",
+    )
     columns: list[str] | None = keyed_when_set(
         None,
         description="table format: the column names of an interaction file without a header line, in file order "

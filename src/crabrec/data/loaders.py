@@ -40,6 +40,9 @@ def embedded_path() -> Path:
     return Path(str(resources.files("crabrec.datasets").joinpath("office")))
 
 
+RATED = ("table", "movielens", "recbole")  # the layouts whose ratings data.min_rating reads
+
+
 def load_dataset(cfg: DataConfig) -> Dataset:
     """Load, validate, k-core filter (raw layouts) and drop users with fewer than 2 interactions."""
     path = Path(cfg.path) if cfg.path else embedded_path()
@@ -48,6 +51,11 @@ def load_dataset(cfg: DataConfig) -> Dataset:
     if not path.is_file() and not path.is_dir():  # a run reads its data again to check its cache: a pipe cannot be
         raise CrabError(f"{path}: not a file or folder (a pipe, as from <(...)?); save the data to a file, pass that")
     fmt = cfg.format if cfg.format != "auto" else detect_format(path)
+    if cfg.min_rating is not None and fmt not in RATED:
+        raise CrabError(
+            f"{path}: data.min_rating={cfg.min_rating:g}: the {fmt} layout has no ratings that crabrec reads (it reads "
+            f"them in the {', '.join(RATED)} layouts); remove data.min_rating"
+        )
     loader: dict[str, Callable[[Path, DataConfig], Dataset]] = {
         "lcrec": _load_lcrec,
         "minionerec": _load_minionerec,
@@ -355,6 +363,12 @@ def _load_recbole(path: Path, cfg: DataConfig) -> Dataset:
     items = _items_from_frame(items_df, "item_id", item_path)
     has_time = "timestamp" in inter.columns
     ts = _timestamps(inter["timestamp"], inter_path) if has_time else None
+    if cfg.min_rating is not None:
+        from crabrec.data.ratings import rated_at_least
+
+        _require_columns(inter, inter_path, ("user_id", "item_id", "rating"))
+        keep = rated_at_least(inter["rating"], cfg.min_rating, str(inter_path), "rating", lambda row: row + 2)
+        inter, ts = inter[keep].reset_index(drop=True), ts[keep] if ts is not None else None
     drop = cfg.missing_items == "drop"
     return _group_interactions(name, folder, inter, "user_id", "item_id", ts, items, str(inter_path), drop)
 

@@ -7,10 +7,10 @@ file format.
 - 20M, 25M, 32M, latest: ``ratings.csv`` (``userId,movieId,rating,timestamp``) and ``movies.csv``
   (``movieId,title,genres``).
 
-Every rating is an interaction (the rating itself is ignored, as in the table layout); times are Unix seconds. An
-item's text is its ``title`` (with the year, as the files spell it) and its ``genres`` ("Animation, Comedy"). The
-older files are Latin-1; they are read as UTF-8 when they are. ``tags``, ``links``, ``users`` and the genome files
-are not read.
+Every rating is an interaction (the rating itself is ignored, as in the table layout, unless ``data.min_rating``
+keeps only the higher ones); times are Unix seconds. An item's text is its ``title`` (with the year, as the files
+spell it) and its ``genres`` ("Animation, Comedy"). The older files are Latin-1; they are read as UTF-8 when they
+are. ``tags``, ``links``, ``users`` and the genome files are not read.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import pandas as pd
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.loaders import _group_interactions
+from crabrec.data.ratings import rated_at_least
 from crabrec.errors import CrabError, clip, reason
 
 log = logging.getLogger("crabrec")
@@ -142,21 +143,25 @@ def open_release(path: Path, item_table: str | None = None) -> Release:
 def load_movielens(path: Path, cfg: DataConfig) -> Dataset:
     with open_release(path, cfg.item_table) as release:
         try:
-            return _load(path, release, cfg.missing_items == "drop")
+            return _load(path, release, cfg.missing_items == "drop", cfg.min_rating)
         except UNREADABLE as exc:
             raise CrabError(f"{path}: cannot read ({reason(exc)})") from None
 
 
-def _load(path: Path, release: Release, drop_missing: bool) -> Dataset:
+def _load(path: Path, release: Release, drop_missing: bool, min_rating: float | None = None) -> Dataset:
     ratings, item_file = release.ratings, release.items
     where = release.where(ratings)
     if ratings == "ratings.csv":
-        inter = _csv(release, ratings, ("userId", "movieId", "timestamp"), "userId, movieId, rating, timestamp")
+        needed = ("userId", "movieId", "timestamp") + (("rating",) if min_rating is not None else ())
+        inter = _csv(release, ratings, needed, "userId, movieId, rating, timestamp")
         inter = inter.rename(columns={"userId": "user", "movieId": "item"})
         line_of: Callable[[int], int] = lambda row: row + 2  # noqa: E731 (after the header)
     else:
         inter, line_of = _headerless(release, ratings, "\t" if ratings == "u.data" else "::")
     ts = _times(inter["timestamp"], where, line_of)
+    if min_rating is not None:
+        keep = rated_at_least(inter["rating"], min_rating, where, "rating", line_of)
+        inter, ts = inter[keep].reset_index(drop=True), ts[keep]
     items = _items(release, item_file) if item_file else {raw: {} for raw in inter["item"].unique()}
     name, source = release.folder.name or "movielens", path if release.archive is not None else release.folder
     ds = _group_interactions(name, source, inter, "user", "item", ts, items, where, drop_missing)

@@ -21,6 +21,7 @@ import pandas as pd
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.loaders import _group_interactions, _items_from_frame, _read_csv
+from crabrec.data.ratings import RATING_NAMES, rated_at_least
 from crabrec.data.reading import COMPRESSIONS, KINDS, first_row, id_cells, read_table, table_kind
 from crabrec.errors import CrabError, clip
 
@@ -37,7 +38,7 @@ TIME_NAMES = ("timestamp", "time", "date", "datetime", "ts", "unix_time", "unixr
 # TIME_NAMES is present
 TIME_WORDS = ("timestamp", "datetime", "date", "time", "ts")
 EARLIEST = 1e8  # Unix seconds (1973-03-03): a column named like a time whose values are smaller holds durations
-DEFAULTS = {"user_col": "user", "item_col": "item", "time_col": "timestamp"}
+DEFAULTS = {"user_col": "user", "item_col": "item", "time_col": "timestamp", "rating_col": "rating"}
 NUMBER = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?")  # a cell of a row, never a column name
 
 
@@ -239,7 +240,14 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     ts = timestamps(inter[time], path, time, first_line) if time else None
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
         time, ts = _time_by_name(inter, path, (user, item), first_line)
-    detected = {k: v for k, v in (("user", user), ("item", item), ("time", time)) if v}
+    rating = None
+    if cfg.min_rating is not None:
+        rating = find_column(cols, cfg.rating_col, DEFAULTS["rating_col"], RATING_NAMES)
+        if rating is None:
+            raise _missing(path, "rating", "data.rating_col", cfg.rating_col, RATING_NAMES, cols)
+        keep = rated_at_least(inter[rating], cfg.min_rating, str(path), rating, lambda row: row + first_line)
+        inter, ts = inter[keep].reset_index(drop=True), ts[keep] if ts is not None else None
+    detected = {k: v for k, v in (("user", user), ("item", item), ("time", time), ("rating", rating)) if v}
     found = f"{path.name}: columns " + ", ".join(f"{k}={v}" for k, v in detected.items())
     if folder:
         found = (
