@@ -115,9 +115,8 @@ def table_time_by_name(cfg: DataConfig) -> bool:
 
     path = Path(cfg.path) if cfg.path else embedded_path()
     try:
-        if cfg.time_col != DEFAULTS["time_col"] or (cfg.format if cfg.format != "auto" else detect_format(path)) != (
-            "table"
-        ):
+        layout = cfg.format if cfg.format != "auto" else detect_format(path)
+        if cfg.time_col != DEFAULTS["time_col"] or layout != "table":
             return False
         if path.is_dir():
             path = resolve_folder(path, cfg)[0]
