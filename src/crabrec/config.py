@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from types import UnionType
@@ -634,7 +635,7 @@ def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """``["data.kcore=3", "seed=7"]`` -> nested dict; values are parsed as YAML scalars."""
-    out: dict[str, Any] = {}
+    pairs = []
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
@@ -643,14 +644,23 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             value = load_yaml(raw) if raw.strip() else None
         except (yaml.YAMLError, ValueError):  # ValueError: an integer too long to convert
             value = raw
+        pairs.append((key.strip(), value, item))
+    return nested_overrides(pairs)
+
+
+def nested_overrides(pairs: Iterable[tuple[str, Any, str]]) -> dict[str, Any]:
+    """``(dotted key, value, as the user gave it)`` triples -> a nested dict; a key under one that was set to a value
+    is a one-line error naming what the user gave."""
+    out: dict[str, Any] = {}
+    for key, value, given in pairs:
         node = out
-        parts = key.strip().split(".")
+        parts = key.split(".")
         for depth, part in enumerate(parts[:-1]):
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 where = ".".join(parts[: depth + 1])
                 raise CrabError(
-                    f"override {clip(item)!r}: {where} was set to a value, so it has no key {parts[depth + 1]}"
+                    f"override {clip(given)!r}: {where} was set to a value, so it has no key {parts[depth + 1]}"
                 )
         node[parts[-1]] = value
     return out

@@ -70,7 +70,7 @@ def input_name(source: str | Path) -> str:
 
 def _input(source: str | Path) -> tuple[str, bytes, str]:
     """``(name, content, format)`` of an input: a file by its extension; standard input or a pipe by its content."""
-    if str(source) == "-":
+    if input_name(source) == STDIN_NAME:
         data = sys.stdin.buffer.read()
         return STDIN_NAME, data, _sniff(data)
     path = Path(source)

@@ -129,6 +129,7 @@ class RunContext:
     _ran: set[str] = field(default_factory=set)  # stages computed (not taken from the cache) by this context
     _ahead: set[str] = field(default_factory=set)  # stages whose checks have run
     _gone: dict[str, dict[str, str]] = field(default_factory=dict)  # stage -> its input files that are gone
+    _revisions: dict[str, int] = field(default_factory=dict)  # Stage.revised may read an input file: once each
 
     @property
     def cfg(self) -> Any:
@@ -205,8 +206,10 @@ class RunContext:
     def revision(self, name: str) -> int:
         """Stage ``name``'s code revision for this run: :attr:`Stage.revision`, plus :attr:`Stage.revised` for inputs
         that a change of its code touched alone."""
-        stage = self.stages[name]
-        return stage.revision + (stage.revised(self) if stage.revised else 0)
+        if name not in self._revisions:
+            stage = self.stages[name]
+            self._revisions[name] = stage.revision + (stage.revised(self) if stage.revised else 0)
+        return self._revisions[name]
 
     def needs(self, name: str) -> tuple[str, ...]:
         """A stage's inputs: its fixed ones, then those its ``needs_if`` asks for once the fixed ones exist."""

@@ -9,7 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crabrec.config import RunConfig, deep_merge, dotted_keys, load_config, load_saved, parse_overrides
+from crabrec.config import (
+    RunConfig,
+    deep_merge,
+    dotted_keys,
+    load_config,
+    load_saved,
+    nested_overrides,
+    parse_overrides,
+)
 from crabrec.errors import CrabError
 
 if TYPE_CHECKING:
@@ -53,9 +61,8 @@ class RunOptions:
             named.setdefault("data", {})["format"] = self.data_format
         if self.seed is not None:
             named["seed"] = self.seed
-        valued: dict[str, Any] = {}
-        for key, value in (self.values or {}).items():
-            valued = deep_merge(valued, _nested(key, value))
+        pairs = (self.values or {}).items()
+        valued = nested_overrides((_dotted(key), value, f"{key}={value!r}") for key, value in pairs)
         typed = deep_merge(parse_overrides(self.sets or []), valued)
         overrides = deep_merge(named, typed)
         origin = {  # where each value the user typed came from, for an error about it: a command's own option
@@ -138,17 +145,11 @@ def refuse_other_data(cfg: RunConfig, given: str) -> None:
     )
 
 
-def _nested(key: str, value: Any) -> dict[str, Any]:
-    """``("train.epochs", 3)`` -> ``{"train": {"epochs": 3}}``."""
+def _dotted(key: Any) -> str:
+    """A key of the Python API's ``overrides``: a setting's dotted name."""
     if not isinstance(key, str) or not all(key.split(".")):
         raise CrabError(f"overrides: key {key!r}: expected a setting's dotted name, e.g. 'train.epochs'")
-    out: dict[str, Any] = {}
-    node = out
-    *parents, leaf = key.split(".")
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[leaf] = value
-    return out
+    return key
 
 
 def _count(value: Any, low: int, high: int) -> bool:
