@@ -107,6 +107,64 @@ def test_the_data_stage_is_recomputed_only_where_the_time_column_rule_changes_it
     assert revision(None) == revision(plain) == revision(tmp_path / "missing.csv") == 0
 
 
+def _days(values: list[str], **kw) -> list[str]:
+    import pandas as pd
+
+    seconds = timestamps(pd.Series(values), Path("f.csv"), "date", **kw)
+    return [str(d) for d in pd.to_datetime(seconds, unit="s")]
+
+
+def test_dates_that_write_the_day_first_are_read_day_first():
+    """``04/12/1997`` in a column that also holds ``25/12/1997`` is 4 December: each date was read month first when
+    it could be, so a third of a day-first column was misread and each user's rows put out of order."""
+    assert _days(["04/12/1997", "25/12/1997", "01/02/1998"]) == ["1997-12-04 00:00:00", "1997-12-25 00:00:00",
+                                                                  "1998-02-01 00:00:00"]  # fmt: skip
+    assert _days(["04/12/1997", "12/25/1997"]) == ["1997-04-12 00:00:00", "1997-12-25 00:00:00"]
+    assert _days(["04.12.97 15:55", "25.1.98 10:00"]) == ["1997-12-04 15:55:00", "1998-01-25 10:00:00"]
+    assert _days(["05-01-2020", "13-01-2020", "Jan 7, 2020", "2020-01-08"]) == [
+        "2020-01-05 00:00:00", "2020-01-13 00:00:00", "2020-01-07 00:00:00", "2020-01-08 00:00:00"]  # fmt: skip
+    assert _days(["01/01/2023", "02/02/2023"]) == ["2023-01-01 00:00:00", "2023-02-02 00:00:00"]  # same either way
+
+
+def test_dates_whose_day_and_month_order_is_unknown_ask_for_the_format():
+    with pytest.raises(CrabError, match=r"f.csv: date writes dates day first \(row 4: '25/12/1997'\) and month "
+                                        r"first \(row 3: '12/25/1997'\); write them one way, or set data.time_format"):
+        _days(["04/12/1997", "12/25/1997", "25/12/1997"])
+    with pytest.raises(CrabError, match=r"f.csv: date: no date tells whether the day or the month comes first \(row "
+                                        r"2: '04/05/2023' has both at most 12\); set data.time_format \(e.g. --set "
+                                        r"data.time_format=%d/%m/%Y for day first\)"):  # fmt: skip
+        _days(["04/05/2023", "01/02/2023"])
+    assert _days(["04/05/2023", "01/02/2023"], time_format="%d/%m/%Y") == ["2023-05-04 00:00:00",
+                                                                          "2023-02-01 00:00:00"]  # fmt: skip
+    assert _days(["20230106", "20221231"], time_format="%Y%m%d") == ["2023-01-06 00:00:00", "2022-12-31 00:00:00"]
+    with pytest.raises(CrabError, match=r"row 3: date '2023-01-06' does not match data.time_format '%Y%m%d'; fix"):
+        _days(["20230106", "2023-01-06"], time_format="%Y%m%d")
+    with pytest.raises(ValueError, match=r"time_format\n.*expected a strftime format such as '%d/%m/%Y'"):
+        DataConfig(time_format="dd/mm/yyyy")
+
+
+def test_a_table_of_day_first_dates_orders_its_rows_as_the_same_iso_dates(tmp_path):
+    """End to end, with the data stage recomputed for such a table only (revision 2; 3 with a time column found by
+    its name)."""
+    from crabrec.config import load_config
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+
+    iso = [(u, i, f"2023-{1 + (u + i) % 12:02d}-{1 + (3 * u + i) % 28:02d}") for u, i, _, _ in RATINGS]
+    day_first = [(u, i, f"{d[8:]}/{d[5:7]}/{d[:4]}") for u, i, d in iso]
+    a = load(write(tmp_path / "iso.csv", "user,item,date", iso))
+    b = load(write(tmp_path / "eu.csv", "user,item,date", day_first))
+    assert [s.tolist() for s in a.sequences] == [s.tolist() for s in b.sequences]
+    assert all(np.array_equal(x, y) for x, y in zip(a.timestamps, b.timestamps))
+
+    def revision(path: Path) -> int:
+        cfg = load_config(overrides={"data": {"path": str(path)}})
+        return RunContext(config=cfg, stages=registry()).revision("data")
+
+    named = write(tmp_path / "orders.csv", "user,item,order_date", day_first)
+    assert (revision(tmp_path / "iso.csv"), revision(tmp_path / "eu.csv"), revision(named)) == (0, 2, 3)
+
+
 @pytest.mark.parametrize("scale", [1, 1_000, 1_000_000])
 def test_unix_milliseconds_and_microseconds_read_as_seconds(tmp_path, scale):
     rows = [(u, i, t * scale) for u, i, _, t in RATINGS]
@@ -138,6 +196,24 @@ def test_semicolon_and_parquet_tables(tmp_path):
     pd.DataFrame(EVENTS, columns=["userId", "itemId", "time"]).to_parquet(tmp_path / "b.parquet")
     b = load(tmp_path / "b.parquet")
     assert a.n_users == b.n_users == 6 and [s.tolist() for s in a.sequences] == [s.tolist() for s in b.sequences]
+
+
+def test_a_glance_at_a_table_reads_its_first_rows_in_every_format(tmp_path):
+    import gzip
+
+    import pandas as pd
+
+    from crabrec.data.reading import read_table
+
+    frame = pd.DataFrame(EVENTS, columns=["user", "item", "timestamp"]).astype(str)
+    frame.to_parquet(tmp_path / "e.parquet")
+    (tmp_path / "e.jsonl").write_text("".join(row.to_json() + "\n" for _, row in frame.iterrows()))
+    csv = write(tmp_path / "e.csv", "user,item,timestamp", EVENTS)
+    (tmp_path / "e.csv.gz").write_bytes(gzip.compress(csv.read_bytes()))
+    for name in ("e.csv", "e.csv.gz", "e.jsonl", "e.parquet"):
+        for n in (0, 3, 1000):
+            got = read_table(tmp_path / name, first_rows=n)
+            assert got.astype(str).equals(frame.iloc[:n]), (name, n)
 
 
 def test_parquet_ids_read_as_a_csv_spells_them_and_nulls_are_named(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+import re
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
@@ -113,6 +114,11 @@ class DataConfig(Strict):
         description="table format: the time column, Unix time or dates (the default: detected if absent, by its "
         "name, e.g. date or order_date; null = order each user's rows as they appear)",
     )
+    time_format: str | None = keyed_when_set(
+        None,
+        description="table format: how the time column writes its dates, as a strftime format (e.g. '%d/%m/%Y %H:%M' "
+        "or '%Y%m%d'); None = Unix time or dates detected (ISO 8601; day and month in the order the values show)",
+    )
     min_rating: float | None = keyed_when_set(
         None,
         description="keep only the interactions rated at least this (a table's rating column, MovieLens' and RecBole's "
@@ -162,6 +168,13 @@ class DataConfig(Strict):
     )
     n_groups: int = Field(5, ge=2, description="number of equal-size item popularity groups (MGU/DGU)")
     popular_share: float = Field(0.2, gt=0, lt=1, description="share of items flagged popular (Fig. 1)")
+
+    @field_validator("time_format")
+    @classmethod
+    def _a_date_format(cls, v: str | None) -> str | None:
+        if v is not None and not re.search(r"%[a-zA-Z]", v):
+            raise ValueError("expected a strftime format such as '%d/%m/%Y' (its fields written %d, %m, %Y ...)")
+        return v
 
 
 class EmbedConfig(Strict):
@@ -856,8 +869,13 @@ def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
                 near = close_keys(key)
                 parts.append((key, f"{key}: unknown key" + (f" (did you mean {' or '.join(near)}?)" if near else "")))
         else:
-            parts.append((loc, f"{loc}: {err['msg']} (got {clip(repr(err.get('input')))})"))
+            parts.append((loc, f"{loc}: {problem(err)} (got {clip(repr(err.get('input')))})"))
     return parts
+
+
+def problem(err: Any) -> str:
+    """What one pydantic error says, without its ``Value error, `` prefix (our validators' words)."""
+    return str(err["msg"]).removeprefix("Value error, ")
 
 
 def close_keys(key: str, limit: int = 3) -> list[str]:

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from crabrec.config import RunConfig, dotted_set, run_config_model
+from crabrec.config import RunConfig, dotted_set, problem, run_config_model
 from crabrec.config_paths import from_values, values_of
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_text
@@ -118,7 +118,7 @@ def with_setting(cfg: RunConfig, setting: dict[str, Any], **top: Any) -> RunConf
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
         where = next((k for k in setting if where == k or where.startswith(k + ".")), where)  # not pydantic's tags
-        raise CrabError(f"frontier: {tag(setting)}: {where}: {first['msg']}") from None
+        raise CrabError(f"frontier: {tag(setting)}: {where}: {problem(first)}") from None
 
 
 def _point(method, setting: str, files: RunFiles, cfg: RunConfig, rows: int | None) -> dict[str, Any]:

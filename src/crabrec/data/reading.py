@@ -49,11 +49,18 @@ def table_kind(path: Path, named: bool = False) -> str | None:
 
 
 def read_table(
-    path: Path, sep: str | None = None, header_only: bool = False, names: list[str] | None = None
+    path: Path,
+    sep: str | None = None,
+    header_only: bool = False,
+    names: list[str] | None = None,
+    first_rows: int | None = None,
 ) -> pd.DataFrame:
     """The table at ``path`` with string cells; ``sep`` None: comma, tab, semicolon or bar, whichever the header
     line has most (tab for ``.tsv``); ``header_only``: the columns alone (no rows); ``names``: the columns of a
-    delimited file without a header line (its first line is a row)."""
+    delimited file without a header line (its first line is a row); ``first_rows``: at most that many rows, read
+    from the start of the file (a glance: the text is not checked to be UTF-8)."""
+    if header_only:
+        first_rows = 0
     if not path.is_file():
         raise CrabError(f"{path}: file not found")
     if path.stat().st_size == 0:
@@ -65,12 +72,13 @@ def read_table(
             "names its own columns (remove data.columns)"
         )
     if kind == ".parquet":
-        frame = _parquet(path, header_only)
+        frame = _parquet(path, first_rows)
     elif kind in (".jsonl", ".ndjson", ".json"):
-        frame = _json_rows(path, _text(path, header_only and kind != ".json"), header_only, kind == ".json")
+        glance = first_rows is not None and kind != ".json"
+        frame = _json_rows(path, _text(path, glance), first_rows, kind == ".json")
     else:
-        frame = _delimited(path, "\t" if sep is None and kind == ".tsv" else sep, header_only, names)
-    if not header_only and len(frame) == 0:
+        frame = _delimited(path, "\t" if sep is None and kind == ".tsv" else sep, first_rows, names)
+    if first_rows != 0 and len(frame) == 0:
         cols = ", ".join(map(str, frame.columns))
         raise CrabError(f"{path}: no rows after the header ({cols}); expected at least one row")
     return frame
@@ -144,8 +152,9 @@ def delimiter(header: str) -> str:
     return max(",\t;|", key=header.count)
 
 
-def _delimited(path: Path, sep: str | None, header_only: bool, names: list[str] | None) -> pd.DataFrame:
-    encoding = "utf-8" if header_only else _encoding(path)  # (pandas' fast path; it skips a byte-order mark)
+def _delimited(path: Path, sep: str | None, first_rows: int | None, names: list[str] | None) -> pd.DataFrame:
+    glance = first_rows is not None
+    encoding = "utf-8" if glance else _encoding(path)  # (pandas' fast path; it skips a byte-order mark)
     header = _head(path).decode(encoding, errors="replace").removeprefix("\ufeff").partition("\n")[0].rstrip("\r")
     if sep is None:
         sep = delimiter(header)
@@ -163,18 +172,18 @@ def _delimited(path: Path, sep: str | None, header_only: bool, names: list[str] 
         with _opened(path) as f:
             return pd.read_csv(
                 f if path.suffix.lower() in COMPRESSIONS else path,  # a plain file: pandas reads it fastest itself
-                sep=sep, dtype=str, keep_default_na=False, nrows=0 if header_only else None, encoding=encoding,
+                sep=sep, dtype=str, keep_default_na=False, nrows=first_rows, encoding=encoding,
                 skipinitialspace=True,  # `a, "b, c"`: a space after a delimiter is not part of the next field
-                encoding_errors="replace" if header_only else "strict",
+                encoding_errors="replace" if glance else "strict",
                 **({"header": None, "names": names} if names is not None else {}),
             )  # fmt: skip
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
         raise CrabError(f"{path}: cannot parse table ({reason(exc)})") from None
 
 
-def _text(path: Path, header_only: bool) -> str:
-    """The file as text (JSON lines); ``header_only``: its first lines."""
-    if header_only:
+def _text(path: Path, glance: bool) -> str:
+    """The file as text (JSON lines); ``glance``: its first lines."""
+    if glance:
         return _head(path).decode("utf-8-sig", errors="replace")
     with _opened(path) as f:
         data = f.read()
@@ -185,9 +194,9 @@ def _text(path: Path, header_only: bool) -> str:
     return text.removeprefix("\ufeff")
 
 
-def _json_rows(path: Path, text: str, header_only: bool, whole: bool = False) -> pd.DataFrame:
+def _json_rows(path: Path, text: str, first_rows: int | None, whole: bool = False) -> pd.DataFrame:
     """One JSON object per line or (``whole``: a ``.json`` file) one array of objects; a key missing on a row is an
-    empty cell, a nested value its JSON text."""
+    empty cell, a nested value its JSON text; ``first_rows``: at most that many (0: the first row's columns)."""
     records: Iterable[tuple[int, dict]] | None = None
     if whole and text.lstrip()[:1] in ("[", "{"):
         try:
@@ -209,12 +218,12 @@ def _json_rows(path: Path, text: str, header_only: bool, whole: bool = False) ->
     for _, rec in lines:
         columns.update(dict.fromkeys(rec))
         rows.append({k: _cell(v) for k, v in rec.items()})
-        if header_only:
+        if first_rows is not None and len(rows) >= max(first_rows, 1):
             break
     if not rows:
         raise CrabError(f"{path}: no JSON objects; expected one object per line")
     frame = pd.DataFrame(rows, columns=list(columns), dtype=object).fillna("")
-    return frame.iloc[:0] if header_only else frame
+    return frame.iloc[:first_rows]
 
 
 def _array_objects(path: Path, values: list) -> Iterator[tuple[int, dict]]:
@@ -238,14 +247,17 @@ def _cell(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _parquet(path: Path, header_only: bool) -> pd.DataFrame:
+def _parquet(path: Path, first_rows: int | None) -> pd.DataFrame:
     try:
         import pyarrow.parquet as pq
 
         names = [str(n) for n in pq.read_schema(path).names]
         _refuse_twice(path, names)
-        if header_only:
+        if first_rows == 0:
             return pd.DataFrame(columns=names)
+        if first_rows is not None:
+            batch = next(pq.ParquetFile(path).iter_batches(batch_size=first_rows), None)
+            return batch.to_pandas() if batch is not None else pd.DataFrame(columns=names)
         return pd.read_parquet(path)
     except CrabError:
         raise

@@ -39,6 +39,9 @@ TIME_NAMES = ("timestamp", "time", "date", "datetime", "ts", "unix_time", "unixr
 TIME_WORDS = ("timestamp", "datetime", "date", "time", "ts")
 EARLIEST = 1e8  # Unix seconds (1973-03-03): a column named like a time whose values are smaller holds durations
 DEFAULTS = {"user_col": "user", "item_col": "item", "time_col": "timestamp", "rating_col": "rating"}
+# a date that writes its day and month as numbers, either first: 04/12/1997, 4.12.97 15:55, 04-12-1997
+DAY_MONTH = re.compile(r"^(?P<first>\d{1,2})(?P<sep>[./-])(?P<second>\d{1,2})(?P=sep)\d{2,4}(?!\d)")
+GLANCE_ROWS = 1000  # the rows table_revision reads
 NUMBER = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?")  # a cell of a row, never a column name
 
 
@@ -76,7 +79,7 @@ def time_like(columns: list[str], taken: tuple[str, ...]) -> list[str]:
 
 
 def _time_by_name(
-    inter: pd.DataFrame, path: Path, taken: tuple[str, ...], first_line: int
+    inter: pd.DataFrame, path: Path, taken: tuple[str, ...], first_line: int, time_format: str | None
 ) -> tuple[str | None, np.ndarray | None]:
     """With none of TIME_NAMES present: the one column named for a time (:func:`time_like`) and its Unix seconds.
     Several such columns are an error asking for one; a column whose values are not times (a duration, ``2 days``)
@@ -91,7 +94,9 @@ def _time_by_name(
         return None, None
     column = candidates[0]
     try:
-        seconds = timestamps(inter[column], path, column, first_line)
+        seconds = timestamps(inter[column], path, column, first_line, time_format)
+    except AmbiguousDates:  # dates, only their day and month order unknown
+        raise
     except CrabError as exc:  # "<path>: row 7: delivery_time '2 days' is neither Unix time nor a date (...); ..."
         return _passed_over(path, column, str(exc).removeprefix(f"{path}: ").partition(";")[0])
     if len(seconds) and float(np.median(seconds)) < EARLIEST:
@@ -107,27 +112,33 @@ def _passed_over(path: Path, column: str, why: str) -> tuple[None, None]:
     return None, None
 
 
-def table_time_by_name(cfg: DataConfig) -> bool:
-    """Whether a table dataset's time column is found by :func:`time_like` alone (the data stage's revision 1: a
-    crabrec before it took such a table's rows in file order). False for any other layout or a file it cannot
-    read (the data stage reports those)."""
+def table_revision(cfg: DataConfig) -> int:
+    """The data stage's revision for a table dataset, from its header and first rows: +1 when its time column is
+    found by :func:`time_like` alone (a crabrec before took such a table's rows in file order), +2 when that column
+    writes day and month as numbers (``04/12/1997``: a crabrec before read each such date month first when it could).
+    0 for any other layout or a file it cannot read (the data stage reports those)."""
     from crabrec.data.loaders import detect_format, embedded_path
 
     path = Path(cfg.path) if cfg.path else embedded_path()
     try:
         layout = cfg.format if cfg.format != "auto" else detect_format(path)
-        if cfg.time_col != DEFAULTS["time_col"] or layout != "table":
-            return False
+        if layout != "table" or not cfg.time_col:
+            return 0
         if path.is_dir():
             path = resolve_folder(path, cfg)[0]
-        cols = list(read_table(path, header_only=True, names=cfg.columns).columns)
+        head = read_table(path, names=cfg.columns, first_rows=GLANCE_ROWS)
     except (CrabError, OSError, ValueError):
-        return False
-    if find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES) is not None:
-        return False
-    user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
-    item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
-    return bool(time_like(cols, (user or "", item or "")))
+        return 0
+    cols = list(head.columns)
+    time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES)
+    by_name = None
+    if time is None and cfg.time_col == DEFAULTS["time_col"]:
+        user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
+        item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+        by_name = next(iter(time_like(cols, (user or "", item or ""))), None)
+    column = time or by_name
+    numeric_dates = column is not None and bool(head[column].astype(str).str.strip().str.match(DAY_MONTH).any())
+    return int(by_name is not None) + 2 * int(numeric_dates)
 
 
 def _missing(path: Path, what: str, key: str, configured: str | None, names: tuple[str, ...], cols) -> CrabError:
@@ -145,11 +156,17 @@ def _missing(path: Path, what: str, key: str, configured: str | None, names: tup
     )
 
 
-def timestamps(values: pd.Series, path: Path, column: str, first_line: int = 2) -> np.ndarray:
+def timestamps(
+    values: pd.Series, path: Path, column: str, first_line: int = 2, time_format: str | None = None
+) -> np.ndarray:
     """Unix seconds from a column of numbers (seconds; milliseconds, microseconds or nanoseconds when every value is
-    too large to be seconds) or of dates (ISO 8601, or another format pandas reads); ``first_line``: the file line
-    of the first value (2 after a header line)."""
+    too large to be seconds) or of dates (:func:`_dates`); ``first_line``: the file line of the first value (2 after
+    a header line); ``time_format``: a strftime format every value is read with (``data.time_format``)."""
     text = values.astype(str).str.strip()
+    if time_format is not None:
+        dates = pd.to_datetime(text, errors="coerce", utc=True, format=time_format)
+        _no_date(dates, values, path, column, first_line, f"does not match data.time_format {time_format!r}")
+        return _seconds(dates)
     numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)  # NaN: not a number; inf stays
     parsed = ~np.isnan(numbers)
     if parsed.mean() > 0.5:  # Unix time: a value that is not a finite number is a typo, not a date
@@ -173,17 +190,61 @@ def timestamps(values: pd.Series, path: Path, column: str, first_line: int = 2) 
             f"{int((~parsed).sum())} of the {len(parsed)} rows are dates; write every time the same way (all Unix "
             "time or all dates), or --set data.time_col=null to order each user's rows as they appear"
         )
+    dates = _dates(text, values, path, column, first_line)
+    _no_date(dates, values, path, column, first_line, "is neither Unix time nor a date (e.g. 2023-01-06 05:00:00)")
+    return _seconds(dates)
+
+
+def _dates(text: pd.Series, values: pd.Series, path: Path, column: str, first_line: int) -> pd.Series:
+    """The dates of a column (NaT where a value is none): ISO 8601, else each value as pandas reads it, with a day
+    and a month written as numbers (``04/12/1997``, ``04.12.1997``) read in the one order the column's values show:
+    day first when a first number is above 12, month first when a second one is. Values of both orders, or none that
+    tells, are an error asking for ``data.time_format``."""
     dates = pd.to_datetime(text, errors="coerce", utc=True, format="ISO8601")
-    if dates.isna().any():
-        dates = dates.fillna(pd.to_datetime(text, errors="coerce", utc=True, format="mixed"))
+    rest = dates.isna().to_numpy()
+    if not rest.any():
+        return dates
+    parts = text.str.extract(DAY_MONTH)
+    first, second = (pd.to_numeric(parts[k]).to_numpy(dtype=np.float64) for k in ("first", "second"))
+    numeric = rest & ~np.isnan(first)
+    day_first, month_first = (np.flatnonzero(numeric & (n > 12)) for n in (first, second))
+
+    def shown(rows: np.ndarray) -> str:
+        return f"row {int(rows[0]) + first_line}: {clip(repr(values.iloc[int(rows[0])]))}"
+
+    fix = "set data.time_format (e.g. --set data.time_format=%d/%m/%Y for day first)"
+    if len(day_first) and len(month_first):
+        raise AmbiguousDates(
+            f"{path}: {column} writes dates day first ({shown(day_first)}) and month first ({shown(month_first)}); "
+            f"write them one way, or {fix}"
+        )
+    unclear = np.flatnonzero(numeric & (first != second))
+    if not len(day_first) and not len(month_first) and len(unclear):
+        raise AmbiguousDates(
+            f"{path}: {column}: no date tells whether the day or the month comes first ({shown(unclear)} has both "
+            f"at most 12); {fix}"
+        )
+    for rows, dayfirst in ((numeric, len(day_first) > 0), (rest & ~numeric, False)):
+        if rows.any():
+            dates[rows] = pd.to_datetime(text[rows], errors="coerce", utc=True, format="mixed", dayfirst=dayfirst)
+    return dates
+
+
+class AmbiguousDates(CrabError):
+    """A column of dates whose day and month order is not known (``data.time_format`` tells it)."""
+
+
+def _no_date(dates: pd.Series, values: pd.Series, path: Path, column: str, first_line: int, why: str) -> None:
     bad = np.flatnonzero(dates.isna().to_numpy())
     if len(bad):
         row = int(bad[0])
         raise CrabError(
-            f"{path}: row {row + first_line}: {column} {clip(repr(values.iloc[row]))} is neither Unix time nor a date "
-            "(e.g. 2023-01-06 05:00:00); fix the row, or --set data.time_col=null to order each user's rows as they "
-            "appear"
+            f"{path}: row {row + first_line}: {column} {clip(repr(values.iloc[row]))} {why}; fix the row, or --set "
+            "data.time_col=null to order each user's rows as they appear"
         )
+
+
+def _seconds(dates: pd.Series) -> np.ndarray:
     return (dates - pd.Timestamp("1970-01-01", tz="UTC")).dt.total_seconds().to_numpy(dtype=np.float64)
 
 
@@ -236,9 +297,9 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         empty = np.flatnonzero(inter[col].str.strip().to_numpy() == "")
         if len(empty):
             raise CrabError(f"{path}: row {int(empty[0]) + first_line}: empty {role} id in column {col!r}")
-    ts = timestamps(inter[time], path, time, first_line) if time else None
+    ts = timestamps(inter[time], path, time, first_line, cfg.time_format) if time else None
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
-        time, ts = _time_by_name(inter, path, (user, item), first_line)
+        time, ts = _time_by_name(inter, path, (user, item), first_line, cfg.time_format)
     rating = None
     if cfg.min_rating is not None:
         rating = find_column(cols, cfg.rating_col, DEFAULTS["rating_col"], RATING_NAMES)

@@ -53,11 +53,12 @@ def run_data(ctx: RunContext) -> dict[str, Any]:
 
 
 def data_revision(ctx: RunContext) -> int:
-    """1 for a table whose time column is found by its name's last word (``order_date``): a crabrec before took its
-    rows in file order; 0 for every other dataset, whose results never changed."""
-    from crabrec.data.table import table_time_by_name
+    """Nonzero only for a table whose results a change of its reading changed (:func:`table_revision`): its time
+    column found by its name's last word (1), or dates that write day and month as numbers (2); 0 for every other
+    dataset, whose results never changed."""
+    from crabrec.data.table import table_revision
 
-    return int(table_time_by_name(ctx.config.data))
+    return table_revision(ctx.config.data)
 
 
 DATA_STAGE = Stage(
