@@ -101,7 +101,7 @@ def case_wrong_columns(tmp: Path) -> tuple[list[str], str]:
 def case_duplicate_item_csv(tmp: Path) -> tuple[list[str], str]:
     i, t = _table(tmp, "user,item\na,x\na,y\n", "item,title\nx,X\ny,Y\nx,Z\n")
     return ["--data", str(i), "--set", f"data.item_table={t}", "--set", "data.kcore=0"], (
-        "items.csv: row 4: duplicate item id 'x'"
+        "items.csv: rows 2 and 4: item id 'x' is given twice, with different text; keep one row per item"
     )
 
 

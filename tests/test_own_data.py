@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from crabrec.config import DataConfig
@@ -127,8 +128,11 @@ def test_dates_that_write_the_day_first_are_read_day_first():
 
 
 def test_dates_whose_day_and_month_order_is_unknown_ask_for_the_format():
-    with pytest.raises(CrabError, match=r"f.csv: date writes dates day first \(row 4: '25/12/1997'\) and month "
-                                        r"first \(row 3: '12/25/1997'\); write them one way, or set data.time_format"):
+    with pytest.raises(
+        CrabError,
+        match=r"f.csv: date writes dates day first \(row 4: '25/12/1997'\) and month "
+        r"first \(row 3: '12/25/1997'\); write them one way, or set data.time_format",
+    ):
         _days(["04/12/1997", "12/25/1997", "25/12/1997"])
     with pytest.raises(CrabError, match=r"f.csv: date: no date tells whether the day or the month comes first \(row "
                                         r"2: '04/05/2023' has both at most 12\); set data.time_format \(e.g. --set "
@@ -230,16 +234,81 @@ def test_parquet_ids_read_as_a_csv_spells_them_and_nulls_are_named(tmp_path):
     assert ds.item_text[11]["title"] == ""  # a null is no text, not "None"
     frame.loc[4, "item"] = None
     frame.to_parquet(tmp_path / "g.parquet")
-    with pytest.raises(CrabError, match=r"g.parquet: row 5: empty item id in column 'item'$"):
+    with pytest.raises(CrabError, match=r"g.parquet: row 5: empty item id in column 'item' \(1 such row\); fill it"):
         load(tmp_path / "g.parquet")
     users = pd.DataFrame(EVENTS, columns=["user", "item", "timestamp"]).astype({"user": "Int64"})
     users.loc[2, "user"] = None
     users.to_parquet(tmp_path / "h.parquet")
-    with pytest.raises(CrabError, match=r"h.parquet: row 3: empty user id in column 'user'$"):
+    with pytest.raises(CrabError, match=r"h.parquet: row 3: empty user id in column 'user' \(1 such row\); fill it"):
         load(tmp_path / "h.parquet")
     (tmp_path / "j.jsonl").write_text('{"user": "a", "item": "x"}\n{"user": "", "item": "y"}\n')
     with pytest.raises(CrabError, match=r"j.jsonl: row 2: empty user id"):  # JSON lines have no header line
         load(tmp_path / "j.jsonl")
+
+
+def test_rows_with_an_empty_cell_are_left_out_when_asked(tmp_path, caplog):
+    """``data.incomplete_rows=drop``: a row with an empty user, item or time cell (or a Parquet or JSON null) is left
+    out, counted in the log and the dataset's notes; the others read as the file without those rows, and a later
+    error still names a row by its line in the file."""
+    import logging
+
+    import pandas as pd
+
+    holes = [list(r) for r in EVENTS]
+    holes[2][0], holes[5][1], holes[9][2] = "", "", ""
+    full = load(write(tmp_path / "full.csv", "user,item,timestamp", [r for n, r in enumerate(EVENTS)
+                                                                     if n not in (2, 5, 9)]))  # fmt: skip
+    path = write(tmp_path / "holes.csv", "user,item,timestamp", holes)
+    with pytest.raises(CrabError, match=r"holes.csv: row 4: empty user id in column 'user' \(1 such row\); fill "
+                                        r"it, or --set data.incomplete_rows=drop to leave out the rows with an empty "
+                                        r"cell$"):  # fmt: skip
+        load(path)
+    frame = pd.DataFrame(holes, columns=["user", "item", "timestamp"]).replace("", None)
+    frame.astype({"timestamp": "Float64"}).to_parquet(tmp_path / "holes.parquet")
+    (tmp_path / "holes.jsonl").write_text("".join(row.to_json() + "\n" for _, row in frame.iterrows()))
+    for name in ("holes.csv", "holes.parquet", "holes.jsonl"):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="crabrec"):
+            ds = load(tmp_path / name, incomplete_rows="drop")
+        assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in full.sequences], name
+        assert all(np.array_equal(a, b) for a, b in zip(ds.timestamps, full.timestamps)), name
+        note = "left out 3 of 60 rows with an empty cell in user, item, timestamp (data.incomplete_rows=drop)"
+        assert note in caplog.text and note in ds.notes, name
+    holes[20][2] = "soon"
+    with pytest.raises(CrabError, match=r"holes.csv: row 22: timestamp 'soon' is not a number"):
+        load(write(tmp_path / "holes.csv", "user,item,timestamp", holes), incomplete_rows="drop")
+    rated = write(tmp_path / "rated.csv", "user,item,rating", [("", "x", 5), ("a", "x", "five")])
+    with pytest.raises(CrabError, match=r"rated.csv: line 3: rating 'five' is not a number"):
+        load(rated, incomplete_rows="drop", min_rating=4)
+    with pytest.raises(CrabError, match=r"empty.csv: every row has an empty cell in user, item; no interaction"):
+        load(write(tmp_path / "empty.csv", "user,item", [("", "x"), ("a", "")]), incomplete_rows="drop")
+
+
+def test_an_item_tables_repeated_rows_are_read_once_when_they_are_the_same(tmp_path):
+    inter = write(tmp_path / "events.csv", "user_id,item_id,timestamp", EVENTS)
+    once = load(inter, item_table=str(movies(tmp_path / "items.csv")))
+    rows = [(i, f"Movie {i} &amp; co") for i in range(1, 13)]
+    twice = load(
+        inter, item_table=str(write(tmp_path / "twice.csv", "movieId,title", rows + rows[3:5] + [(" 4", rows[3][1])]))
+    )
+    assert twice.item_ids == once.item_ids and twice.item_text == once.item_text
+    with pytest.raises(CrabError, match=r"other.csv: rows 5 and 14: item id '4' is given twice, with different text"):
+        load(inter, item_table=str(write(tmp_path / "other.csv", "movieId,title", rows + [(4, "Another")])))
+
+
+def test_a_shop_export_reads_with_one_option(tmp_path):
+    """UCI's Online Retail layout: ``CustomerID`` (empty on some rows), ``StockCode``, ``InvoiceDate`` written month
+    first (``12/1/2010 8:26``): detected, read in time order, the rows without a customer left out when asked."""
+    rows = [("536365", "85123A", "12/1/2010 8:26", "17850.0"), ("536366", "71053", "12/13/2010 8:28", "17850.0"),
+            ("536367", "84406B", "12/2/2010 8:34", ""), ("536368", "22633", "1/4/2011 8:34", "13047.0"),
+            ("536369", "85123A", "12/3/2010 9:00", "13047.0")]  # fmt: skip
+    path = write(tmp_path / "retail.csv", "InvoiceNo,StockCode,InvoiceDate,CustomerID", rows)
+    with pytest.raises(CrabError, match=r"row 4: empty user id in column 'CustomerID' \(1 such row\)"):
+        load(path)
+    ds = load(path, incomplete_rows="drop")
+    assert ds.users == ["13047.0", "17850.0"]
+    assert [[ds.item_ids[i] for i in s] for s in ds.sequences] == [["85123A", "22633"], ["85123A", "71053"]]
+    assert str(pd.Timestamp(ds.timestamps[1][1], unit="s")) == "2010-12-13 08:28:00"
 
 
 def _compressed(path: Path, kind: str) -> Path:
@@ -369,7 +438,7 @@ BAD = {  # name -> (files to write {name: (header, rows)}, extra CLI args, what 
                                  "data.item_table_id_col='sku': no such column"),
     "item table missing": ({"d.csv": ("user,item", [(1, 2)])}, ["--items", "{nope.csv}"], "file not found"),
     "duplicate item row": ({"d.csv": ("user,item", [(1, 2)]), "i.csv": ("item,title", [(2, "x"), (2, "y")])},
-                           ["--items", "{i.csv}"], "row 3: duplicate item id '2'"),
+                           ["--items", "{i.csv}"], "rows 2 and 3: item id '2' is given twice, with different text"),
     "item not in item table": ({"d.csv": ("user,item", [(1, 2), (1, 9)]), "i.csv": ("item,title", [(2, "x")])},
                                ["--items", "{i.csv}"], "item '9' is not in the item table"),
     "item id written another way": ({"d.csv": ("user,item", [(1, 2), (1, 9)]), "i.csv": ("item,title", [("2", "x"),

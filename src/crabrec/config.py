@@ -162,6 +162,12 @@ class DataConfig(Strict):
         "them (the count is logged and kept in data/stats.json); tables, MovieLens, RecBole and LC-Rec layouts (raw "
         "Amazon data keeps such items with empty text)",
     )
+    incomplete_rows: Literal["error", "drop"] = keyed_when_set(
+        "error",
+        description="table format: rows with an empty cell (a null) in a column crabrec reads (user, item, time, and "
+        "the rating with data.min_rating): error (name the first) or drop them (the count is logged and kept in "
+        "data/stats.json)",
+    )
     max_history: int = Field(10, ge=1, description="history items a model reads before the predicted one")
     train_on_available: bool = Field(
         False, description="minionerec layout without a train split: train on the valid rows instead of failing"

@@ -401,10 +401,8 @@ def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, di
     empty = np.flatnonzero(ids.to_numpy() == "")
     if len(empty):
         raise CrabError(f"{path}: row {int(empty[0]) + first_row(path)}: empty item id in column {id_col!r}")
-    dup = ids[ids.duplicated()]
-    if len(dup):
-        row = int(dup.index[0])
-        raise CrabError(f"{path}: row {row + first_row(path)}: duplicate item id {clip(repr(dup.iloc[0]))}")
+    if ids.duplicated().any():
+        df, ids = _one_row_per_item(df, ids, path)
     text_cols = [c for c in df.columns if c != id_col]
     title_col = "title" if "title" in text_cols else next((c for c in text_cols if "title" in str(c).lower()), None)
     title_col = title_col or next((c for c in text_cols if re.sub(r"[^a-z]", "", str(c).lower()) in NAME_COLUMNS), None)
@@ -417,6 +415,25 @@ def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, di
             rec["title"] = rec[title_col]
         items[raw_id] = rec
     return items
+
+
+def _one_row_per_item(df: pd.DataFrame, ids: pd.Series, path: Path) -> tuple[pd.DataFrame, pd.Series]:
+    """The item table with each item's repeated rows read once when they are the same row (a table exported from a
+    join); an item whose rows differ is an error naming two of them."""
+    cells = df.astype(object).where(df.notna(), "").astype(str).apply(lambda col: col.str.strip())
+    same = cells.assign(_id=ids.to_numpy()).duplicated()
+    other = ids.duplicated() & ~same.to_numpy()
+    if other.any():
+        row = int(np.flatnonzero(other.to_numpy())[0])
+        first = int(np.flatnonzero((ids == ids.iloc[row]).to_numpy())[0])
+        line = first_row(path)
+        raise CrabError(
+            f"{path}: rows {first + line} and {row + line}: item id {clip(repr(ids.iloc[row]))} is given twice, with "
+            "different text; keep one row per item"
+        )
+    log.info("%s: %d repeated row(s) of an item read once", path, int(same.sum()))
+    keep = ~same.to_numpy()
+    return df[keep], ids[keep]
 
 
 def _stripped(codes: np.ndarray, uniques: pd.Index) -> tuple[np.ndarray, pd.Index]:

@@ -27,11 +27,14 @@ from crabrec.errors import CrabError, clip
 
 log = logging.getLogger("crabrec")
 
-USER_NAMES = ("user", "user_id", "userid", "uid", "customer_id", "reviewer_id", "reviewerid", "visitor_id")
+USER_NAMES = (
+    "user", "user_id", "userid", "uid", "customer_id", "reviewer_id", "reviewerid", "visitor_id", "member_id",
+    "client_id", "account_id", "session_id",
+)  # fmt: skip
 ITEM_NAMES = (
     "item", "item_id", "itemid", "iid", "movie_id", "movieid", "product_id", "productid", "asin", "parent_asin",
     "article_id", "book_id", "isbn", "track_id", "song_id", "business_id", "recipe_id", "anime_id", "app_id", "game_id",
-    "news_id", "video_id", "course_id", "poi_id",
+    "news_id", "video_id", "course_id", "poi_id", "sku", "stock_code", "product_code",
 )  # fmt: skip
 TIME_NAMES = ("timestamp", "time", "date", "datetime", "ts", "unix_time", "unixreviewtime", "event_time", "created_at")
 # a column named for a time by its last word (``order_date``, ``eventTimestamp``, ``created_at``), when none of
@@ -175,8 +178,9 @@ def timestamps(
             row = int(bad[0])
             kind = "is not a finite number" if parsed[row] else "is not a number"
             raise CrabError(
-                f"{path}: row {row + first_line}: {column} {clip(repr(values.iloc[row]))} {kind} (the other rows "
-                "are Unix time); fix the row, or --set data.time_col=null to order each user's rows as they appear"
+                f"{path}: {_row(values, row, first_line)}: {column} {clip(repr(values.iloc[row]))} {kind} (the "
+                "other rows are Unix time); fix the row, or --set data.time_col=null to order each user's rows as "
+                "they appear"
             )
         smallest = float(np.abs(numbers).min()) if len(numbers) else 0.0
         for scale in (1e18, 1e15, 1e12):  # ns, µs, ms: no date before 2001 is that large in seconds
@@ -186,7 +190,7 @@ def timestamps(
     if parsed.any():  # "1001" among dates would be read as the year 1001
         row = int(np.flatnonzero(parsed)[0])
         raise CrabError(
-            f"{path}: row {row + first_line}: {column} {clip(repr(values.iloc[row]))} is a number, but "
+            f"{path}: {_row(values, row, first_line)}: {column} {clip(repr(values.iloc[row]))} is a number, but "
             f"{int((~parsed).sum())} of the {len(parsed)} rows are dates; write every time the same way (all Unix "
             "time or all dates), or --set data.time_col=null to order each user's rows as they appear"
         )
@@ -210,7 +214,7 @@ def _dates(text: pd.Series, values: pd.Series, path: Path, column: str, first_li
     day_first, month_first = (np.flatnonzero(numeric & (n > 12)) for n in (first, second))
 
     def shown(rows: np.ndarray) -> str:
-        return f"row {int(rows[0]) + first_line}: {clip(repr(values.iloc[int(rows[0])]))}"
+        return f"{_row(values, int(rows[0]), first_line)}: {clip(repr(values.iloc[int(rows[0])]))}"
 
     fix = "set data.time_format (e.g. --set data.time_format=%d/%m/%Y for day first)"
     if len(day_first) and len(month_first):
@@ -239,9 +243,47 @@ def _no_date(dates: pd.Series, values: pd.Series, path: Path, column: str, first
     if len(bad):
         row = int(bad[0])
         raise CrabError(
-            f"{path}: row {row + first_line}: {column} {clip(repr(values.iloc[row]))} {why}; fix the row, or --set "
-            "data.time_col=null to order each user's rows as they appear"
+            f"{path}: {_row(values, row, first_line)}: {column} {clip(repr(values.iloc[row]))} {why}; fix the row, or "
+            "--set data.time_col=null to order each user's rows as they appear"
         )
+
+
+def _filled_rows(
+    inter: pd.DataFrame, path: Path, first_line: int, read: dict[str, str | None], drop: bool
+) -> tuple[pd.DataFrame, list[str]]:
+    """The rows whose cells in the columns crabrec reads (``read``: what each holds -> its column, None where not
+    read) are all filled; an empty cell (a null in Parquet or JSON) is an error naming its row, or with ``drop``
+    (``data.incomplete_rows=drop``) its row is left out, counted in the log and in the returned note. The rows kept
+    keep their index (their place in the file), which later messages name them by."""
+    blank = np.zeros(len(inter), dtype=bool)
+    for what, col in read.items():
+        if col is None:
+            continue
+        inter[col] = id_cells(inter[col])  # a Parquet null or a JSON null: ""
+        empty = (inter[col].str.strip() == "").to_numpy()
+        if empty.any() and not drop:
+            n = int(empty.sum())
+            raise CrabError(
+                f"{path}: {_row(inter[col], int(np.flatnonzero(empty)[0]), first_line)}: empty {what} in column "
+                f"{col!r} ({n:,} such row{'s' * (n != 1)}); fill it, or --set data.incomplete_rows=drop to leave out "
+                "the rows with an empty cell"
+            )
+        blank |= empty
+    if not blank.any():
+        return inter, []
+    columns = ", ".join(c for c in read.values() if c)
+    if blank.all():
+        raise CrabError(f"{path}: every row has an empty cell in {columns}; no interaction is left")
+    note = f"left out {int(blank.sum()):,} of {len(blank):,} rows with an empty cell in {columns}"
+    note += " (data.incomplete_rows=drop)"
+    log.warning("%s: %s", path, note)
+    return inter[~blank], [note]
+
+
+def _row(values: pd.Series, row: int, first_line: int) -> str:
+    """``row N``: where the value at position ``row`` of ``values`` stands in its file (its index is the row's place
+    among the file's rows, kept when rows are dropped)."""
+    return f"row {int(values.index[row]) + first_line}"
 
 
 def _seconds(dates: pd.Series) -> np.ndarray:
@@ -292,21 +334,22 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES) if cfg.time_col else None
     if cfg.time_col and cfg.time_col != DEFAULTS["time_col"] and time is None:
         raise _missing(path, "time", "data.time_col", cfg.time_col, TIME_NAMES, cols)
-    for role, col in (("user", user), ("item", item)):
-        inter[col] = id_cells(inter[col])
-        empty = np.flatnonzero(inter[col].str.strip().to_numpy() == "")
-        if len(empty):
-            raise CrabError(f"{path}: row {int(empty[0]) + first_line}: empty {role} id in column {col!r}")
-    ts = timestamps(inter[time], path, time, first_line, cfg.time_format) if time else None
-    if time is None and cfg.time_col == DEFAULTS["time_col"]:
-        time, ts = _time_by_name(inter, path, (user, item), first_line, cfg.time_format)
     rating = None
     if cfg.min_rating is not None:
         rating = find_column(cols, cfg.rating_col, DEFAULTS["rating_col"], RATING_NAMES)
         if rating is None:
             raise _missing(path, "rating", "data.rating_col", cfg.rating_col, RATING_NAMES, cols)
-        keep = rated_at_least(inter[rating], cfg.min_rating, str(path), rating, lambda row: row + first_line)
-        inter, ts = inter[keep].reset_index(drop=True), ts[keep] if ts is not None else None
+    named = time_like(cols, (user, item)) if time is None and cfg.time_col == DEFAULTS["time_col"] else []
+    read = {"user id": user, "item id": item, "time": time or (named[0] if len(named) == 1 else None), "rating": rating}
+    inter, dropped = _filled_rows(inter, path, first_line, read, cfg.incomplete_rows == "drop")
+    ts = timestamps(inter[time], path, time, first_line, cfg.time_format) if time else None
+    if time is None and cfg.time_col == DEFAULTS["time_col"]:
+        time, ts = _time_by_name(inter, path, (user, item), first_line, cfg.time_format)
+    if rating is not None:
+        keep = rated_at_least(
+            inter[rating], cfg.min_rating, str(path), rating, lambda row: int(inter.index[row]) + first_line
+        )
+        inter, ts = inter[keep], ts[keep] if ts is not None else None
     detected = {k: v for k, v in (("user", user), ("item", item), ("time", time), ("rating", rating)) if v}
     found = f"{path.name}: columns " + ", ".join(f"{k}={v}" for k, v in detected.items())
     if folder:
@@ -319,7 +362,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         items = {raw: {} for raw in inter[item].astype(str).unique()}
         ds = _group_interactions(dataset_name(path), path, inter, user, item, ts, items, str(path))
         ds.has_text = False
-        ds.notes.append("no item table: ids-only data, semantic IDs come from SASRec's item embeddings")
+        ds.notes.extend([*dropped, "no item table: ids-only data, semantic IDs come from SASRec's item embeddings"])
         log.info("%s", found)
         return ds
     table = _read_csv(item_path)
@@ -338,6 +381,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     items = _items_from_frame(table, id_col, item_path)
     drop = cfg.missing_items == "drop"
     ds = _group_interactions(dataset_name(path), path, inter, user, item, ts, items, str(path), drop)
+    ds.notes[:0] = dropped
     if not any(v.strip() for rec in ds.item_text for v in rec.values()):
         ds.has_text = False
         ds.notes.append(f"{item_path.name} has no text columns: ids-only data")
