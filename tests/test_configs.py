@@ -68,3 +68,25 @@ def test_a_config_read_from_a_pipe_as_from_process_substitution():
     finally:
         os.close(read)
     assert cfg.train.epochs == 1 and cfg.data.kcore == 3
+
+
+def test_a_config_files_path_found_only_from_its_own_folder_is_named(tmp_path, monkeypatch):
+    """Relative paths in a config file are read from the current folder, as the shipped configs' are: a path that is
+    not there, but is there from the file's folder, is one error that says so and how to write it."""
+    from crabrec.errors import CrabError
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "ratings.csv").write_text("user,item\n1,2\n")
+    (tmp_path / "exp").mkdir()
+    cfg = tmp_path / "exp" / "my.yaml"
+    cfg.write_text("data:\n  path: ../data/ratings.csv\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CrabError, match=r"config exp/my.yaml: data.path '../data/ratings.csv' is read from the current "
+                                        r"folder \(.*\), where it is not; from the config file's folder it is: write "
+                                        r"it as 'data/ratings.csv', or run crabrec from exp$"):  # fmt: skip
+        load_config("exp/my.yaml")
+    monkeypatch.chdir(tmp_path / "exp")
+    assert load_config("my.yaml").data.path == "../data/ratings.csv"
+    cfg.write_text("data:\n  path: data/ratings.csv\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_config("exp/my.yaml").data.path == "data/ratings.csv"  # found from here: read from here

@@ -621,6 +621,24 @@ def preset_dict(name: str) -> dict[str, Any]:
     return load_yaml(text) or {}
 
 
+def _found_only_beside(path: str, values: dict[str, Any], here: str) -> None:
+    """A config file's relative input path (``data.path: ../ratings.csv``) is read from the current folder, as one
+    typed on the command line: one that is not there but is there from the file's own folder is an error that says
+    so (the file was probably written for paths from its folder)."""
+    folder = Path(path).parent
+    for key in sorted(INPUT_FILES):
+        value = dotted_get(values, key)
+        if not isinstance(value, str) or not value or Path(value).is_absolute() or value.startswith("~"):
+            continue
+        beside = folder / value
+        if not Path(here, value).exists() and beside.exists():
+            raise CrabError(
+                f"config {path}: {key} {clip(repr(value))} is read from the current folder ({here}), where it is not; "
+                f"from the config file's folder it is: write it as {clip(repr(os.path.relpath(beside, here)))}, or "
+                f"run crabrec from {folder}"
+            )
+
+
 def _read_yaml(path: str) -> dict[str, Any]:
     p = Path(path)
     if p.is_dir() or not p.exists():  # a pipe is read too: --config <(...)
@@ -701,9 +719,12 @@ def load_config(
 
     paths = [path] if isinstance(path, str) else list(path or [])
     user: dict[str, Any] = {}
-    for one in paths:
-        user = deep_merge(user, _read_yaml(one))
     here = os.getcwd()
+    for one in paths:
+        values = _read_yaml(one)
+        if not saved:
+            _found_only_beside(one, values, here)
+        user = deep_merge(user, values)
     if saved:  # its relative paths are read from the run's base folder, those typed now from here
         user = _without_absent_sections(user, " + ".join(paths))
         folder = config_paths.saved_base(Path(paths[0]).parent, user)
