@@ -230,8 +230,15 @@ def _dates(text: pd.Series, values: pd.Series, path: Path, column: str, first_li
         )
     for rows, dayfirst in ((numeric, len(day_first) > 0), (rest & ~numeric, False)):
         if rows.any():
-            dates[rows] = pd.to_datetime(text[rows], errors="coerce", utc=True, format="mixed", dayfirst=dayfirst)
+            dates[rows] = _each(text[rows], dayfirst)
     return dates
+
+
+def _each(text: pd.Series, dayfirst: bool) -> pd.Series:
+    """Each value read as a date on its own (NaT where it is none); each distinct value is parsed once."""
+    distinct = pd.unique(text.to_numpy())
+    parsed = pd.to_datetime(pd.Series(distinct), errors="coerce", utc=True, format="mixed", dayfirst=dayfirst)
+    return pd.Series(parsed.to_numpy(), index=pd.Index(distinct)).reindex(text.to_numpy()).set_axis(text.index)
 
 
 class AmbiguousDates(CrabError):
