@@ -238,7 +238,7 @@ def _each(text: pd.Series, dayfirst: bool) -> pd.Series:
     """Each value read as a date on its own (NaT where it is none); each distinct value is parsed once."""
     distinct = pd.unique(text.to_numpy())
     parsed = pd.to_datetime(pd.Series(distinct), errors="coerce", utc=True, format="mixed", dayfirst=dayfirst)
-    return pd.Series(parsed.to_numpy(), index=pd.Index(distinct)).reindex(text.to_numpy()).set_axis(text.index)
+    return parsed.set_axis(pd.Index(distinct)).reindex(text.to_numpy()).set_axis(text.index)
 
 
 class AmbiguousDates(CrabError):
