@@ -23,7 +23,8 @@ from crabrec.data.dataset import Dataset
 from crabrec.data.loaders import _group_interactions, _items_from_frame, _read_csv
 from crabrec.data.ratings import RATING_NAMES, rated_at_least
 from crabrec.data.reading import COMPRESSIONS, KINDS, first_row, id_cells, read_table, table_kind
-from crabrec.errors import CrabError, clip
+from crabrec.data.times import DAY_MONTH, AmbiguousDates, file_row, timestamps
+from crabrec.errors import CrabError
 
 log = logging.getLogger("crabrec")
 
@@ -42,8 +43,6 @@ TIME_NAMES = ("timestamp", "time", "date", "datetime", "ts", "unix_time", "unixr
 TIME_WORDS = ("timestamp", "datetime", "date", "time", "ts")
 EARLIEST = 1e8  # Unix seconds (1973-03-03): a column named like a time whose values are smaller holds durations
 DEFAULTS = {"user_col": "user", "item_col": "item", "time_col": "timestamp", "rating_col": "rating"}
-# a date that writes its day and month as numbers, either first: 04/12/1997, 4.12.97 15:55, 04-12-1997
-DAY_MONTH = re.compile(r"^(?P<first>\d{1,2})(?P<sep>[./-])(?P<second>\d{1,2})(?P=sep)\d{2,4}(?!\d)")
 GLANCE_ROWS = 1000  # the rows table_revision reads
 NUMBER = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?")  # a cell of a row, never a column name
 
@@ -159,102 +158,6 @@ def _missing(path: Path, what: str, key: str, configured: str | None, names: tup
     )
 
 
-def timestamps(
-    values: pd.Series, path: Path, column: str, first_line: int = 2, time_format: str | None = None
-) -> np.ndarray:
-    """Unix seconds from a column of numbers (seconds; milliseconds, microseconds or nanoseconds when every value is
-    too large to be seconds) or of dates (:func:`_dates`); ``first_line``: the file line of the first value (2 after
-    a header line); ``time_format``: a strftime format every value is read with (``data.time_format``)."""
-    text = values.astype(str).str.strip()
-    if time_format is not None:
-        dates = pd.to_datetime(text, errors="coerce", utc=True, format=time_format)
-        _no_date(dates, values, path, column, first_line, f"does not match data.time_format {time_format!r}")
-        return _seconds(dates)
-    numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)  # NaN: not a number; inf stays
-    parsed = ~np.isnan(numbers)
-    if parsed.mean() > 0.5:  # Unix time: a value that is not a finite number is a typo, not a date
-        bad = np.flatnonzero(~np.isfinite(numbers))
-        if len(bad):
-            row = int(bad[0])
-            kind = "is not a finite number" if parsed[row] else "is not a number"
-            raise CrabError(
-                f"{path}: {_row(values, row, first_line)}: {column} {clip(repr(values.iloc[row]))} {kind} (the "
-                "other rows are Unix time); fix the row, or --set data.time_col=null to order each user's rows as "
-                "they appear"
-            )
-        smallest = float(np.abs(numbers).min()) if len(numbers) else 0.0
-        for scale in (1e18, 1e15, 1e12):  # ns, µs, ms: no date before 2001 is that large in seconds
-            if smallest >= scale:
-                return numbers / (scale / 1e9)
-        return numbers
-    if parsed.any():  # "1001" among dates would be read as the year 1001
-        row = int(np.flatnonzero(parsed)[0])
-        raise CrabError(
-            f"{path}: {_row(values, row, first_line)}: {column} {clip(repr(values.iloc[row]))} is a number, but "
-            f"{int((~parsed).sum())} of the {len(parsed)} rows are dates; write every time the same way (all Unix "
-            "time or all dates), or --set data.time_col=null to order each user's rows as they appear"
-        )
-    dates = _dates(text, values, path, column, first_line)
-    _no_date(dates, values, path, column, first_line, "is neither Unix time nor a date (e.g. 2023-01-06 05:00:00)")
-    return _seconds(dates)
-
-
-def _dates(text: pd.Series, values: pd.Series, path: Path, column: str, first_line: int) -> pd.Series:
-    """The dates of a column (NaT where a value is none): ISO 8601, else each value as pandas reads it, with a day
-    and a month written as numbers (``04/12/1997``, ``04.12.1997``) read in the one order the column's values show:
-    day first when a first number is above 12, month first when a second one is. Values of both orders, or none that
-    tells, are an error asking for ``data.time_format``."""
-    dates = pd.to_datetime(text, errors="coerce", utc=True, format="ISO8601")
-    rest = dates.isna().to_numpy()
-    if not rest.any():
-        return dates
-    parts = text.str.extract(DAY_MONTH)
-    first, second = (pd.to_numeric(parts[k]).to_numpy(dtype=np.float64) for k in ("first", "second"))
-    numeric = rest & ~np.isnan(first)
-    day_first, month_first = (np.flatnonzero(numeric & (n > 12)) for n in (first, second))
-
-    def shown(rows: np.ndarray) -> str:
-        return f"{_row(values, int(rows[0]), first_line)}: {clip(repr(values.iloc[int(rows[0])]))}"
-
-    fix = "set data.time_format (e.g. --set data.time_format=%d/%m/%Y for day first)"
-    if len(day_first) and len(month_first):
-        raise AmbiguousDates(
-            f"{path}: {column} writes dates day first ({shown(day_first)}) and month first ({shown(month_first)}); "
-            f"write them one way, or {fix}"
-        )
-    unclear = np.flatnonzero(numeric & (first != second))
-    if not len(day_first) and not len(month_first) and len(unclear):
-        raise AmbiguousDates(
-            f"{path}: {column}: no date tells whether the day or the month comes first ({shown(unclear)} has both "
-            f"at most 12); {fix}"
-        )
-    for rows, dayfirst in ((numeric, len(day_first) > 0), (rest & ~numeric, False)):
-        if rows.any():
-            dates[rows] = _each(text[rows], dayfirst)
-    return dates
-
-
-def _each(text: pd.Series, dayfirst: bool) -> pd.Series:
-    """Each value read as a date on its own (NaT where it is none); each distinct value is parsed once."""
-    distinct = pd.unique(text.to_numpy())
-    parsed = pd.to_datetime(pd.Series(distinct), errors="coerce", utc=True, format="mixed", dayfirst=dayfirst)
-    return parsed.set_axis(pd.Index(distinct)).reindex(text.to_numpy()).set_axis(text.index)
-
-
-class AmbiguousDates(CrabError):
-    """A column of dates whose day and month order is not known (``data.time_format`` tells it)."""
-
-
-def _no_date(dates: pd.Series, values: pd.Series, path: Path, column: str, first_line: int, why: str) -> None:
-    bad = np.flatnonzero(dates.isna().to_numpy())
-    if len(bad):
-        row = int(bad[0])
-        raise CrabError(
-            f"{path}: {_row(values, row, first_line)}: {column} {clip(repr(values.iloc[row]))} {why}; fix the row, or "
-            "--set data.time_col=null to order each user's rows as they appear"
-        )
-
-
 def _filled_rows(
     inter: pd.DataFrame, path: Path, first_line: int, read: dict[str, str | None], drop: bool
 ) -> tuple[pd.DataFrame, list[str]]:
@@ -271,7 +174,7 @@ def _filled_rows(
         if empty.any() and not drop:
             n = int(empty.sum())
             raise CrabError(
-                f"{path}: {_row(inter[col], int(np.flatnonzero(empty)[0]), first_line)}: empty {what} in column "
+                f"{path}: {file_row(inter[col], int(np.flatnonzero(empty)[0]), first_line)}: empty {what} in column "
                 f"{col!r} ({n:,} such row{'s' * (n != 1)}); fill it, or --set data.incomplete_rows=drop to leave out "
                 "the rows with an empty cell"
             )
@@ -285,16 +188,6 @@ def _filled_rows(
     note += " (data.incomplete_rows=drop)"
     log.warning("%s: %s", path, note)
     return inter[~blank], [note]
-
-
-def _row(values: pd.Series, row: int, first_line: int) -> str:
-    """``row N``: where the value at position ``row`` of ``values`` stands in its file (its index is the row's place
-    among the file's rows, kept when rows are dropped)."""
-    return f"row {int(values.index[row]) + first_line}"
-
-
-def _seconds(dates: pd.Series) -> np.ndarray:
-    return (dates - pd.Timestamp("1970-01-01", tz="UTC")).dt.total_seconds().to_numpy(dtype=np.float64)
 
 
 def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
