@@ -58,3 +58,14 @@ def test_report_says_embed_was_skipped_and_what_stage_1_clustered_on(ids_run):
     report = (ids_run / "report.md").read_text()
     assert "embed (no item text: embed skipped, semantic IDs imported)" in report
     assert "clustered on: MOR token embeddings (no item text)" in report
+
+
+def test_sasrec_trained_for_the_sids_is_not_trained_again_side_by_side(beauty_slice, tmp_path, capsys):
+    """Ids-only data: SASRec trains first, in the main process, for the item vectors the codebook clusters; the
+    training stages then trained side by side did not include it again (it was retrained from scratch)."""
+    args = ["--data", str(beauty_slice), "--set", f"runs_dir={tmp_path}", *TINY, "--jobs", "2"]
+    code, _ = cli(["run", *args, "--until", "train", "--until", "tiger", "--until", "sasrec"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert err.count("[sasrec] done") == 1 and "re-run forced" not in err, err
+    assert "training train, tiger in 2 processes" in err or "training tiger, train in 2 processes" in err, err

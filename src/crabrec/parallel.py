@@ -120,6 +120,10 @@ def run_side_by_side(ctx: RunContext, names: list[str], jobs: int) -> None:
     for name in todo:
         for dep in ctx.stages[name].needs:
             ctx.ensure(dep)
+    todo = [n for n in todo if n not in ctx._ran]  # trained here as another's input (SASRec for ids-only SIDs)
+    jobs = min(jobs, len(todo))
+    if jobs < 2:
+        return
     threads = ctx.config.train.threads or max(1, cores() // jobs)
     log.info("training %s in %d processes, %d thread(s) each", ", ".join(todo), jobs, threads)
     config = values_of(ctx.config)  # the config class is built at start-up: send its values
