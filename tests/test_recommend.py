@@ -148,6 +148,13 @@ def test_recommend_for_a_user_of_the_data(tiny_run):
         assert rec.recommend(own, user_id=ids[1], k=5) == rec.recommend(own, user=1, k=5)
     with pytest.raises(CrabError, match=r"user_id 'nobody': not a user of this run \(\d+ users"):
         rec.recommend(user_id="nobody")
+    with pytest.raises(CrabError, match=rf"user_id '{known.ids[3]}.0': not a user of this run \(.*\); the data "
+                                        rf"writes it '{known.ids[3]}'$"):  # fmt: skip
+        rec.recommend(user_id=f"{known.ids[3]}.0")  # an id typed another way: what it stands for is said
+    typed = f" 0{rec.item_ids[4]}"
+    with pytest.raises(CrabError, match=rf"1 item id\(s\) not in this run's catalogue of \d+ items: '{typed}' \(the "
+                                        rf"catalogue writes '{rec.item_ids[4]}'\) \(--drop-unknown"):  # fmt: skip
+        rec.recommend([rec.item_ids[0], typed])
     with pytest.raises(CrabError, match="give users .* or user_ids .*, not both"):
         rec.recommend(user_id=known.ids[0], user=0)
     with pytest.raises(CrabError, match="history: missing"):

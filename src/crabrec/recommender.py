@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from crabrec.data.dataset import Samples
+from crabrec.data.ids import Spellings
 from crabrec.errors import CrabError, clip
 from crabrec.histories import is_user_index
 
@@ -59,6 +60,7 @@ class Recommender:
         self.titles += [""] * (len(self.item_ids) - len(self.titles))
         self.titles = [_utf8(html.unescape(t)) for t in self.titles]  # "AT&amp;T" in the source is shown "AT&T"
         self.index = {item: i for i, item in enumerate(self.item_ids)}
+        self.spellings = Spellings(self.item_ids)  # what an unknown id typed another way stands for
         self.group, self.popular, self.n_groups = popularity.group, popularity.popular, popularity.n_groups
         groups, popular = self.group.tolist(), self.popular.tolist()
         self.cards = [  # what a recommendation says of each item, built once (a response holds k of them)
@@ -175,7 +177,7 @@ class Recommender:
             ids.append(str(item))
         unknown = [i for i in ids if i not in self.index]
         if unknown and not drop_unknown:
-            shown = ", ".join(repr(clip(u, 40)) for u in unknown[:5]) + (" …" if len(unknown) > 5 else "")
+            shown = ", ".join(self._unknown(u) for u in unknown[:5]) + (" …" if len(unknown) > 5 else "")
             raise CrabError(
                 f"{where}: {len(unknown)} item id(s) not in this run's catalogue of {len(self.item_ids)} items: "
                 f"{shown} (--drop-unknown or drop_unknown=True drops them)"
@@ -186,6 +188,11 @@ class Recommender:
                 f"{where}: empty" + (" after dropping unknown items" if ids else "") + "; expected item ids"
             )
         return known
+
+    def _unknown(self, item: str) -> str:
+        """An unknown item id as an error shows it, with the catalogue's id it was probably meant for."""
+        meant = self.spellings.meant(item)
+        return repr(clip(item, 40)) + (f" (the catalogue writes {clip(meant, 40)!r})" if meant is not None else "")
 
     def known_users(self):
         """The run's users (:class:`~crabrec.data.users.UserHistories`): their ids and known histories."""

@@ -12,7 +12,7 @@ import functools
 import logging
 import re
 from collections.abc import Callable, Iterable
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ import pandas as pd
 
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
+from crabrec.data.ids import id_key
 from crabrec.data.kcore import kcore
 from crabrec.data.reading import NAMES, first_row, id_cells, read_table, table_kind
 from crabrec.errors import CrabError, clip
@@ -245,8 +246,8 @@ def _unlisted_error(
     """The error for interactions with items the item table lacks: the first one met, how many there are, and the
     item table's id written another way (``'25.0'`` or ``'025'`` for ``'25'``) when there is one."""
     more = f" ({_count(n_items, 'item')}, {_count(n_rows, 'interaction')} in all)" if n_rows > 1 else ""
-    key = _id_key(item)
-    twin = next((x for x in listed if _id_key(x) == key), None)
+    key = id_key(item)
+    twin = next((x for x in listed if id_key(x) == key), None)
     hint = (
         f"; the item table has {clip(repr(twin))}: ids are matched as text, write them the same way in both files"
         if twin is not None
@@ -256,19 +257,6 @@ def _unlisted_error(
         f"{where}: user {clip(repr(user))}: item {clip(repr(item))} is not in the item table{more}{hint}, or --set "
         "data.missing_items=drop to drop the interactions with items it lacks"
     )
-
-
-def _id_key(raw: str) -> str:
-    """An id as a person reads it: case and surrounding spaces ignored, a number by its value (``'025'``, ``'25.0'``
-    and ``'25'`` are one key)."""
-    text = raw.strip().lower()
-    try:
-        number = Decimal(text)
-    except InvalidOperation:
-        return text
-    if not number.is_finite() or abs(number.adjusted()) > 100:  # "1e999999999" is not written out
-        return text
-    return format(number.normalize(), "f")
 
 
 def _dropped_unlisted(where: str, n_items: int, n_rows: int) -> str:

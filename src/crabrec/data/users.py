@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from crabrec.data.dataset import Dataset
+from crabrec.data.ids import Spellings
 from crabrec.errors import CrabError, clip
 from crabrec.io import load_npz, write_npz
 
@@ -22,9 +23,11 @@ class UserHistories:
     offsets: np.ndarray  # [users + 1]: user u's items are items[offsets[u]:offsets[u + 1]]
     items: np.ndarray
     index: dict[str, int] = field(init=False, repr=False)
+    spellings: Spellings = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.index = {u: i for i, u in enumerate(self.ids)}
+        self.spellings = Spellings(self.ids)
 
     @classmethod
     def from_dataset(cls, ds: Dataset) -> UserHistories:
@@ -60,10 +63,12 @@ class UserHistories:
             raise CrabError(f"{where}: expected a user id (a string), got {clip(repr(user_id), 40)}")
         found = self.index.get(str(user_id))
         if found is None:
+            meant = self.spellings.meant(str(user_id))
             example = f", e.g. {clip(self.ids[0], 40)!r}" if self.ids else ""
+            hint = f"; the data writes it {clip(meant, 40)!r}" if meant is not None else ""
             raise CrabError(
                 f"{where} {clip(repr(str(user_id)), 40)}: not a user of this run ({len(self.ids)} users, ids as in "
-                f"the data{example})"
+                f"the data{example}){hint}"
             )
         return found
 
