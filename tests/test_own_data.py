@@ -202,6 +202,27 @@ def test_semicolon_and_parquet_tables(tmp_path):
     assert a.n_users == b.n_users == 6 and [s.tolist() for s in a.sequences] == [s.tolist() for s in b.sequences]
 
 
+def test_text_tables_named_txt_or_dat_and_columns_parted_by_spaces_read_as_the_csv(tmp_path):
+    """``--data ratings.txt`` said "cannot tell the layout from the file name"; a file whose columns are parted by
+    runs of spaces was one column. A spreadsheet is refused with how to export it."""
+    csv = load(write(tmp_path / "r.csv", "user,item,timestamp", EVENTS))
+    lines = ["user  item timestamp", *("  ".join(map(str, r)) for r in EVENTS)]
+    for name, text in (("r.txt", (tmp_path / "r.csv").read_text()), ("r.dat", "\n".join(lines) + "\n")):
+        (tmp_path / name).write_text(text)
+        ds = load(tmp_path / name)
+        assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in csv.sequences], name
+        assert dataset_name(tmp_path / name) == "r"
+    (tmp_path / "bad.txt").write_text("user item timestamp\n1 2 x\n")
+    with pytest.raises(CrabError, match=r"bad.txt: row 2: timestamp 'x'"):  # line numbers as in a CSV
+        load(tmp_path / "bad.txt")
+    (tmp_path / "r.xlsx").write_bytes(b"PK\x03\x04")
+    for kw in ({}, {"item_table": str(tmp_path / "r.xlsx")}):
+        path = tmp_path / ("r.xlsx" if not kw else "r.csv")
+        with pytest.raises(CrabError, match=r"r.xlsx: a spreadsheet workbook; crabrec reads tables as CSV, TSV, JSON "
+                                            r"lines or Parquet: save the sheet as CSV \(UTF-8\)"):  # fmt: skip
+            load(path, **kw)
+
+
 def test_a_glance_at_a_table_reads_its_first_rows_in_every_format(tmp_path):
     import gzip
 
@@ -449,7 +470,9 @@ BAD = {  # name -> (files to write {name: (header, rows)}, extra CLI args, what 
                                ["--data", "{.}"], "name it with --data FILE"),
     "two item tables": ({"a.csv": ("user,item", [(1, 2)]), "b.csv": ("item,title", [(2, "x")]),
                          "c.csv": ("item,name", [(2, "y")])}, ["--data", "{.}"], "name one with --items FILE"),
-    "unknown file type": ({"d.xlsx": ("user,item", [(1, 2)])}, ["--data", "{d.xlsx}"], "set --format"),
+    "unknown file type": ({"d.xml": ("user,item", [(1, 2)])}, ["--data", "{d.xml}"],
+                          "set --format (--format table for a delimited text file)"),
+    "spreadsheet": ({"d.xlsx": ("user,item", [(1, 2)])}, ["--data", "{d.xlsx}"], "save the sheet as CSV (UTF-8)"),
     "empty folder": ({}, ["--data", "{.}"], "no known layout found"),
     "header only": ({"d.csv": ("user,item", [])}, [], "d.csv: no rows after the header (user, item)"),
     "item table header only": ({"d.csv": ("user,item", [(1, 2)]), "i.csv": ("item,title", [])},

@@ -24,7 +24,7 @@ from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.ids import id_key
 from crabrec.data.kcore import kcore
-from crabrec.data.reading import NAMES, first_row, id_cells, read_table, table_kind
+from crabrec.data.reading import NAMES, first_row, id_cells, read_table, refuse_spreadsheet, table_kind
 from crabrec.errors import CrabError, clip
 from crabrec.io import list_literal, read_input_json, read_input_text
 
@@ -88,9 +88,11 @@ def detect_format(path: Path) -> str:
             return "recbole"
         if table_kind(path, named=True):
             return "table"
+        refuse_spreadsheet(path)
         raise CrabError(
             f"{path}: cannot tell the layout from the file name (expected a table: {NAMES}; .inter or "
-            ".inter.json; or MovieLens' u.data or ratings.dat); set --format"
+            ".inter.json; or MovieLens' u.data or ratings.dat); set --format (--format table for a delimited text "
+            "file)"
         )
     if any((path / s).is_dir() for s in SPLIT_NAMES):
         return "minionerec"

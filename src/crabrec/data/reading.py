@@ -33,17 +33,18 @@ KINDS = (".csv", ".tsv", ".jsonl", ".ndjson", ".parquet")
 COMPRESSIONS = (".gz", ".bz2", ".xz", ".zip", ".zst")
 HEAD_BYTES = 1 << 20  # what a header-only read decompresses
 CHUNK_BYTES = 1 << 24  # what the encoding check decodes at a time
-NAMES = ".csv, .tsv, .json, .jsonl, .ndjson, .parquet (the text ones also " + "/".join(COMPRESSIONS) + ")"
+TEXT_NAMED = (".txt", ".dat")  # delimited text, when the file is named as a table
+NAMES = ".csv, .tsv, .txt, .dat, .json, .jsonl, .ndjson, .parquet (the text ones also " + "/".join(COMPRESSIONS) + ")"
 
 
 def table_kind(path: Path, named: bool = False) -> str | None:
     """The table format of ``path`` from its name (``ratings.csv.gz`` -> ``.csv``), or None. ``named``: the file was
     named as a table (``--data``, ``--items``), so ``.json`` counts too (JSON lines, or an array of objects, as Yelp
-    and others ship them); in a folder a ``.json`` file may be anything."""
+    and others ship them) and ``.txt`` or ``.dat`` (delimited text); in a folder such files may be anything."""
     name = path.name.lower()
     compression = next((c for c in COMPRESSIONS if name.endswith(c)), "")
     name = name[: len(name) - len(compression)]
-    kinds = (*KINDS, ".json") if named else KINDS
+    kinds = (*KINDS, ".json", *TEXT_NAMED) if named else KINDS
     kind = next((k for k in kinds if name.endswith(k) and len(name) > len(k)), None)
     return None if kind == ".parquet" and compression else kind
 
@@ -63,6 +64,7 @@ def read_table(
         first_rows = 0
     if not path.is_file():
         raise CrabError(f"{path}: file not found")
+    refuse_spreadsheet(path)
     if path.stat().st_size == 0:
         raise CrabError(f"{path}: the file is empty; expected a header line, then the rows")
     kind = table_kind(path, named=True) or ".csv"  # a table named otherwise (RecBole's .inter, a .txt): delimited
@@ -147,9 +149,24 @@ def _encoding(path: Path) -> str:
 
 
 def delimiter(header: str) -> str:
-    """The delimiter of a delimited file: comma, tab, semicolon or bar, whichever its header line has most (comma when
-    it has none: one column)."""
+    """The delimiter of a delimited file: comma, tab, semicolon or bar, whichever its header line has most; with none
+    of them, a space (runs of spaces between the columns) when the header has two words or more, else comma (one
+    column)."""
+    if not any(c in header for c in ",\t;|") and len(header.split()) > 1:
+        return " "
     return max(",\t;|", key=header.count)
+
+
+SPREADSHEETS = (".xlsx", ".xlsm", ".xls", ".ods", ".numbers")
+
+
+def refuse_spreadsheet(path: Path) -> None:
+    """A spreadsheet workbook named as a table is a one-line error saying how to export it."""
+    if path.suffix.lower() in SPREADSHEETS:
+        raise CrabError(
+            f"{path}: a spreadsheet workbook; crabrec reads tables as CSV, TSV, JSON lines or Parquet: save the sheet "
+            "as CSV (UTF-8) and give that file"
+        )
 
 
 def _delimited(path: Path, sep: str | None, first_rows: int | None, names: list[str] | None) -> pd.DataFrame:
@@ -158,7 +175,10 @@ def _delimited(path: Path, sep: str | None, first_rows: int | None, names: list[
     header = _head(path).decode(encoding, errors="replace").removeprefix("\ufeff").partition("\n")[0].rstrip("\r")
     if sep is None:
         sep = delimiter(header)
-    first = [n.strip() for n in next(csv.reader([header], delimiter=sep), [])]
+    if sep == " ":  # columns parted by runs of spaces
+        first, sep = header.split(), r"\s+"
+    else:
+        first = [n.strip() for n in next(csv.reader([header], delimiter=sep), [])]
     if names is not None and len(first) != len(names):
         raise CrabError(
             f"{path}: line 1 has {len(first)} field(s) ({clip(', '.join(first))}), data.columns names {len(names)} "
@@ -268,7 +288,8 @@ def _parquet(path: Path, first_rows: int | None) -> pd.DataFrame:
 def first_row(path: Path, headerless: bool = False) -> int:
     """The number a message gives the table's first row: its line in a delimited file (2, after the header line; 1
     without one), else its place (JSON lines, a JSON array, Parquet: 1)."""
-    return 2 if not headerless and (table_kind(path, named=True) or ".csv") in (".csv", ".tsv") else 1
+    delimited = (table_kind(path, named=True) or ".csv") not in (".parquet", ".jsonl", ".ndjson", ".json")
+    return 2 if not headerless and delimited else 1
 
 
 def id_cells(values: pd.Series) -> pd.Series:

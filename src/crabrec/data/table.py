@@ -295,7 +295,7 @@ def dataset_name(path: Path) -> str:
     name = path.name
     if name in ("u.data", "ratings.dat") and path.parent.name:
         return path.parent.name
-    for suffix in (*COMPRESSIONS, *KINDS, ".json", ".inter", ".item", ".txt"):
+    for suffix in (*COMPRESSIONS, *KINDS, ".json", ".inter", ".item", ".txt", ".dat"):
         if name.endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]
     return name or "data"
