@@ -146,7 +146,8 @@ def test_report_header_says_what_ran(tiny_run):
 def test_facts_lines_by_hand():
     facts = {
         "data": {"dataset": "D", "users": 1200, "items": 30, "interactions": 5000, "split": "leave_one_out",
-                 "samples": {"train": 10, "valid": 2, "test": 2}, "item_text": False},
+                 "samples": {"train": 10, "valid": 2, "test": 2}, "item_text": False,
+                 "notes": ["left out 3 of 5,003 rows with an empty cell in u, i", "no item table"]},
         "sids": {"quantizer": "rqkmeans", "levels": 3, "collisions_before_dedup": 4, "collisions": 0},
         "seed": 7, "seeds": [7, 8], "evaluation": {"beam": 20, "max_samples": None},
         "crabrec": "0.1.0+abc", "generated": "2026-01-01T00:00:00+00:00",
@@ -154,6 +155,7 @@ def test_facts_lines_by_hand():
     }  # fmt: skip
     assert facts_lines(facts) == [
         ("data", "D: 1,200 users, 30 items, 5,000 interactions (ids only, no item text)"),
+        ("data notes", "left out 3 of 5,003 rows with an empty cell in u, i; no item table"),
         ("split", "leave_one_out: 10 train, 2 valid, 2 test rows"),
         ("semantic IDs", "rqkmeans, 3 levels; 4 items shared a SID before deduplication, 0 after"),
         (

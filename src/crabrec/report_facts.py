@@ -73,6 +73,7 @@ def run_facts(run: Path) -> dict[str, Any]:
         stats = read_checked(files.data_stats, dict)
         facts["data"] = {k: stats.get(k) for k in ("dataset", "users", "items", "interactions", "split", "samples")}
         facts["data"]["item_text"] = stats.get("item_text", True)
+        facts["data"]["notes"] = [str(n) for n in stats.get("notes") or []]  # rows left out, items dropped ...
     tokenize = (files.load_state("tokenize") or {}).get("summary") or {}
     if tokenize:
         facts["sids"] = {k: tokenize.get(k) for k in ("quantizer", "levels", "collisions_before_dedup", "collisions")}
@@ -103,6 +104,8 @@ def facts_lines(facts: dict[str, Any]) -> list[tuple[str, str]]:
         ids_only = "" if data.get("item_text") else " (ids only, no item text)"
         counts = f"{data['users']:,} users, {data['items']:,} items, {data['interactions']:,} interactions"
         rows.append(("data", f"{data['dataset']}: {counts}{ids_only}"))
+        if data.get("notes"):
+            rows.append(("data notes", "; ".join(data["notes"])))
         rows.append(
             (
                 "split",
