@@ -263,7 +263,8 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         items = {raw: {} for raw in inter[item].astype(str).unique()}
         ds = _group_interactions(dataset_name(path), path, inter, user, item, ts, items, str(path))
         ds.has_text = False
-        ds.notes.extend([*dropped, "no item table: ids-only data, semantic IDs come from SASRec's item embeddings"])
+        ds.notes[:0] = dropped
+        ds.notes.append("no item table: ids-only data, semantic IDs come from SASRec's item embeddings")
         log.info("%s", found)
         return ds
     table = _read_csv(item_path)
