@@ -244,7 +244,7 @@ def data_stats(
     ds = load_dataset(cfg.data)
     splits = make_splits(ds, cfg.data.split, cfg.data.max_history)
     pop = compute_popularity(splits.train, ds.n_items, cfg.data.n_groups, cfg.data.popular_share)
-    stats = dataset_stats(ds, splits, pop)
+    stats = dataset_stats(ds, splits, pop, cfg.data.repeats)
     typer.echo(json.dumps(stats, indent=2) if as_json else format_stats(stats))
 
 

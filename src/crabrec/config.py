@@ -168,6 +168,12 @@ class DataConfig(Strict):
         "the rating with data.min_rating): error (name the first) or drop them (the count is logged and kept in "
         "data/stats.json)",
     )
+    repeats: Literal["keep", "collapse", "first"] = keyed_when_set(
+        "keep",
+        description="a user meeting an item again (a replay, a second purchase): keep every interaction, collapse "
+        "an item repeated right after itself into one, or keep only each user's first interaction with each item; "
+        "before k-core filtering (every layout that crabrec splits itself)",
+    )
     max_history: int = Field(10, ge=1, description="history items a model reads before the predicted one")
     train_on_available: bool = Field(
         False, description="minionerec layout without a train split: train on the valid rows instead of failing"

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from crabrec.data.repeats import describe_repeats
 from crabrec.runfiles import RunFiles, read_checked
 
 
@@ -74,6 +75,7 @@ def run_facts(run: Path) -> dict[str, Any]:
         facts["data"] = {k: stats.get(k) for k in ("dataset", "users", "items", "interactions", "split", "samples")}
         facts["data"]["item_text"] = stats.get("item_text", True)
         facts["data"]["notes"] = [str(n) for n in stats.get("notes") or []]  # rows left out, items dropped ...
+        facts["data"]["repeats"] = stats.get("repeats") or {}
     tokenize = (files.load_state("tokenize") or {}).get("summary") or {}
     if tokenize:
         facts["sids"] = {k: tokenize.get(k) for k in ("quantizer", "levels", "collisions_before_dedup", "collisions")}
@@ -106,6 +108,7 @@ def facts_lines(facts: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("data", f"{data['dataset']}: {counts}{ids_only}"))
         if data.get("notes"):
             rows.append(("data notes", "; ".join(data["notes"])))
+        rows += describe_repeats(data.get("repeats") or {}, data["interactions"])
         rows.append(
             (
                 "split",

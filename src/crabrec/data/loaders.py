@@ -25,6 +25,7 @@ from crabrec.data.dataset import Dataset
 from crabrec.data.ids import id_key
 from crabrec.data.kcore import kcore
 from crabrec.data.reading import NAMES, first_row, id_cells, read_table, refuse_spreadsheet, table_kind
+from crabrec.data.repeats import drop_repeats
 from crabrec.errors import CrabError, clip
 from crabrec.io import list_literal, read_input_json, read_input_text
 
@@ -65,7 +66,7 @@ def load_dataset(cfg: DataConfig) -> Dataset:
         "movielens": _load_movielens,
         **{raw: functools.partial(_load_raw, fmt=raw) for raw in RAW_FORMATS},
     }
-    ds = loader[fmt](path, cfg)
+    ds = drop_repeats(loader[fmt](path, cfg), cfg.repeats)
     if ds.given is None:
         ds = _filter(ds, cfg.kcore)
     if ds.n_users == 0 or ds.n_items == 0:

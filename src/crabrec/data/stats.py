@@ -8,9 +8,11 @@ import numpy as np
 
 from crabrec.data.dataset import Dataset, Splits
 from crabrec.data.popularity import Popularity
+from crabrec.data.repeats import describe_repeats, repeat_stats
 
 
-def dataset_stats(ds: Dataset, splits: Splits, pop: Popularity) -> dict[str, Any]:
+def dataset_stats(ds: Dataset, splits: Splits, pop: Popularity, repeats: str) -> dict[str, Any]:
+    """The numbers ``crabrec data stats`` prints and ``data/stats.json`` keeps; ``repeats``: the data.repeats used."""
     lengths = np.array([len(s) for s in ds.sequences]) if ds.sequences else np.zeros(1, int)
     return {
         "dataset": ds.name,
@@ -31,6 +33,7 @@ def dataset_stats(ds: Dataset, splits: Splits, pop: Popularity) -> dict[str, Any
         "items_with_train_freq_0": int((pop.freq == 0).sum()),
         "top20_interaction_share": round(pop.top_share(0.2), 4),
         "group_sizes": np.bincount(pop.group, minlength=pop.n_groups).tolist(),
+        "repeats": repeat_stats(ds, splits.test, repeats),
         "notes": ds.notes,
     }
 
@@ -51,5 +54,6 @@ def format_stats(stats: dict[str, Any]) -> str:
         f"popularity groups  {stats['group_sizes']} items (group 0 least popular)",
         f"items never a train target  {stats['items_with_train_freq_0']:,}",
     ]
+    lines += [f"{label:<19}{text}" for label, text in describe_repeats(stats.get("repeats", {}), stats["interactions"])]
     lines += [f"note               {n}" for n in stats["notes"]]
     return "\n".join(lines)

@@ -17,6 +17,7 @@ log = logging.getLogger("crabrec")
 
 def run_data(ctx: RunContext) -> dict[str, Any]:
     from crabrec.data import compute_popularity, load_dataset, make_splits
+    from crabrec.data.repeats import describe_repeats
     from crabrec.data.splits import split_reason
     from crabrec.data.stats import dataset_stats
     from crabrec.data.users import UserHistories
@@ -33,7 +34,9 @@ def run_data(ctx: RunContext) -> dict[str, Any]:
                 f"({ds.n_users} users, {len(ds.item_ids)} items){hint if splits.kind == 'leave_one_out' else ''}"
             )
     pop = compute_popularity(splits.train, ds.n_items, cfg.n_groups, cfg.popular_share)
-    stats = dataset_stats(ds, splits, pop)
+    stats = dataset_stats(ds, splits, pop, cfg.repeats)
+    for label, text in describe_repeats(stats["repeats"], stats["interactions"]):
+        log.info("%s: %s: %s", ds.name, label, text)
     stats["source"] = as_written(ctx.config, "data.path", stats["source"])
     splits.save(files.splits)
     arrays = {"freq": pop.freq, "group": pop.group, "popular": pop.popular, "n_groups": np.int64(pop.n_groups)}
