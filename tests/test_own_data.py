@@ -589,3 +589,35 @@ def test_a_run_on_other_data_never_replaces_a_runs_results(tmp_path, capsys, mon
     write(tmp_path / "2023" / "ratings.csv", "userId,movieId,rating,timestamp", RATINGS[:-3])
     assert cli(["run", "--data", "2023/ratings.csv", *args])[0] == 0
     assert "[data] done" in capsys.readouterr().err  # edited: recomputed, as before
+
+
+def test_an_amazon_2023_review_file_is_read_by_parent_asin(tmp_path):
+    """Amazon Reviews 2023 ships ``asin`` (a variant) and ``parent_asin`` (the product its metadata describes) in each
+    review: the item column is ``parent_asin`` (``asin`` was taken, and every review was then missing from the
+    metadata). Where the item table lacks the first item-like column, the one it shares is used. The data stage of
+    a table with both columns is recomputed once (revision 4)."""
+    from crabrec.config import load_config
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+
+    reviews = [{"user_id": f"U{u}", "asin": f"B{i}-{u % 3}", "parent_asin": f"B{i}", "timestamp": t * 1000}
+               for u, i, t in EVENTS]  # fmt: skip
+    (tmp_path / "Office.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reviews))
+    meta = [{"parent_asin": f"B{i}", "title": f"Pen {i}", "features": ["blue"]} for i in range(1, 13)]
+    (tmp_path / "meta.jsonl").write_text("".join(json.dumps(m) + "\n" for m in meta))
+    for item_table in (str(tmp_path / "meta.jsonl"), None):
+        ds = load(tmp_path / "Office.jsonl", item_table=item_table)
+        assert sorted(ds.item_ids) == sorted(f"B{i}" for i in range(1, 13))
+    shop = write(tmp_path / "orders.csv", "user,sku,product_code,timestamp", [(u, f"s{i}", i, t) for u, i, t in EVENTS])
+    products = write(tmp_path / "products.csv", "product_code,title", [(i, f"P{i}") for i in range(1, 13)])
+    ds = load(shop, item_table=str(products))
+    assert ds.item_text[ds.item_ids.index("3")]["title"] == "P3"
+    with pytest.raises(CrabError, match=r"item 's\d+' is not in the item table"):  # data.item_col is taken as set
+        load(shop, item_col="sku", item_table=str(tmp_path / "products.csv"))
+
+    def revision(path: Path, **data) -> int:
+        cfg = load_config(overrides={"data": {"path": str(path), **data}})
+        return RunContext(config=cfg, stages=registry()).revision("data")
+
+    assert revision(tmp_path / "Office.jsonl") == revision(tmp_path / "Office.jsonl", time_col=None) == 4
+    assert revision(tmp_path / "Office.jsonl", item_col="asin") == revision(shop) == 0

@@ -33,7 +33,7 @@ USER_NAMES = (
     "client_id", "account_id", "session_id",
 )  # fmt: skip
 ITEM_NAMES = (
-    "item", "item_id", "itemid", "iid", "movie_id", "movieid", "product_id", "productid", "asin", "parent_asin",
+    "item", "item_id", "itemid", "iid", "movie_id", "movieid", "product_id", "productid", "parent_asin", "asin",
     "article_id", "book_id", "isbn", "track_id", "song_id", "business_id", "recipe_id", "anime_id", "app_id", "game_id",
     "news_id", "video_id", "course_id", "poi_id", "artist_id", "album_id", "hotel_id", "restaurant_id", "post_id",
     "sku", "stock_code", "product_code",
@@ -118,14 +118,15 @@ def _passed_over(path: Path, column: str, why: str) -> tuple[None, None]:
 def table_revision(cfg: DataConfig) -> int:
     """The data stage's revision for a table dataset, from its header and first rows: +1 when its time column is
     found by :func:`time_like` alone (a crabrec before took such a table's rows in file order), +2 when that column
-    writes day and month as numbers (``04/12/1997``: a crabrec before read each such date month first when it could).
+    writes day and month as numbers (``04/12/1997``: a crabrec before read each such date month first when it could),
+    +4 when its item column is detected among both ``asin`` and ``parent_asin`` (a crabrec before took ``asin``).
     0 for any other layout or a file it cannot read (the data stage reports those)."""
     from crabrec.data.loaders import detect_format, embedded_path
 
     path = Path(cfg.path) if cfg.path else embedded_path()
     try:
         layout = cfg.format if cfg.format != "auto" else detect_format(path)
-        if layout != "table" or not cfg.time_col:
+        if layout != "table":
             return 0
         if path.is_dir():
             path = resolve_folder(path, cfg)[0]
@@ -133,6 +134,9 @@ def table_revision(cfg: DataConfig) -> int:
     except (CrabError, OSError, ValueError):
         return 0
     cols = list(head.columns)
+    asin = {"asin", "parentasin"} <= {_norm(c) for c in cols} and cfg.item_col not in cols
+    if not cfg.time_col:
+        return 4 * int(asin)
     time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES)
     by_name = None
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
@@ -141,7 +145,19 @@ def table_revision(cfg: DataConfig) -> int:
         by_name = next(iter(time_like(cols, (user or "", item or ""))), None)
     column = time or by_name
     numeric_dates = column is not None and bool(head[column].astype(str).str.strip().str.match(DAY_MONTH).any())
-    return int(by_name is not None) + 2 * int(numeric_dates)
+    return int(by_name is not None) + 2 * int(numeric_dates) + 4 * int(asin)
+
+
+def _item_column(cols: list[str], cfg: DataConfig, table_cols: list[str] | None) -> str | None:
+    """The interaction table's item column: ``data.item_col``, else the first known item-id name, unless the item
+    table lacks that column and has another of the interaction table's item-like columns (an Amazon 2023 review file
+    has ``asin`` and ``parent_asin``, its metadata only ``parent_asin``; ``data.item_table_id_col`` names it)."""
+    item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    if item is None or table_cols is None or cfg.item_col in cols or item in table_cols:
+        return item
+    wanted = [cfg.item_table_id_col] if cfg.item_table_id_col is not None else ITEM_NAMES
+    shared = [c for c in cols if c in table_cols]
+    return find_column(shared, DEFAULTS["item_col"], DEFAULTS["item_col"], tuple(wanted)) or item
 
 
 def _missing(path: Path, what: str, key: str, configured: str | None, names: tuple[str, ...], cols) -> CrabError:
@@ -229,7 +245,8 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     if user is None:
         raise _missing(path, "user", "data.user_col", cfg.user_col, USER_NAMES, cols)
-    item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    table = _read_csv(item_path) if item_path is not None else None
+    item = _item_column(cols, cfg, None if table is None else list(table.columns))
     if item is None:
         raise _missing(path, "item", "data.item_col", cfg.item_col, ITEM_NAMES, cols)
     time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES) if cfg.time_col else None
@@ -267,7 +284,6 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         ds.notes.append("no item table: ids-only data, semantic IDs come from SASRec's item embeddings")
         log.info("%s", found)
         return ds
-    table = _read_csv(item_path)
     table_cols = list(table.columns)
     if cfg.item_table_id_col is not None:
         id_col = cfg.item_table_id_col if cfg.item_table_id_col in table_cols else None
