@@ -255,12 +255,12 @@ def test_parquet_ids_read_as_a_csv_spells_them_and_nulls_are_named(tmp_path):
     assert ds.item_text[11]["title"] == ""  # a null is no text, not "None"
     frame.loc[4, "item"] = None
     frame.to_parquet(tmp_path / "g.parquet")
-    with pytest.raises(CrabError, match=r"g.parquet: row 5: empty item id in column 'item' \(1 such row\); fill it"):
+    with pytest.raises(CrabError, match=r"g.parquet: row 5: empty item id in column 'item' \(1 of 60 rows\); fill it"):
         load(tmp_path / "g.parquet")
     users = pd.DataFrame(EVENTS, columns=["user", "item", "timestamp"]).astype({"user": "Int64"})
     users.loc[2, "user"] = None
     users.to_parquet(tmp_path / "h.parquet")
-    with pytest.raises(CrabError, match=r"h.parquet: row 3: empty user id in column 'user' \(1 such row\); fill it"):
+    with pytest.raises(CrabError, match=r"h.parquet: row 3: empty user id in column 'user' \(1 of 60 rows\); fill it"):
         load(tmp_path / "h.parquet")
     (tmp_path / "j.jsonl").write_text('{"user": "a", "item": "x"}\n{"user": "", "item": "y"}\n')
     with pytest.raises(CrabError, match=r"j.jsonl: row 2: empty user id"):  # JSON lines have no header line
@@ -280,7 +280,7 @@ def test_rows_with_an_empty_cell_are_left_out_when_asked(tmp_path, caplog):
     full = load(write(tmp_path / "full.csv", "user,item,timestamp", [r for n, r in enumerate(EVENTS)
                                                                      if n not in (2, 5, 9)]))  # fmt: skip
     path = write(tmp_path / "holes.csv", "user,item,timestamp", holes)
-    with pytest.raises(CrabError, match=r"holes.csv: row 4: empty user id in column 'user' \(1 such row\); fill "
+    with pytest.raises(CrabError, match=r"holes.csv: row 4: empty user id in column 'user' \(1 of 60 rows\); fill "
                                         r"it, or --set data.incomplete_rows=drop to leave out the rows with an empty "
                                         r"cell$"):  # fmt: skip
         load(path)
@@ -324,7 +324,7 @@ def test_a_shop_export_reads_with_one_option(tmp_path):
             ("536367", "84406B", "12/2/2010 8:34", ""), ("536368", "22633", "1/4/2011 8:34", "13047.0"),
             ("536369", "85123A", "12/3/2010 9:00", "13047.0")]  # fmt: skip
     path = write(tmp_path / "retail.csv", "InvoiceNo,StockCode,InvoiceDate,CustomerID", rows)
-    with pytest.raises(CrabError, match=r"row 4: empty user id in column 'CustomerID' \(1 such row\)"):
+    with pytest.raises(CrabError, match=r"row 4: empty user id in column 'CustomerID' \(1 of 5 rows\)"):
         load(path)
     ds = load(path, incomplete_rows="drop")
     assert ds.users == ["13047.0", "17850.0"]
@@ -621,3 +621,34 @@ def test_an_amazon_2023_review_file_is_read_by_parent_asin(tmp_path):
 
     assert revision(tmp_path / "Office.jsonl") == revision(tmp_path / "Office.jsonl", time_col=None) == 4
     assert revision(tmp_path / "Office.jsonl", item_col="asin") == revision(shop) == 0
+
+
+def test_a_missing_value_written_out_is_no_id_and_a_time_column_named_in_one_word_orders_the_rows(tmp_path):
+    """Diginetica's ``train-item-views.csv`` writes an anonymous user as ``NA`` and its day in ``eventdate``: every
+    anonymous view was read as one user's (here 50 of 60 rows), and the rows were taken in file order. ``NA``,
+    ``null``, ``None`` ... are now empty cells (an error naming the other user column, or left out with
+    ``data.incomplete_rows=drop``), and a column whose one-word name ends in ``date`` or ``time`` is the time. The
+    data stage of such a table is recomputed once (revision 8, +1 for the time column found by its name)."""
+    from crabrec.config import load_config
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+
+    rows = [(u, "NA" if u % 5 else u, i, f"2020-01-{31 - i:02d}") for u, i, _ in EVENTS]  # later items first in time
+    path = write(tmp_path / "views.csv", "sessionId;userId;itemId;eventdate", rows, sep=";")
+    with pytest.raises(CrabError, match=r"views.csv: row 2: user id 'NA' \(a missing value\) in column 'userId' \(50 "
+                                        r"of 60 rows\); fill it, use another column \(--set data.user_col=sessionId\), "
+                                        r"or --set data.incomplete_rows=drop"):  # fmt: skip
+        load(path)
+    kept = load(path, incomplete_rows="drop")
+    assert kept.users == ["5"] and kept.n_interactions == 10  # session 5's rows only
+    ds = load(path, user_col="sessionId")
+    assert ds.n_users == 6 and [ds.item_ids[i] for i in ds.sequences[0]][:3] == ["12", "10", "9"]  # by eventdate
+    with pytest.raises(CrabError, match=r"log.csv: row 3: item id 'None' \(a missing value\) in column 'item' \(1 of "):
+        load(write(tmp_path / "log.csv", "user,item", [(1, 2), (1, "None")]))
+
+    def revision(path: Path, **data) -> int:
+        cfg = load_config(overrides={"data": {"path": str(path), **data}})
+        return RunContext(config=cfg, stages=registry()).revision("data")
+
+    assert revision(path) == 9 and revision(path, time_col=None) == 8
+    assert revision(path, user_col="sessionId") == 1

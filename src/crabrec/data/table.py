@@ -45,6 +45,8 @@ TIME_WORDS = ("timestamp", "datetime", "date", "time", "ts")
 EARLIEST = 1e8  # Unix seconds (1973-03-03): a column named like a time whose values are smaller holds durations
 DEFAULTS = {"user_col": "user", "item_col": "item", "time_col": "timestamp", "rating_col": "rating"}
 GLANCE_ROWS = 1000  # the rows table_revision reads
+# cells that spell out a missing value (Diginetica writes an anonymous user as NA): empty cells, never ids
+NULLS = ("na", "n/a", "#n/a", "nan", "null", "none", "nil", "undefined")
 NUMBER = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?")  # a cell of a row, never a column name
 
 
@@ -72,11 +74,15 @@ def _words(name: object) -> list[str]:
 
 def time_like(columns: list[str], taken: tuple[str, ...]) -> list[str]:
     """The columns, other than ``taken``, named for a time by their last word: ``order_date``, ``event_timestamp``,
-    ``createdAt`` (``at`` after another word)."""
+    ``createdAt`` (``at`` after another word), or by how it ends: ``eventdate``, ``purchasetime``."""
     out = []
     for c in columns:
         words = _words(c)
-        if c not in taken and words and (words[-1] in TIME_WORDS or words[-1] == "at" and len(words) > 1):
+        if (
+            c not in taken
+            and words
+            and (words[-1] in TIME_WORDS or words[-1].endswith(TIME_WORDS[:-1]) or words[-1] == "at" and len(words) > 1)
+        ):
             out.append(c)
     return out
 
@@ -119,7 +125,8 @@ def table_revision(cfg: DataConfig) -> int:
     """The data stage's revision for a table dataset, from its header and first rows: +1 when its time column is
     found by :func:`time_like` alone (a crabrec before took such a table's rows in file order), +2 when that column
     writes day and month as numbers (``04/12/1997``: a crabrec before read each such date month first when it could),
-    +4 when its item column is detected among both ``asin`` and ``parent_asin`` (a crabrec before took ``asin``).
+    +4 when its item column is detected among both ``asin`` and ``parent_asin`` (a crabrec before took ``asin``),
+    +8 when a user or item cell writes out a missing value (``NA``: a crabrec before read it as an id).
     0 for any other layout or a file it cannot read (the data stage reports those)."""
     from crabrec.data.loaders import detect_format, embedded_path
 
@@ -134,18 +141,20 @@ def table_revision(cfg: DataConfig) -> int:
     except (CrabError, OSError, ValueError):
         return 0
     cols = list(head.columns)
+    user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
+    item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
     asin = {"asin", "parentasin"} <= {_norm(c) for c in cols} and cfg.item_col not in cols
+    nulls = any(_written_null(id_cells(head[c])).any() for c in (user, item) if c)
+    revision = 4 * int(asin) + 8 * int(nulls)
     if not cfg.time_col:
-        return 4 * int(asin)
+        return revision
     time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES)
     by_name = None
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
-        user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
-        item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
         by_name = next(iter(time_like(cols, (user or "", item or ""))), None)
     column = time or by_name
     numeric_dates = column is not None and bool(head[column].astype(str).str.strip().str.match(DAY_MONTH).any())
-    return int(by_name is not None) + 2 * int(numeric_dates) + 4 * int(asin)
+    return revision + int(by_name is not None) + 2 * int(numeric_dates)
 
 
 def _item_column(cols: list[str], cfg: DataConfig, table_cols: list[str] | None) -> str | None:
@@ -158,6 +167,12 @@ def _item_column(cols: list[str], cfg: DataConfig, table_cols: list[str] | None)
     wanted = [cfg.item_table_id_col] if cfg.item_table_id_col is not None else ITEM_NAMES
     shared = [c for c in cols if c in table_cols]
     return find_column(shared, DEFAULTS["item_col"], DEFAULTS["item_col"], tuple(wanted)) or item
+
+
+def _other_columns(cols: list[str], taken: str, names: tuple[str, ...], key: str) -> str:
+    """``use another column (--set KEY=NAME)`` for the other columns named like ``names``, or ''."""
+    other = [c for c in cols if c != taken and _norm(c) in {_norm(n) for n in names}]
+    return f"use another column (--set {key}={' or '.join(other)})" if other else ""
 
 
 def _missing(path: Path, what: str, key: str, configured: str | None, names: tuple[str, ...], cols) -> CrabError:
@@ -175,25 +190,39 @@ def _missing(path: Path, what: str, key: str, configured: str | None, names: tup
     )
 
 
+def _written_null(cells: pd.Series) -> np.ndarray:
+    """The cells that write out a missing value (``NA``, ``null``, ``None`` ...)."""
+    return cells.str.strip().str.lower().isin(NULLS).to_numpy()
+
+
+def _unfilled(cells: pd.Series) -> np.ndarray:
+    """The cells that hold no value: empty, or a missing value written out."""
+    return (cells.str.strip() == "").to_numpy() | _written_null(cells)
+
+
 def _filled_rows(
-    inter: pd.DataFrame, path: Path, first_line: int, read: dict[str, str | None], drop: bool
+    inter: pd.DataFrame, path: Path, first_line: int, read: dict[str, str | None], drop: bool, others: dict[str, str]
 ) -> tuple[pd.DataFrame, list[str]]:
     """The rows whose cells in the columns crabrec reads (``read``: what each holds -> its column, None where not
-    read) are all filled; an empty cell (a null in Parquet or JSON) is an error naming its row, or with ``drop``
-    (``data.incomplete_rows=drop``) its row is left out, counted in the log and in the returned note. The rows kept
-    keep their index (their place in the file), which later messages name them by."""
+    read) are all filled; an empty cell (a null in Parquet or JSON, or written out as ``NA``) is an error naming its
+    row and ``others[what]`` (the setting that picks another column), or with ``drop`` (``data.incomplete_rows=drop``)
+    its row is left out, counted in the log and in the returned note. The rows kept keep their index (their place in
+    the file), which later messages name them by."""
     blank = np.zeros(len(inter), dtype=bool)
     for what, col in read.items():
         if col is None:
             continue
         inter[col] = id_cells(inter[col])  # a Parquet null or a JSON null: ""
-        empty = (inter[col].str.strip() == "").to_numpy()
+        empty = _unfilled(inter[col])
         if empty.any() and not drop:
-            n = int(empty.sum())
+            n, row = int(empty.sum()), int(np.flatnonzero(empty)[0])
+            cell = inter[col].iloc[row].strip()
+            held = f"{what} {cell!r} (a missing value)" if cell else f"empty {what}"
             raise CrabError(
-                f"{path}: {file_row(inter[col], int(np.flatnonzero(empty)[0]), first_line)}: empty {what} in column "
-                f"{col!r} ({n:,} such row{'s' * (n != 1)}); fill it, or --set data.incomplete_rows=drop to leave out "
-                "the rows with an empty cell"
+                f"{path}: {file_row(inter[col], row, first_line)}: {held} in column {col!r} ({n:,} of "
+                f"{len(empty):,} rows); fill it, "
+                + (f"{others[what]}, " if what in others else "")
+                + "or --set data.incomplete_rows=drop to leave out the rows with an empty cell"
             )
         blank |= empty
     if not blank.any():
@@ -259,7 +288,11 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
             raise _missing(path, "rating", "data.rating_col", cfg.rating_col, RATING_NAMES, cols)
     named = time_like(cols, (user, item)) if time is None and cfg.time_col == DEFAULTS["time_col"] else []
     read = {"user id": user, "item id": item, "time": time or (named[0] if len(named) == 1 else None), "rating": rating}
-    inter, dropped = _filled_rows(inter, path, first_line, read, cfg.incomplete_rows == "drop")
+    others = {what: _other_columns(cols, col, names, key) for what, col, names, key in (
+        ("user id", user, USER_NAMES, "data.user_col"), ("item id", item, ITEM_NAMES, "data.item_col"))}  # fmt: skip
+    inter, dropped = _filled_rows(
+        inter, path, first_line, read, cfg.incomplete_rows == "drop", {k: v for k, v in others.items() if v}
+    )
     ts = timestamps(inter[time], path, time, first_line, cfg.time_format) if time else None
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
         time, ts = _time_by_name(inter, path, (user, item), first_line, cfg.time_format)
