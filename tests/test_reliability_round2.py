@@ -101,7 +101,8 @@ def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp
         ("crab.ratio=.nan", "crab.ratio: Input should be a finite number"),
         ("name=../x", "name: must be a plain folder name"),
         ("name=", "name: Input should be a valid string"),
-        ("train.epochs=yes", "train.epochs: expected a number, not true/false"),  # YAML's yes is true
+        ("train.epochs=yes", "train.epochs: Input should be a valid integer, unable to parse string as an integer"),
+        ("data.repeats=no", "data.repeats: Input should be 'keep', 'collapse' or 'first' (got 'no')"),  # not False
         ("ppd.tau=false", "ppd.tau: expected a number, not true/false"),
         ("crab.ratio=true", "crab.ratio: expected a number, not true/false"),  # a number or a list
         ("evaluate.ks=[true,10]", "evaluate.ks: expected a list of numbers, not true/false"),
@@ -110,6 +111,20 @@ def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp
 def test_out_of_range_values_fail_before_any_work(override, expect, tmp_path, capsys):
     one_line_error(capsys, ["run", "--set", f"runs_dir={tmp_path}", "--set", override], expect)
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_yes_no_on_off_are_words_that_a_yes_no_setting_reads(tmp_path):
+    """YAML 1.1 made ``yes``/``no``/``on``/``off`` booleans: a word setting given one said ``(got False)``. They are
+    now the words typed, which yes/no settings read as true and false, in ``--set`` and in config files alike."""
+    from crabrec.config import load_config, parse_overrides
+
+    assert parse_overrides(["data.repeats=no", "a=on", "b=true", "c=False"]) == {
+        "data": {"repeats": "no"}, "a": "on", "b": True, "c": False
+    }  # fmt: skip
+    for word, flag in (("yes", True), ("on", True), ("no", False), ("off", False), ("true", True)):
+        assert load_config(overrides=parse_overrides([f"train.compile={word}"])).train.compile is flag
+        (tmp_path / "c.yaml").write_text(f"train:\n  compile: {word}\n")
+        assert load_config(str(tmp_path / "c.yaml")).train.compile is flag
 
 
 def test_errors_never_echo_a_huge_value(tmp_path, capsys):

@@ -594,7 +594,9 @@ class Overlay:
 
 class _UniqueKeys(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a key written twice in one mapping. YAML forbids it, but PyYAML keeps the last
-    one silently: a second ``train:`` section would drop every setting of the first."""
+    one silently: a second ``train:`` section would drop every setting of the first. Only ``true`` and ``false`` are
+    booleans, as in YAML 1.2: ``yes``, ``no``, ``on`` and ``off`` stay words (``--set data.repeats=no`` is the word a
+    user typed; a yes/no setting still reads them as true and false)."""
 
 
 def _mapping_with_unique_keys(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -612,6 +614,12 @@ def _mapping_with_unique_keys(loader: _UniqueKeys, node: yaml.MappingNode, deep:
 
 
 _UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_with_unique_keys)
+_BOOL = "tag:yaml.org,2002:bool"
+_UniqueKeys.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != _BOOL]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_UniqueKeys.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 
 def load_yaml(text: str) -> Any:
