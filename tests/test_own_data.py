@@ -652,3 +652,33 @@ def test_a_missing_value_written_out_is_no_id_and_a_time_column_named_in_one_wor
 
     assert revision(path) == 9 and revision(path, time_col=None) == 8
     assert revision(path, user_col="sessionId") == 1
+
+
+def test_keep_rows_reads_only_the_events_asked_for(tmp_path, shared):
+    """Retailrocket's ``events.csv`` holds views, cart additions and purchases in one ``event`` column (Taobao's
+    ``behavior``: pv, cart, fav, buy): ``data.keep_rows`` keeps the rows whose column holds one of the values, compared
+    without case or a number's spelling, before anything else reads the rows (an empty cell of a row left out is no
+    error; a later error still names a row by its line)."""
+    kinds = ["view", "addtocart", "transaction"]
+    rows = [(t, u, kinds[(u + i) % 3], i) for u, i, t in EVENTS]
+    path = write(tmp_path / "events.csv", "timestamp,visitorid,event,itemid", rows)
+    ds = load(path, keep_rows={"event": ["Transaction", "addtocart "]})
+    want = load(write(tmp_path / "bought.csv", "timestamp,visitorid,event,itemid", [r for r in rows if r[2] != "view"]))
+    assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    assert ds.notes[0] == "kept 48 of 60 rows: event in Transaction, addtocart  (data.keep_rows)"
+    flags = pd.DataFrame({"user": [u for u, _, _ in EVENTS], "item": [i for _, i, _ in EVENTS],
+                          "bought": [float(i % 2) for _, i, _ in EVENTS]})  # fmt: skip
+    flags.to_parquet(tmp_path / "flags.parquet")  # 1.0 in the file, 1 in the setting
+    assert load(tmp_path / "flags.parquet", keep_rows={"bought": [1]}).n_interactions == 30
+    holes = [list(r) for r in rows]
+    holes[1][1] = ""  # a view: left out before the empty cell is looked at
+    holes[3][0] = "soon"  # a transaction
+    with pytest.raises(CrabError, match=r"holes.csv: row 5: timestamp 'soon' is not a number"):
+        load(write(tmp_path / "holes.csv", "timestamp,visitorid,event,itemid", holes), keep_rows={"event": ["buy",
+             "transaction"]})  # fmt: skip
+    with pytest.raises(CrabError, match=r"events.csv: data.keep_rows: no row has event in \['buy'\] \(event holds "):
+        load(path, keep_rows={"event": "buy"})
+    with pytest.raises(CrabError, match=r"data.keep_rows: no column 'kind' \(found timestamp, visitorid, event, "):
+        load(path, keep_rows={"kind": ["buy"]})
+    with pytest.raises(CrabError, match=r"data.keep_rows reads a table's columns; the movielens layout"):
+        load(shared("ml-100k") / "ml-100k.inter", keep_rows={"rating": [5]}, format="movielens")

@@ -96,6 +96,13 @@ def _numeric_list(annotation: Any) -> bool:
 Month = Annotated[str, StringConstraints(pattern=r"^\d{4}-(0[1-9]|1[0-2])$")]  # YYYY-MM
 
 
+def _as_word(value: Any) -> Any:
+    """A YAML scalar as the text a table cell would hold: ``true``, ``4``, ``2.5``; a string as it is."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, int | float) else value
+
+
 class DataConfig(Strict):
     """Where the data comes from and how it is split into (history -> next item) samples."""
 
@@ -118,6 +125,12 @@ class DataConfig(Strict):
         None,
         description="table format: how the time column writes its dates, as a strftime format (e.g. '%d/%m/%Y %H:%M' "
         "or '%Y%m%d'); None = Unix time or dates detected (ISO 8601; day and month in the order the values show)",
+    )
+    keep_rows: dict[str, list[str]] | None = keyed_when_set(
+        None,
+        description="table format: keep only the rows whose column holds one of the values, e.g. {event: "
+        "[transaction, addtocart]} (compared without case, surrounding spaces or a number's spelling), before "
+        "anything else reads the rows; None = every row",
     )
     min_rating: float | None = keyed_when_set(
         None,
@@ -180,6 +193,14 @@ class DataConfig(Strict):
     )
     n_groups: int = Field(5, ge=2, description="number of equal-size item popularity groups (MGU/DGU)")
     popular_share: float = Field(0.2, gt=0, lt=1, description="share of items flagged popular (Fig. 1)")
+
+    @field_validator("keep_rows", mode="before")
+    @classmethod
+    def _values_as_words(cls, v: Any) -> Any:
+        """``{event: buy}`` is ``{event: [buy]}``; a number or true/false is compared as written."""
+        if not isinstance(v, dict):
+            return v
+        return {k: [_as_word(x) for x in (vs if isinstance(vs, list) else [vs])] for k, vs in v.items()}
 
     @field_validator("time_format")
     @classmethod

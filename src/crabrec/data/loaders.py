@@ -58,6 +58,10 @@ def load_dataset(cfg: DataConfig) -> Dataset:
             f"{path}: data.min_rating={cfg.min_rating:g}: the {fmt} layout has no ratings that crabrec reads (it reads "
             f"them in the {', '.join(RATED)} layouts); remove data.min_rating"
         )
+    if cfg.keep_rows and fmt != "table":
+        raise CrabError(
+            f"{path}: data.keep_rows reads a table's columns; the {fmt} layout is not a table (remove data.keep_rows)"
+        )
     loader: dict[str, Callable[[Path, DataConfig], Dataset]] = {
         "lcrec": _load_lcrec,
         "minionerec": _load_minionerec,

@@ -20,6 +20,7 @@ import pandas as pd
 
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
+from crabrec.data.ids import id_key
 from crabrec.data.loaders import _group_interactions, _items_from_frame, _read_csv
 from crabrec.data.ratings import RATING_NAMES, rated_at_least
 from crabrec.data.reading import COMPRESSIONS, KINDS, first_row, id_cells, read_table, table_kind
@@ -190,6 +191,33 @@ def _missing(path: Path, what: str, key: str, configured: str | None, names: tup
     )
 
 
+def _kept_rows(inter: pd.DataFrame, path: Path, keep: dict[str, list[str]]) -> tuple[pd.DataFrame, list[str]]:
+    """The rows whose column holds one of its values in ``keep`` (``data.keep_rows``; compared by :func:`id_key`),
+    and a note counting them. A column the table lacks, or a filter no row passes, is a one-line error."""
+    if not keep:
+        return inter, []
+    total, said = len(inter), []
+    for col, values in keep.items():
+        if col not in inter.columns:
+            found = ", ".join(map(str, inter.columns))
+            raise CrabError(f"{path}: data.keep_rows: no column {col!r} (found {found}); name one of them")
+        cells = id_cells(inter[col])
+        wanted = {id_key(v) for v in values}
+        held = pd.Series(cells.unique())
+        passing = held[held.map(id_key).isin(wanted)]
+        if passing.empty:
+            common = ", ".join(repr(v) for v in cells.value_counts().index[:5])
+            raise CrabError(
+                f"{path}: data.keep_rows: no row has {col} in {values} ({col} holds {common}"
+                f"{' ...' if held.size > 5 else ''})"
+            )
+        inter = inter[cells.isin(passing).to_numpy()]
+        said.append(f"{col} in {', '.join(values)}")
+    note = f"kept {len(inter):,} of {total:,} rows: {'; '.join(said)} (data.keep_rows)"
+    log.info("%s: %s", path, note)
+    return inter, [note]
+
+
 def _written_null(cells: pd.Series) -> np.ndarray:
     """The cells that write out a missing value (``NA``, ``null``, ``None`` ...)."""
     return cells.str.strip().str.lower().isin(NULLS).to_numpy()
@@ -271,6 +299,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     inter = read_table(path, names=cfg.columns)
     first_line = first_row(path, headerless=cfg.columns is not None)
     cols = list(inter.columns)
+    inter, kept = _kept_rows(inter, path, cfg.keep_rows or {})
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     if user is None:
         raise _missing(path, "user", "data.user_col", cfg.user_col, USER_NAMES, cols)
@@ -313,7 +342,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         items = {raw: {} for raw in inter[item].astype(str).unique()}
         ds = _group_interactions(dataset_name(path), path, inter, user, item, ts, items, str(path))
         ds.has_text = False
-        ds.notes[:0] = dropped
+        ds.notes[:0] = kept + dropped
         ds.notes.append("no item table: ids-only data, semantic IDs come from SASRec's item embeddings")
         log.info("%s", found)
         return ds
@@ -332,7 +361,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     items = _items_from_frame(table, id_col, item_path)
     drop = cfg.missing_items == "drop"
     ds = _group_interactions(dataset_name(path), path, inter, user, item, ts, items, str(path), drop)
-    ds.notes[:0] = dropped
+    ds.notes[:0] = kept + dropped
     if not any(v.strip() for rec in ds.item_text for v in rec.values()):
         ds.has_text = False
         ds.notes.append(f"{item_path.name} has no text columns: ids-only data")
