@@ -682,3 +682,34 @@ def test_keep_rows_reads_only_the_events_asked_for(tmp_path, shared):
         load(path, keep_rows={"kind": ["buy"]})
     with pytest.raises(CrabError, match=r"data.keep_rows reads a table's columns; the movielens layout"):
         load(shared("ml-100k") / "ml-100k.inter", keep_rows={"rating": [5]}, format="movielens")
+
+
+def test_one_line_per_user_with_a_list_of_records_reads_as_one_row_per_record(tmp_path):
+    """UCSD's Steam reviews hold one line per user, ``{'user_id': ..., 'reviews': [{'item_id': ...}, ...]}``, written
+    as Python dict literals: they were 'not JSON', and as JSON 'no item column'. A line may be a dict literal (read
+    with ast.literal_eval), and a column of lists of records gives one row per record when the table lacks a user or
+    item column that the records hold; a later error names the row by its line."""
+    by_user: dict[int, list] = {}
+    for u, i, t in EVENTS:
+        by_user.setdefault(u, []).append({"item_id": str(i), "posted": t, "recommend": True})
+    lines = [{"user_id": f"u{u}", "user_url": f"http://x/{u}", "reviews": recs} for u, recs in by_user.items()]
+    (tmp_path / "reviews.json").write_text("".join(repr(rec) + "\n" for rec in lines))  # True, single quotes
+    (tmp_path / "reviews.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in lines))
+    flat = load(write(tmp_path / "flat.csv", "user_id,item_id", [(f"u{u}", i) for u, i, _ in EVENTS]))
+    for name in ("reviews.json", "reviews.jsonl"):
+        ds = load(tmp_path / name)
+        assert ds.users == flat.users and [s.tolist() for s in ds.sequences] == [s.tolist() for s in flat.sequences]
+    by_item = [
+        {"item_id": i, "ratings": [{"user_id": u, "ts": t} for u, j, t in EVENTS if j == i]} for i in range(1, 13)
+    ]
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in by_item))
+    ds = load(tmp_path / "items.jsonl", time_col="ts")
+    want = load(write(tmp_path / "timed.csv", "user,item,timestamp", EVENTS))
+    assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    lines[3]["reviews"][1]["item_id"] = ""
+    (tmp_path / "hole.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in lines))
+    with pytest.raises(CrabError, match=r"hole.jsonl: row 4: empty item id in column 'item_id'"):
+        load(tmp_path / "hole.jsonl")
+    (tmp_path / "bad.json").write_text("{'user_id': 'u1', 'reviews': [}\n")
+    with pytest.raises(CrabError, match=r"bad.json line 1: not JSON"):
+        load(tmp_path / "bad.json")

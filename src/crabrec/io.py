@@ -278,11 +278,25 @@ def read_input_json(path: str | os.PathLike) -> Any:
         raise CrabError(f"{path}: JSON nested too deeply") from None
 
 
+def _dict_literal(line: str | bytes) -> dict[str, Any] | None:
+    """A line holding a Python dict literal, or None."""
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    if not text.lstrip().startswith("{") or len(text) > 10_000_000:
+        return None
+    try:
+        value = ast.literal_eval(text.strip())
+    except (SyntaxError, MemoryError, RecursionError, TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def json_object_lines(
     path: str | os.PathLike, lines: Iterable[str | bytes], expected: str
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each non-blank line of a JSON-lines file the user brought; a line that is not
-    JSON, or not an object (``expected`` says what it should hold), is a one-line error naming the line."""
+    """``(line number, object)`` for each non-blank line of a JSON-lines file the user brought; a line may also be a
+    Python dict literal (``{'user_id': 'u1', 'ok': True}``, as UCSD's Steam and Amazon 2014 files are written; read
+    with :func:`ast.literal_eval`, never run). A line that is neither, or not an object (``expected`` says what it
+    should hold), is a one-line error naming the line."""
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -291,7 +305,9 @@ def json_object_lines(
         except DuplicateKeyError as exc:
             raise CrabError(f"{path} line {n}: {exc}") from None
         except (ValueError, RecursionError) as exc:
-            raise CrabError(f"{path} line {n}: not JSON ({reason(exc, 80)})") from None
+            rec = _dict_literal(line)
+            if rec is None:
+                raise CrabError(f"{path} line {n}: not JSON ({reason(exc, 80)})") from None
         if not isinstance(rec, dict):
             raise CrabError(f"{path} line {n}: expected an object {expected}, got {type(rec).__name__}")
         yield n, rec

@@ -18,7 +18,7 @@ import json
 import logging
 import lzma
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -251,6 +251,41 @@ def _array_objects(path: Path, values: list) -> Iterator[tuple[int, dict]]:
         if not isinstance(rec, dict):
             raise CrabError(f"{path}: array element {n}: expected an object of columns, got {type(rec).__name__}")
         yield n, rec
+
+
+def unnested(
+    frame: pd.DataFrame, path: Path, first_line: int, has_item: Callable[[list[str]], bool]
+) -> tuple[pd.DataFrame, str] | None:
+    """A table with one row per user and the user's interactions as a list of records in one column (UCSD's Steam
+    reviews: ``{"user_id": "u1", "reviews": [{"item_id": "10", ...}, ...]}``), as one row per record: the row's other
+    columns and the record's fields, each row keeping its index (its line in the file); ``(table, column)``, or None
+    when no column's first list holds records whose fields ``has_item``."""
+    for col in frame.columns:
+        first = next((c for c in frame[col] if c), "")
+        if not first.startswith("[{"):
+            continue
+        try:
+            sample = json.loads(first)
+        except ValueError:
+            continue
+        if not has_item(list(dict.fromkeys(k for rec in sample if isinstance(rec, dict) for k in rec))):
+            continue
+        outer = [c for c in frame.columns if c != col]
+        rows, index = [], []
+        for label, cells in zip(frame.index, frame[[*outer, col]].itertuples(index=False, name=None)):
+            try:
+                records = json.loads(cells[-1]) if cells[-1] else []
+            except ValueError:
+                raise CrabError(
+                    f"{path}: row {int(label) + first_line}: column {col!r} is not JSON; the first row holds a list "
+                    "of records there"
+                ) from None
+            for rec in records if isinstance(records, list) else []:
+                if isinstance(rec, dict):
+                    rows.append({**dict(zip(outer, cells)), **{str(k): _cell(v) for k, v in rec.items()}})
+                    index.append(label)
+        return pd.DataFrame(rows, index=index, dtype=object).fillna(""), col
+    return None
 
 
 def _cell(value: object) -> str:

@@ -23,7 +23,7 @@ from crabrec.data.dataset import Dataset
 from crabrec.data.ids import id_key
 from crabrec.data.loaders import _group_interactions, _items_from_frame, _read_csv
 from crabrec.data.ratings import RATING_NAMES, rated_at_least
-from crabrec.data.reading import COMPRESSIONS, KINDS, first_row, id_cells, read_table, table_kind
+from crabrec.data.reading import COMPRESSIONS, KINDS, first_row, id_cells, read_table, table_kind, unnested
 from crabrec.data.times import DAY_MONTH, AmbiguousDates, file_row, timestamps
 from crabrec.errors import CrabError
 
@@ -170,6 +170,12 @@ def _item_column(cols: list[str], cfg: DataConfig, table_cols: list[str] | None)
     return find_column(shared, DEFAULTS["item_col"], DEFAULTS["item_col"], tuple(wanted)) or item
 
 
+def _user_and_item(cols: list[str], cfg: DataConfig) -> bool:
+    """Whether ``cols`` hold a user and an item column (as configured, or detected)."""
+    user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
+    return user is not None and find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES) is not None
+
+
 def _other_columns(cols: list[str], taken: str, names: tuple[str, ...], key: str) -> str:
     """``use another column (--set KEY=NAME)`` for the other columns named like ``names``, or ''."""
     other = [c for c in cols if c != taken and _norm(c) in {_norm(n) for n in names}]
@@ -299,6 +305,12 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     inter = read_table(path, names=cfg.columns)
     first_line = first_row(path, headerless=cfg.columns is not None)
     cols = list(inter.columns)
+    if not _user_and_item(cols, cfg) and (
+        found := unnested(inter, path, first_line, lambda k: _user_and_item(cols + k, cfg))
+    ):
+        inter, nested = found
+        log.info("%s: one row per record of column %s", path, nested)
+        cols = list(inter.columns)
     inter, kept = _kept_rows(inter, path, cfg.keep_rows or {})
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     if user is None:
