@@ -713,3 +713,27 @@ def test_one_line_per_user_with_a_list_of_records_reads_as_one_row_per_record(tm
     (tmp_path / "bad.json").write_text("{'user_id': 'u1', 'reviews': [}\n")
     with pytest.raises(CrabError, match=r"bad.json line 1: not JSON"):
         load(tmp_path / "bad.json")
+
+
+def test_a_time_column_found_by_its_name_may_write_dates_as_numbers(tmp_path):
+    """``order_date`` holding ``20230106``: too small for Unix time, it was passed over as a duration and the rows
+    taken in file order. Dates written as numbers are read as dates (revision 1 + 16 for such a table)."""
+    from crabrec.config import load_config
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+
+    rows = [
+        ("a", "x", 20230106),
+        ("a", "y", 20230105),
+        ("a", "z", 20230107),
+        ("b", "x", 20221231),
+        ("b", "z", 20221230),
+    ]
+    path = write(tmp_path / "orders.csv", "customer_id,sku,order_date", rows)
+    ds = load(path)
+    assert [ds.item_ids[i] for i in ds.sequences[ds.users.index("a")]] == ["y", "x", "z"]
+    assert ds.timestamps[ds.users.index("a")][1] == 1672963200.0  # 2023-01-06 00:00 UTC
+    durations = write(tmp_path / "watch.csv", "user,item,watch_time", [("a", "x", 20230106), ("a", "y", 45)])
+    assert load(durations).timestamps is None  # not every value a date: passed over, as before
+    cfg = load_config(overrides={"data": {"path": str(path)}})
+    assert RunContext(config=cfg, stages=registry()).revision("data") == 17

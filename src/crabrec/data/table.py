@@ -48,6 +48,7 @@ DEFAULTS = {"user_col": "user", "item_col": "item", "time_col": "timestamp", "ra
 GLANCE_ROWS = 1000  # the rows table_revision reads
 # cells that spell out a missing value (Diginetica writes an anonymous user as NA): empty cells, never ids
 NULLS = ("na", "n/a", "#n/a", "nan", "null", "none", "nil", "undefined")
+YYYYMMDD = r"(19|20)[0-9]{2}(0[1-9]|1[0-2])(0[1-9]|[12][0-9]|3[01])"  # a date written as a number
 NUMBER = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?")  # a cell of a row, never a column name
 
 
@@ -110,8 +111,17 @@ def _time_by_name(
     except CrabError as exc:  # "<path>: row 7: delivery_time '2 days' is neither Unix time nor a date (...); ..."
         return _passed_over(path, column, str(exc).removeprefix(f"{path}: ").partition(";")[0])
     if len(seconds) and float(np.median(seconds)) < EARLIEST:
+        if time_format is None and _dates_as_numbers(inter[column]):  # 20230106: a date, as some exports write it
+            return column, timestamps(inter[column], path, column, first_line, "%Y%m%d")
         return _passed_over(path, column, "its values are too small for Unix time (a duration or a count?)")
     return column, seconds
+
+
+def _dates_as_numbers(values: pd.Series) -> bool:
+    """Whether every filled cell is a date written ``YYYYMMDD`` (years 1900 to 2099)."""
+    cells = values.astype(str).str.strip()
+    cells = cells[cells != ""]
+    return bool(len(cells)) and bool(cells.str.fullmatch(YYYYMMDD).all())
 
 
 def _passed_over(path: Path, column: str, why: str) -> tuple[None, None]:
@@ -127,7 +137,8 @@ def table_revision(cfg: DataConfig) -> int:
     found by :func:`time_like` alone (a crabrec before took such a table's rows in file order), +2 when that column
     writes day and month as numbers (``04/12/1997``: a crabrec before read each such date month first when it could),
     +4 when its item column is detected among both ``asin`` and ``parent_asin`` (a crabrec before took ``asin``),
-    +8 when a user or item cell writes out a missing value (``NA``: a crabrec before read it as an id).
+    +8 when a user or item cell writes out a missing value (``NA``: a crabrec before read it as an id), +16 when a
+    time column found by its name writes dates as numbers (``20230106``: a crabrec before passed it over).
     0 for any other layout or a file it cannot read (the data stage reports those)."""
     from crabrec.data.loaders import detect_format, embedded_path
 
@@ -155,7 +166,8 @@ def table_revision(cfg: DataConfig) -> int:
         by_name = next(iter(time_like(cols, (user or "", item or ""))), None)
     column = time or by_name
     numeric_dates = column is not None and bool(head[column].astype(str).str.strip().str.match(DAY_MONTH).any())
-    return revision + int(by_name is not None) + 2 * int(numeric_dates)
+    as_numbers = by_name is not None and _dates_as_numbers(head[by_name])
+    return revision + int(by_name is not None) + 2 * int(numeric_dates) + 16 * int(as_numbers)
 
 
 def _item_column(cols: list[str], cfg: DataConfig, table_cols: list[str] | None) -> str | None:
