@@ -223,7 +223,8 @@ def test_cli_no_valid_line_is_exit_2(tmp_path, capsys):
 def test_time_window_applies_to_the_tiger_recipe_when_set(tmp_path):
     folder = tiger_fixture(tmp_path / "w")  # every interaction is in 2016-11 or 2016-12
     assert load_dataset(DataConfig(path=str(folder), kcore=3, time_window=["2016-11", "2016-12"])).n_users == 3
-    with pytest.raises(CrabError, match="no interaction left"):
+    left = r"no interaction left after the tiger recipe's filters: 0 are dated 2017-01 to 2017-02 \(data.time_window, "
+    with pytest.raises(CrabError, match=left + r"the reviews run from 2016-11 to 2016-11\)$"):
         load_dataset(DataConfig(path=str(folder), kcore=3, time_window=["2017-01", "2017-02"]))
 
 

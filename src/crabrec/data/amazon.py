@@ -286,6 +286,11 @@ def month_start(text: str, end: bool = False) -> float:
         raise CrabError(f"data.time_window: {text!r} is not a YYYY-MM month") from None
 
 
+def _month(seconds: float) -> str:
+    """Unix seconds -> ``YYYY-MM``."""
+    return datetime.fromtimestamp(float(seconds), tz=timezone.utc).strftime("%Y-%m")
+
+
 def load_raw_amazon(folder: Path, fmt: str, recipe: str, window: list[str] | None, name: str | None) -> Dataset:
     """One category's raw files -> a :class:`Dataset` prepared by ``recipe`` (k-core is applied by the caller)."""
     category, review_path, meta_path = raw_files(folder, fmt, name)
@@ -300,11 +305,16 @@ def load_raw_amazon(folder: Path, fmt: str, recipe: str, window: list[str] | Non
                                                                 (reviews.time, np.float64)))  # fmt: skip
     item_names = list(reviews.item_ids)
     keep = np.ones(len(item), dtype=bool)
+    passed = []  # what each filter keeps, for the error when nothing is left
     if recipe == "minionerec":
         titled = np.array([usable_title(meta.get(i, {}).get("title", "")) for i in item_names], dtype=bool)
         keep &= titled[item]
+        passed.append(f"{int(titled[item].sum()):,} of {len(item):,} reviews are of an item with a usable title")
     if window:  # both months included
-        keep &= (when >= month_start(window[0])) & (when < month_start(window[1], end=True))
+        inside = (when >= month_start(window[0])) & (when < month_start(window[1], end=True))
+        keep &= inside
+        dated = f", the reviews run from {_month(when.min())} to {_month(when.max())}" if len(when) else ""
+        passed.append(f"{int(inside.sum()):,} are dated {window[0]} to {window[1]} (data.time_window{dated})")
     no_meta = sum(1 for i in item_names if i not in meta)
     if no_meta:
         notes.append(f"{no_meta} reviewed items have no metadata line (empty text)")
@@ -316,7 +326,10 @@ def load_raw_amazon(folder: Path, fmt: str, recipe: str, window: list[str] | Non
         first.sort()
         user, item, when = user[first], item[first], when[first]
     if not len(user):
-        raise CrabError(f"{folder}: no interaction left after the {recipe} recipe's filters")
+        raise CrabError(
+            f"{folder}: no interaction left after the {recipe} recipe's filters"
+            + (f": {'; '.join(passed)}" if passed else "")
+        )
     used = np.unique(item)
     remap = np.full(len(item_names), -1, dtype=np.int64)
     remap[used] = np.arange(len(used))
