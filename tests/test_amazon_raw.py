@@ -107,6 +107,9 @@ def test_amazon18_minionerec_recipe(tmp_path):
     ds = load_dataset(DataConfig(path=str(folder), kcore=2, time_window=["2017-01", "2017-02"]))
     seqs = {u: [ds.item_ids[i] for i in s] for u, s in zip(ds.users, ds.sequences)}
     assert seqs == {"u1": ["a", "b", "a"], "u2": ["b", "a", "b"]}  # x, y and March dropped; duplicates kept
+    assert ds.notes == ["the minionerec recipe kept 6 of 10 reviews: 8 of 10 reviews are of an item with a usable "
+                        "title; 8 are dated 2017-01 to 2017-02 (data.time_window, the reviews run from 2017-01 to "
+                        "2017-03)"]  # fmt: skip
     assert ds.item_text[ds.item_ids.index("b")]["title"] == 'Paper "A4"'
     assert ds.item_text[ds.item_ids.index("a")]["description"] == "A good pen, Blue"
     splits = make_splits(ds, "auto", 10)

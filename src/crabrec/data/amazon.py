@@ -305,7 +305,7 @@ def load_raw_amazon(folder: Path, fmt: str, recipe: str, window: list[str] | Non
                                                                 (reviews.time, np.float64)))  # fmt: skip
     item_names = list(reviews.item_ids)
     keep = np.ones(len(item), dtype=bool)
-    passed = []  # what each filter keeps, for the error when nothing is left
+    passed = []  # what each filter keeps: noted, and said by the error when nothing is left
     if recipe == "minionerec":
         titled = np.array([usable_title(meta.get(i, {}).get("title", "")) for i in item_names], dtype=bool)
         keep &= titled[item]
@@ -315,6 +315,9 @@ def load_raw_amazon(folder: Path, fmt: str, recipe: str, window: list[str] | Non
         keep &= inside
         dated = f", the reviews run from {_month(when.min())} to {_month(when.max())}" if len(when) else ""
         passed.append(f"{int(inside.sum()):,} are dated {window[0]} to {window[1]} (data.time_window{dated})")
+    if passed and not keep.all():
+        notes.append(f"the {recipe} recipe kept {int(keep.sum()):,} of {len(keep):,} reviews: {'; '.join(passed)}")
+        log.info("%s: %s", folder, notes[-1])
     no_meta = sum(1 for i in item_names if i not in meta)
     if no_meta:
         notes.append(f"{no_meta} reviewed items have no metadata line (empty text)")
