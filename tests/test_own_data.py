@@ -737,3 +737,17 @@ def test_a_time_column_found_by_its_name_may_write_dates_as_numbers(tmp_path):
     assert load(durations).timestamps is None  # not every value a date: passed over, as before
     cfg = load_config(overrides={"data": {"path": str(path)}})
     assert RunContext(config=cfg, stages=registry()).revision("data") == 17
+
+
+def test_columns_parted_by_double_colons_read_as_movielens_writes_them(tmp_path):
+    """MovieLens 1M and 10M part their columns by ``::``; such a file named otherwise was one column (its error
+    suggested data.user_col). It is read as a table, headerless with data.columns; a headerless first line with a
+    value twice is a row, not a header that names a column twice."""
+    want = load(write(tmp_path / "r.csv", "user,item,rating,timestamp", RATINGS))
+    headed = write(tmp_path / "ratings.txt", "user::item::rating::timestamp", RATINGS, sep="::")
+    assert [s.tolist() for s in load(headed).sequences] == [s.tolist() for s in want.sequences]
+    bare = tmp_path / "ml1m.dat"
+    bare.write_text("".join("::".join(map(str, r)) + "\n" for r in RATINGS))
+    with pytest.raises(CrabError, match=r"ml1m.dat: its first line \(1, 1, 3, 1600000110\) looks like a row"):
+        load(bare)
+    assert load(bare, columns=["user", "item", "rating", "timestamp"]).n_interactions == want.n_interactions

@@ -17,6 +17,7 @@ import gzip
 import json
 import logging
 import lzma
+import re
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -150,13 +151,16 @@ def _encoding(path: Path) -> str:
 
 def delimiter(header: str) -> str:
     """The delimiter of a delimited file: comma, tab, semicolon or bar, whichever its header line has most; with none
-    of them, a space (runs of spaces between the columns) when the header has two words or more, else comma (one
-    column)."""
+    of them, ``::`` when the header has it (MovieLens' ``user::item::rating::time``), else a space (runs of spaces
+    between the columns) when the header has two words or more, else comma (one column)."""
+    if not any(c in header for c in ",\t;|") and "::" in header:
+        return "::"
     if not any(c in header for c in ",\t;|") and len(header.split()) > 1:
         return " "
     return max(",\t;|", key=header.count)
 
 
+NUMBER = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?")  # a cell of a row, never a column name
 SPREADSHEETS = (".xlsx", ".xlsm", ".xls", ".ods", ".numbers")
 
 
@@ -177,6 +181,8 @@ def _delimited(path: Path, sep: str | None, first_rows: int | None, names: list[
         sep = delimiter(header)
     if sep == " ":  # columns parted by runs of spaces
         first, sep = header.split(), r"\s+"
+    elif len(sep) > 1:  # "::" (the csv module takes one character)
+        first = [n.strip() for n in header.split(sep)]
     else:
         first = [n.strip() for n in next(csv.reader([header], delimiter=sep), [])]
     if names is not None and len(first) != len(names):
@@ -193,6 +199,7 @@ def _delimited(path: Path, sep: str | None, first_rows: int | None, names: list[
             return pd.read_csv(
                 f if path.suffix.lower() in COMPRESSIONS else path,  # a plain file: pandas reads it fastest itself
                 sep=sep, dtype=str, keep_default_na=False, nrows=first_rows, encoding=encoding,
+                engine="python" if sep == "::" else "c",
                 skipinitialspace=True,  # `a, "b, c"`: a space after a delimiter is not part of the next field
                 encoding_errors="replace" if glance else "strict",
                 **({"header": None, "names": names} if names is not None else {}),
@@ -345,7 +352,23 @@ def id_cells(values: pd.Series) -> pd.Series:
     return pd.Series(text, index=values.index, name=values.name, dtype=object)
 
 
+def looks_like_a_row(cells: list) -> bool:
+    """Whether a header line holds a number: a row of data, not column names."""
+    return any(NUMBER.fullmatch(str(c).strip()) for c in cells)
+
+
+def row_not_header(path: Path, cells: list, what: str | None = None) -> CrabError:
+    """The error for a file whose first line (``cells``) is a row, not a header."""
+    return CrabError(
+        f"{path}: {f'no {what} column: ' if what else ''}its first line ({', '.join(map(str, cells))}) looks like a "
+        "row, not a header; name the columns with --set data.columns=[user,item,rating,timestamp] (in file order), "
+        "or add a header line"
+    )
+
+
 def _refuse_twice(path: Path, names: list[str], where: str = "header") -> None:
     twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None and where == "header" and looks_like_a_row(names):
+        raise row_not_header(path, names)
     if twice is not None:
         raise CrabError(f"{path}: {where}: column {clip(twice)!r} is given twice; name each column once")

@@ -23,7 +23,17 @@ from crabrec.data.dataset import Dataset
 from crabrec.data.ids import id_key
 from crabrec.data.loaders import _group_interactions, _items_from_frame, _read_csv
 from crabrec.data.ratings import RATING_NAMES, rated_at_least
-from crabrec.data.reading import COMPRESSIONS, KINDS, first_row, id_cells, read_table, table_kind, unnested
+from crabrec.data.reading import (
+    COMPRESSIONS,
+    KINDS,
+    first_row,
+    id_cells,
+    looks_like_a_row,
+    read_table,
+    row_not_header,
+    table_kind,
+    unnested,
+)
 from crabrec.data.times import DAY_MONTH, AmbiguousDates, file_row, timestamps
 from crabrec.errors import CrabError
 
@@ -49,7 +59,6 @@ GLANCE_ROWS = 1000  # the rows table_revision reads
 # cells that spell out a missing value (Diginetica writes an anonymous user as NA): empty cells, never ids
 NULLS = ("na", "n/a", "#n/a", "nan", "null", "none", "nil", "undefined")
 YYYYMMDD = r"(19|20)[0-9]{2}(0[1-9]|1[0-2])(0[1-9]|[12][0-9]|3[01])"  # a date written as a number
-NUMBER = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?")  # a cell of a row, never a column name
 
 
 def _norm(name: object) -> str:
@@ -199,11 +208,8 @@ def _missing(path: Path, what: str, key: str, configured: str | None, names: tup
     if configured != DEFAULTS.get(key.rpartition(".")[2]):
         return CrabError(f"{path}: {key}={configured!r}: no such column (found {found}); set {key} to one of them")
     looked = ", ".join(names[:6]) + ", ..."
-    if any(NUMBER.fullmatch(str(c).strip()) for c in cols):
-        return CrabError(
-            f"{path}: no {what} column: its first line ({found}) looks like a row, not a header; name the columns "
-            "with --set data.columns=[user,item,rating,timestamp] (in file order), or add a header line"
-        )
+    if looks_like_a_row(cols):
+        return row_not_header(path, cols, what)
     return CrabError(
         f"{path}: no {what} column (looked for {looked}; found {found}); name it with --set {key}=<column>"
     )
