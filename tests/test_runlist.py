@@ -20,6 +20,9 @@ def test_runs_lists_each_runs_data_and_stored_metrics(tiny_run, tmp_path, capsys
     assert out[0].startswith(f"{runs / 'a'}: ") and ", 135 users, 364 items, updated " in out[0]
     assert out[1].split() == ["method", "HR@10", "NDCG@10", "DGU@10", "MGU@10"]
     assert out[2].split()[0] == "mor"  # Table 1's order
+    rows = [line for line in out[1:] if line.startswith("  ") and "no method" not in line]
+    ends = {len(line) for line in rows}  # the columns line up, the longest method name (tiger-ppd-rr) included
+    assert len(ends) == 1 and any(line.split()[0] == "tiger-ppd-rr" for line in rows), rows
     tiger = next(line.split() for line in out if line.split()[0] == "tiger")
     assert tiger[1:] == [f"{stored[k]:.4f}" for k in ("HR@10", "NDCG@10", "DGU@10", "MGU@10")]
     assert out[-2:] == [f"{runs / 'b'}: ratings.csv, data not loaded", "  no method evaluated yet"]

@@ -80,11 +80,12 @@ def render(runs: list[dict[str, Any]]) -> str:
         if not r["methods"]:
             lines.append("  no method evaluated yet")
             continue
-        lines.append("  " + f"{'method':<10}" + "".join(f"{c:>9}" for c in COLUMNS))
+        width = max(10, *(len(m) + 1 for m in r["methods"]))  # a method name as long as ``tiger-ppd-rr`` included
+        lines.append("  " + f"{'method':<{width}}" + "".join(f"{c:>9}" for c in COLUMNS))
         for method, values in r["methods"].items():
             if "problem" in values:
-                lines.append(f"  {method:<10} {values['problem']}")
+                lines.append(f"  {method:<{width}} {values['problem']}")
                 continue
             cells = "".join(f"{v:>9.4f}" if isinstance(v, float | int) else f"{'–':>9}" for v in values.values())
-            lines.append(f"  {method:<10}{cells}")
+            lines.append(f"  {method:<{width}}{cells}")
     return "\n".join(lines)
