@@ -466,4 +466,18 @@ def test_the_table_keeps_a_title_with_line_breaks_and_escapes_on_one_line():
     rows = [Recommendation(1, "a\x1b]0;x\x07", "Mug\n\x1b[2Jred \u202eblue", 0.5, 4, True)]
     lines = format_recommendations(rows).splitlines()
     assert len(lines) == 2 and "\x1b" not in lines[1] and "\u202e" not in lines[1]
-    assert lines[1].split()[1] == "a\\x1b]0;x\\x…" and lines[1].endswith("Mug \\x1b[2Jred \\u202eblue")
+    assert lines[1].split()[1] == "a\\x1b]0;x\\x07" and lines[1].endswith("Mug \\x1b[2Jred \\u202eblue")
+
+
+def test_the_table_shows_item_ids_whole_and_in_line():
+    """A Yelp business id has 22 characters: it was cut to 11 and an ellipsis, and could not be typed back."""
+    from crabrec.cli import format_recommendations
+    from crabrec.recommender import Recommendation
+
+    rows = [
+        Recommendation(1, "Pns2l4eNsfO8kk83dixA6A", "Cafe", 0.5, 4, True),
+        Recommendation(2, "7", "Tea", 0.2, 1, False),
+    ]
+    lines = format_recommendations(rows).splitlines()
+    assert [line.split()[1] for line in lines] == ["item", "Pns2l4eNsfO8kk83dixA6A", "7"]
+    assert lines[0].index("title") == lines[1].index("Cafe") == lines[2].index("Tea")  # the columns line up

@@ -827,12 +827,14 @@ def recommend(
 
 def format_recommendations(rows) -> str:
     """A plain-text table of :class:`~crabrec.recommender.Recommendation` s (one line each: a title's line breaks and
-    control characters are not passed to the terminal)."""
-    lines = [f"{'rank':>4}  {'item':<12} {'score':>9}  {'group':<9} title"]
-    for r in rows:
+    control characters are not passed to the terminal). Item ids are shown whole, to be typed back (a title is cut)."""
+    items = [printable(" ".join(r.item.split())) for r in rows]
+    width = max([12, *map(len, items)])
+    lines = [f"{'rank':>4}  {'item':<{width}} {'score':>9}  {'group':<9} title"]
+    for r, item in zip(rows, items):
         group = f"{r.group}{' popular' if r.popular else ''}"
-        item, title = (clip(printable(" ".join(text.split())), width) for text, width in ((r.item, 12), (r.title, 70)))
-        lines.append(f"{r.rank:>4}  {item:<12} {r.score:>9.4f}  {group:<9} {title}")
+        title = clip(printable(" ".join(r.title.split())), 70)
+        lines.append(f"{r.rank:>4}  {item:<{width}} {r.score:>9.4f}  {group:<9} {title}")
     return "\n".join(lines)
 
 
