@@ -257,9 +257,9 @@ def _filled_rows(
 ) -> tuple[pd.DataFrame, list[str]]:
     """The rows whose cells in the columns crabrec reads (``read``: what each holds -> its column, None where not
     read) are all filled; an empty cell (a null in Parquet or JSON, or written out as ``NA``) is an error naming its
-    row and ``others[what]`` (the setting that picks another column), or with ``drop`` (``data.incomplete_rows=drop``)
-    its row is left out, counted in the log and in the returned note. The rows kept keep their index (their place in
-    the file), which later messages name them by."""
+    row and ``others[what]`` (the setting that picks another column, if any), or with ``drop``
+    (``data.incomplete_rows=drop``) its row is left out, counted in the log and in the returned note. The rows kept
+    keep their index (their place in the file), which later messages name them by."""
     blank = np.zeros(len(inter), dtype=bool)
     for what, col in read.items():
         if col is None:
@@ -273,7 +273,7 @@ def _filled_rows(
             raise CrabError(
                 f"{path}: {file_row(inter[col], row, first_line)}: {held} in column {col!r} ({n:,} of "
                 f"{len(empty):,} rows); fill it, "
-                + (f"{others[what]}, " if what in others else "")
+                + (f"{others[what]}, " if others.get(what) else "")
                 + "or --set data.incomplete_rows=drop to leave out the rows with an empty cell"
             )
         blank |= empty
@@ -349,9 +349,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     read = {"user id": user, "item id": item, "time": time or (named[0] if len(named) == 1 else None), "rating": rating}
     others = {what: _other_columns(cols, col, names, key) for what, col, names, key in (
         ("user id", user, USER_NAMES, "data.user_col"), ("item id", item, ITEM_NAMES, "data.item_col"))}  # fmt: skip
-    inter, dropped = _filled_rows(
-        inter, path, first_line, read, cfg.incomplete_rows == "drop", {k: v for k, v in others.items() if v}
-    )
+    inter, dropped = _filled_rows(inter, path, first_line, read, cfg.incomplete_rows == "drop", others)
     ts = timestamps(inter[time], path, time, first_line, cfg.time_format) if time else None
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
         time, ts = _time_by_name(inter, path, (user, item), first_line, cfg.time_format)
