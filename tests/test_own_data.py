@@ -751,3 +751,17 @@ def test_columns_parted_by_double_colons_read_as_movielens_writes_them(tmp_path)
     with pytest.raises(CrabError, match=r"ml1m.dat: its first line \(1, 1, 3, 1600000110\) looks like a row"):
         load(bare)
     assert load(bare, columns=["user", "item", "rating", "timestamp"]).n_interactions == want.n_interactions
+
+
+def test_an_item_table_may_be_one_json_object_keyed_by_item_id(tmp_path):
+    """``{"B001": {"title": ...}, ...}`` (LC-Rec's and MiniOneRec's item files) on one line was one row with a
+    column per item, and the error listed them all; it is a table with an ``id`` column holding the keys."""
+    inter = write(tmp_path / "events.csv", "user_id,item_id,timestamp", EVENTS)
+    want = load(inter, item_table=str(movies(tmp_path / "items.csv")))
+    keyed = {str(i): {"title": f"Movie {i} &amp; co", "id": "ignored"} for i in range(1, 13)}
+    for indent in (None, 1):
+        (tmp_path / "items.json").write_text(json.dumps(keyed, indent=indent))
+        ds = load(inter, item_table=str(tmp_path / "items.json"))
+        assert ds.item_ids == want.item_ids and [t["title"] for t in ds.item_text] == [
+            t["title"] for t in want.item_text
+        ]

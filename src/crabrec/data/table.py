@@ -35,7 +35,7 @@ from crabrec.data.reading import (
     unnested,
 )
 from crabrec.data.times import DAY_MONTH, AmbiguousDates, file_row, timestamps
-from crabrec.errors import CrabError
+from crabrec.errors import CrabError, clip
 
 log = logging.getLogger("crabrec")
 
@@ -383,8 +383,9 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         id_col = item if item in table_cols else find_column(table_cols, "item", "item", (*ITEM_NAMES, "id"))
         if id_col is None:
             raise CrabError(
-                f"{item_path}: no item id column (looked for {item} and {', '.join(ITEM_NAMES[:6])}, ...; found "
-                f"{', '.join(map(str, table_cols)) or 'none'}); name it with --set data.item_table_id_col=<column>"
+                f"{item_path}: no item id column (looked for {', '.join(dict.fromkeys([item, *ITEM_NAMES[:6]]))}, "
+                f"...; found {clip(', '.join(map(str, table_cols)), 200) or 'none'}); name it with --set "
+                "data.item_table_id_col=<column>"
             )
     items = _items_from_frame(table, id_col, item_path)
     drop = cfg.missing_items == "drop"
