@@ -765,3 +765,14 @@ def test_an_item_table_may_be_one_json_object_keyed_by_item_id(tmp_path):
         assert ds.item_ids == want.item_ids and [t["title"] for t in ds.item_text] == [
             t["title"] for t in want.item_text
         ]
+
+
+def test_interactions_may_be_one_json_object_of_each_users_items(tmp_path):
+    """``{"u1": ["B001", "B002"], ...}`` (LC-Rec's ``.inter.json`` under another name): each user's items in order."""
+    by_user: dict[str, list[str]] = {}
+    for u, i, _ in EVENTS:
+        by_user.setdefault(str(u), []).append(str(i))
+    (tmp_path / "histories.json").write_text(json.dumps(by_user))
+    want = load(write(tmp_path / "r.csv", "user,item", [(u, i) for u, i, _ in EVENTS]))
+    ds = load(tmp_path / "histories.json")
+    assert ds.users == want.users and [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]

@@ -222,9 +222,10 @@ def _text(path: Path, glance: bool) -> str:
 
 
 def _json_rows(path: Path, text: str, first_rows: int | None, whole: bool = False) -> pd.DataFrame:
-    """One JSON object per line or (``whole``: a ``.json`` file) one array of objects, or one object of objects keyed
-    by id (``{"B001": {"title": ...}}``, an ``id`` column holding the keys); a key missing on a row is an empty cell,
-    a nested value its JSON text; ``first_rows``: at most that many (0: the first row's columns)."""
+    """One JSON object per line or (``whole``: a ``.json`` file) one array of objects, one object of objects keyed by
+    id (``{"B001": {"title": ...}}``: an ``id`` column holds the keys) or one object of lists (``{"u1": ["B001",
+    ...]}``: each user's items in order, as ``user`` and ``item`` columns); a key missing on a row is an empty cell, a
+    nested value its JSON text; ``first_rows``: at most that many (0: the first row's columns)."""
     records: Iterable[tuple[int, dict]] | None = None
     if whole and text.lstrip()[:1] in ("[", "{"):
         try:
@@ -235,6 +236,8 @@ def _json_rows(path: Path, text: str, first_rows: int | None, whole: bool = Fals
             value = None  # JSON lines (or broken JSON: the lines say where)
         if isinstance(value, dict) and len(value) > 1 and all(isinstance(v, dict) for v in value.values()):
             value = [{"id": key, **{f: x for f, x in rec.items() if f != "id"}} for key, rec in value.items()]
+        elif isinstance(value, dict) and len(value) > 1 and all(isinstance(v, list) for v in value.values()):
+            value = [{"user": key, "item": x} for key, items in value.items() for x in items]  # {user: [item, ...]}
         if isinstance(value, dict) and text.strip().count("\n"):
             raise CrabError(
                 f"{path}: one JSON object, not a table; expected one object per line (its keys the columns) or an "
