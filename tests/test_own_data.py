@@ -776,3 +776,25 @@ def test_interactions_may_be_one_json_object_of_each_users_items(tmp_path):
     want = load(write(tmp_path / "r.csv", "user,item", [(u, i) for u, i, _ in EVENTS]))
     ds = load(tmp_path / "histories.json")
     assert ds.users == want.users and [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+
+
+def test_an_item_tables_lists_of_words_are_text_not_json(tmp_path):
+    """Amazon 2023's metadata writes descriptions, features and categories as lists: their text was the JSON
+    (``["Office", "Pens"]``, embedded with its brackets). A list of words is the words joined by commas, in JSON
+    lines and Parquet alike; such tables recompute their data stage (revision 32)."""
+    from crabrec.config import load_config
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+
+    inter = write(tmp_path / "events.csv", "user_id,item_id,timestamp", EVENTS)
+    meta = [{"item_id": i, "title": f"Pen {i}", "description": [f"A pen {i}.", "Blue ink"], "categories": ["Office",
+             "Pens"], "images": [], "details": {"Brand": "Acme"}} for i in range(1, 13)]  # fmt: skip
+    (tmp_path / "meta.jsonl").write_text("".join(json.dumps(m) + "\n" for m in meta))
+    pd.DataFrame(meta).drop(columns=["details", "images"]).to_parquet(tmp_path / "meta.parquet")
+    for name in ("meta.jsonl", "meta.parquet"):
+        text = load(inter, item_table=str(tmp_path / name)).item_text[0]
+        assert text["description"] == "A pen 1., Blue ink" and text["categories"] == "Office, Pens", name
+    assert text.get("images", "") == "" and load(inter, item_table=str(tmp_path / "meta.jsonl")).item_text[0][
+        "details"] == '{"Brand": "Acme"}'  # fmt: skip
+    cfg = load_config(overrides={"data": {"path": str(inter), "item_table": str(tmp_path / "meta.jsonl")}})
+    assert RunContext(config=cfg, stages=registry()).revision("data") == 32

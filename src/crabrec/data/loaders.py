@@ -9,6 +9,7 @@ Layouts: ``lcrec`` (LC-Rec/LETTER json), ``minionerec`` (train/valid/test CSVs +
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import re
 from collections.abc import Callable, Iterable
@@ -391,6 +392,23 @@ def _load_movielens(path: Path, cfg: DataConfig) -> Dataset:
     return load_movielens(path, cfg)
 
 
+def joined_list(value: Any) -> str | None:
+    """A cell holding a list of words (a Parquet list, or its JSON text: ``["Office", "Pens"]``, as Amazon 2023's
+    metadata writes categories and descriptions) as the text ``Office, Pens``; None for any other cell."""
+    if isinstance(value, str):
+        if not (value.startswith("[") and value.endswith("]")):
+            return None
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if not isinstance(value, list | tuple) or not all(isinstance(x, str | int | float) for x in value):
+        return None
+    return ", ".join(" ".join(str(x).split()) for x in value if str(x).strip())
+
+
 def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, dict[str, str]]:
     ids = id_cells(df[id_col]).str.strip()  # as the interactions' ids: without spaces around them
     empty = np.flatnonzero(ids.to_numpy() == "")
@@ -403,9 +421,9 @@ def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, di
     title_col = title_col or next((c for c in text_cols if re.sub(r"[^a-z]", "", str(c).lower()) in NAME_COLUMNS), None)
     items: dict[str, dict[str, str]] = {}
     text = df[text_cols]
-    records = text.astype(object).where(text.notna(), "").astype(str).to_dict("records")  # a Parquet null: no text
+    records = text.astype(object).where(text.notna(), "").to_dict("records")  # a Parquet null: no text
     for raw_id, rec in zip(ids, records):
-        rec = {str(k): _text(v) for k, v in rec.items()}
+        rec = {str(k): _text(v if (words := joined_list(v)) is None else words) for k, v in rec.items()}
         if title_col and "title" not in rec:
             rec["title"] = rec[title_col]
         items[raw_id] = rec

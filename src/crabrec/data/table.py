@@ -147,26 +147,28 @@ def table_revision(cfg: DataConfig) -> int:
     writes day and month as numbers (``04/12/1997``: a crabrec before read each such date month first when it could),
     +4 when its item column is detected among both ``asin`` and ``parent_asin`` (a crabrec before took ``asin``),
     +8 when a user or item cell writes out a missing value (``NA``: a crabrec before read it as an id), +16 when a
-    time column found by its name writes dates as numbers (``20230106``: a crabrec before passed it over).
+    time column found by its name writes dates as numbers (``20230106``: a crabrec before passed it over), +32 when
+    the item table holds lists of words (``["Office", "Pens"]``: a crabrec before embedded the brackets and quotes).
     0 for any other layout or a file it cannot read (the data stage reports those)."""
-    from crabrec.data.loaders import detect_format, embedded_path
+    from crabrec.data.loaders import detect_format, embedded_path, joined_list
 
     path = Path(cfg.path) if cfg.path else embedded_path()
     try:
         layout = cfg.format if cfg.format != "auto" else detect_format(path)
         if layout != "table":
             return 0
-        if path.is_dir():
-            path = resolve_folder(path, cfg)[0]
+        path, item_path = resolve_folder(path, cfg) if path.is_dir() else (path, cfg.item_table)
         head = read_table(path, names=cfg.columns, first_rows=GLANCE_ROWS)
+        items = read_table(Path(item_path), first_rows=GLANCE_ROWS) if item_path else pd.DataFrame()
     except (CrabError, OSError, ValueError):
         return 0
+    lists = any(joined_list(v) is not None for col in items.columns for v in items[col])
     cols = list(head.columns)
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
     asin = {"asin", "parentasin"} <= {_norm(c) for c in cols} and cfg.item_col not in cols
     nulls = any(_written_null(id_cells(head[c])).any() for c in (user, item) if c)
-    revision = 4 * int(asin) + 8 * int(nulls)
+    revision = 4 * int(asin) + 8 * int(nulls) + 32 * int(lists)
     if not cfg.time_col:
         return revision
     time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES)
