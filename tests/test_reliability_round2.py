@@ -103,6 +103,7 @@ def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp
         ("name=", "name: Input should be a valid string"),
         ("train.epochs=yes", "train.epochs: Input should be a valid integer, unable to parse string as an integer"),
         ("data.repeats=no", "data.repeats: Input should be 'keep', 'collapse' or 'first' (got 'no')"),  # not False
+        ("data.keep_rows={event: {a: 1}}", "--set: data.keep_rows.event.0: Input should be a valid string"),
         ("ppd.tau=false", "ppd.tau: expected a number, not true/false"),
         ("crab.ratio=true", "crab.ratio: expected a number, not true/false"),  # a number or a list
         ("evaluate.ks=[true,10]", "evaluate.ks: expected a list of numbers, not true/false"),

@@ -78,8 +78,9 @@ class RunOptions:
         ):
             if value is not None:
                 origin[key] = option
-        origin.update(dict.fromkeys(dotted_keys(typed), "--set"))
-        origin.update(dict.fromkeys(dotted_keys(valued), "overrides"))
+        # the keys as typed: a value that is itself a mapping ({event: [buy]}) is one setting, named by its key
+        origin.update(dict.fromkeys((item.partition("=")[0].strip() for item in self.sets or []), "--set"))
+        origin.update(dict.fromkeys((_dotted(key) for key in self.values or {}), "overrides"))
         if self.run_dir is None:
             if self.name is not None:
                 overrides["name"] = self.name
