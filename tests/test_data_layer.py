@@ -57,6 +57,43 @@ def test_recbole_layout_ml100k(shared):
     assert len(splits.train) == int(0.8 * 99057)
 
 
+def test_recbole_without_an_item_file_is_ids_only_and_its_empty_cells_are_no_ids(shared, tmp_path):
+    """RecBole's gowalla or tmall-buy ship only ``.inter``: it was '<name>.item: file not found'. An empty or NA user
+    or item cell was read as an id; it is an error naming its line, or left out with ``data.incomplete_rows=drop``
+    (such files recompute their data stage: revision 8)."""
+    from crabrec.config import load_config
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+
+    lines = (shared("ml-100k") / "ml-100k.inter").read_text().splitlines()[:3001]
+    (tmp_path / "ml.inter").write_text("\n".join(lines) + "\n")
+    with_items = load_dataset(DataConfig(path=str(shared("ml-100k") / "ml-100k.inter"), kcore=0))
+    ds = load_dataset(DataConfig(path=str(tmp_path / "ml.inter"), kcore=0))
+    assert not ds.has_text and ds.notes == [
+        "no ml.item: ids-only data, semantic IDs come from SASRec's item embeddings"
+    ]
+    assert set(ds.item_ids) <= set(with_items.item_ids) and ds.timestamps is not None
+    lines[5] = "\t".join(["NA", *lines[5].split("\t")[1:]])
+    lines[9] = "\t".join(["", *lines[9].split("\t")[1:]])
+    (tmp_path / "ml.inter").write_text("\n".join(lines) + "\n")
+    with pytest.raises(
+        CrabError, match=r"ml.inter: row 6: user id 'NA' \(a missing value\) in column 'user_id' \(2 of "
+    ):
+        load_dataset(DataConfig(path=str(tmp_path / "ml.inter"), kcore=0))
+    kept = load_dataset(DataConfig(path=str(tmp_path / "ml.inter"), kcore=0, incomplete_rows="drop"))
+    (tmp_path / "without.inter").write_text("\n".join(lines[:5] + lines[6:9] + lines[10:]) + "\n")
+    without = load_dataset(DataConfig(path=str(tmp_path / "without.inter"), kcore=0))
+    assert kept.users == without.users and [s.tolist() for s in kept.sequences] == [
+        s.tolist() for s in without.sequences
+    ]
+    lines[20] = "\t".join([*lines[20].split("\t")[:3], "soon"])
+    (tmp_path / "ml.inter").write_text("\n".join(lines) + "\n")
+    with pytest.raises(CrabError, match=r"ml.inter: row 21: timestamp 'soon' is not a finite number"):
+        load_dataset(DataConfig(path=str(tmp_path / "ml.inter"), kcore=0, incomplete_rows="drop"))
+    cfg = load_config(overrides={"data": {"path": str(tmp_path / "ml.inter")}})
+    assert RunContext(config=cfg, stages=registry()).revision("data") == 8
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_plain_table_layout(tmp_path, suffix):
     inter = pd.DataFrame(

@@ -177,9 +177,9 @@ class DataConfig(Strict):
     )
     incomplete_rows: Literal["error", "drop"] = keyed_when_set(
         "error",
-        description="table format: rows with an empty cell (a null) in a column crabrec reads (user, item, time, and "
-        "the rating with data.min_rating): error (name the first) or drop them (the count is logged and kept in "
-        "data/stats.json)",
+        description="tables and RecBole files: rows with an empty cell (a null, or NA, null, None ... written out) in "
+        "a column crabrec reads (user, item, time, and the rating with data.min_rating): error (name the first) or "
+        "drop them (the count is logged and kept in data/stats.json)",
     )
     repeats: Literal["keep", "collapse", "first"] = keyed_when_set(
         "keep",

@@ -196,9 +196,10 @@ def _text_record(raw: Any, source: Path, key: str) -> dict[str, str]:
 def _timestamps(values: pd.Series, path: Path) -> np.ndarray:
     ts = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)  # an integer past 2**63 becomes a float
     bad = np.flatnonzero(~np.isfinite(ts))  # not a number, NaN, or beyond a double (1e400): orders nothing
-    if len(bad):
+    if len(bad):  # named by its line in the file: the index is the row's place in it, kept when rows are left out
         row = int(bad[0])
-        raise CrabError(f"{path}: row {row + 2}: timestamp {clip(repr(values.iloc[row]))} is not a finite number")
+        line = int(values.index[row]) + 2
+        raise CrabError(f"{path}: row {line}: timestamp {clip(repr(values.iloc[row]))} is not a finite number")
     return ts
 
 
@@ -350,23 +351,40 @@ def _load_lcrec(path: Path, cfg: DataConfig) -> Dataset:
 
 
 def _load_recbole(path: Path, cfg: DataConfig) -> Dataset:
+    """A RecBole dataset: ``<name>.inter`` and, when there is one, ``<name>.item`` (without it: ids-only data)."""
+    from crabrec.data.table import filled_rows
+
     folder, name = _stem(path, ".inter", cfg.name)
     inter_path, item_path = folder / f"{name}.inter", folder / f"{name}.item"
     inter = _recbole_frame(inter_path)
     _require_columns(inter, inter_path, ("user_id", "item_id"))
-    items_df = _recbole_frame(item_path)
-    _require_columns(items_df, item_path, ("item_id",))
-    items = _items_from_frame(items_df, "item_id", item_path)
+    if cfg.min_rating is not None:
+        _require_columns(inter, inter_path, ("user_id", "item_id", "rating"))
     has_time = "timestamp" in inter.columns
+    read = {"user id": "user_id", "item id": "item_id", "time": "timestamp" if has_time else None}
+    read["rating"] = "rating" if cfg.min_rating is not None else None
+    inter, left_out = filled_rows(inter, inter_path, 2, read, cfg.incomplete_rows == "drop", {})
     ts = _timestamps(inter["timestamp"], inter_path) if has_time else None
     if cfg.min_rating is not None:
         from crabrec.data.ratings import rated_at_least
 
-        _require_columns(inter, inter_path, ("user_id", "item_id", "rating"))
-        keep = rated_at_least(inter["rating"], cfg.min_rating, str(inter_path), "rating", lambda row: row + 2)
-        inter, ts = inter[keep].reset_index(drop=True), ts[keep] if ts is not None else None
+        where = str(inter_path)
+        keep = rated_at_least(inter["rating"], cfg.min_rating, where, "rating", lambda row: int(inter.index[row]) + 2)
+        inter, ts = inter[keep], ts[keep] if ts is not None else None
+    if not item_path.is_file():  # an ids-only dataset (RecBole's gowalla, tmall-buy ...)
+        items = {raw: {} for raw in inter["item_id"].astype(str).str.strip().unique()}
+        ds = _group_interactions(name, folder, inter, "user_id", "item_id", ts, items, str(inter_path))
+        ds.has_text = False
+        ds.notes[:0] = left_out
+        ds.notes.append(f"no {item_path.name}: ids-only data, semantic IDs come from SASRec's item embeddings")
+        return ds
+    items_df = _recbole_frame(item_path)
+    _require_columns(items_df, item_path, ("item_id",))
+    items = _items_from_frame(items_df, "item_id", item_path)
     drop = cfg.missing_items == "drop"
-    return _group_interactions(name, folder, inter, "user_id", "item_id", ts, items, str(inter_path), drop)
+    ds = _group_interactions(name, folder, inter, "user_id", "item_id", ts, items, str(inter_path), drop)
+    ds.notes[:0] = left_out
+    return ds
 
 
 def _recbole_frame(path: Path) -> pd.DataFrame:

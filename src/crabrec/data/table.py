@@ -142,19 +142,26 @@ def _passed_over(path: Path, column: str, why: str) -> tuple[None, None]:
 
 
 def table_revision(cfg: DataConfig) -> int:
-    """The data stage's revision for a table dataset, from its header and first rows: +1 when its time column is
-    found by :func:`time_like` alone (a crabrec before took such a table's rows in file order), +2 when that column
-    writes day and month as numbers (``04/12/1997``: a crabrec before read each such date month first when it could),
-    +4 when its item column is detected among both ``asin`` and ``parent_asin`` (a crabrec before took ``asin``),
-    +8 when a user or item cell writes out a missing value (``NA``: a crabrec before read it as an id), +16 when a
-    time column found by its name writes dates as numbers (``20230106``: a crabrec before passed it over), +32 when
-    the item table holds lists of words (``["Office", "Pens"]``: a crabrec before embedded the brackets and quotes).
+    """The data stage's revision for a table (or RecBole) dataset, from its header and first rows, the sum of:
+
+    - 1: its time column is found by :func:`time_like` alone (a crabrec before took its rows in file order);
+    - 2: that column writes day and month as numbers (``04/12/1997``: read month first when it could be);
+    - 4: its item column is detected among both ``asin`` and ``parent_asin`` (``asin`` was taken);
+    - 8: a user or item cell writes out a missing value (``NA``), or in a RecBole file is empty (read as an id);
+    - 16: a time column found by its name writes dates as numbers (``20230106``: passed over);
+    - 32: the item table holds lists of words (``["Office", "Pens"]``: their brackets and quotes were embedded).
+
     0 for any other layout or a file it cannot read (the data stage reports those)."""
-    from crabrec.data.loaders import detect_format, embedded_path, joined_list
+    from crabrec.data.loaders import _stem, detect_format, embedded_path, joined_list
 
     path = Path(cfg.path) if cfg.path else embedded_path()
     try:
         layout = cfg.format if cfg.format != "auto" else detect_format(path)
+        if layout == "recbole":  # +8 as for a table: an empty or NA id was an id
+            folder, name = _stem(path, ".inter", cfg.name)
+            head = read_table(folder / f"{name}.inter", sep="\t", first_rows=GLANCE_ROWS)
+            ids = [c for c in head.columns if str(c).split(":")[0] in ("user_id", "item_id")]
+            return 8 * int(any(_unfilled(id_cells(head[c])).any() for c in ids))
         if layout != "table":
             return 0
         path, item_path = resolve_folder(path, cfg) if path.is_dir() else (path, cfg.item_table)
@@ -254,7 +261,7 @@ def _unfilled(cells: pd.Series) -> np.ndarray:
     return (cells.str.strip() == "").to_numpy() | _written_null(cells)
 
 
-def _filled_rows(
+def filled_rows(
     inter: pd.DataFrame, path: Path, first_line: int, read: dict[str, str | None], drop: bool, others: dict[str, str]
 ) -> tuple[pd.DataFrame, list[str]]:
     """The rows whose cells in the columns crabrec reads (``read``: what each holds -> its column, None where not
@@ -351,7 +358,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     read = {"user id": user, "item id": item, "time": time or (named[0] if len(named) == 1 else None), "rating": rating}
     others = {what: _other_columns(cols, col, names, key) for what, col, names, key in (
         ("user id", user, USER_NAMES, "data.user_col"), ("item id", item, ITEM_NAMES, "data.item_col"))}  # fmt: skip
-    inter, dropped = _filled_rows(inter, path, first_line, read, cfg.incomplete_rows == "drop", others)
+    inter, dropped = filled_rows(inter, path, first_line, read, cfg.incomplete_rows == "drop", others)
     ts = timestamps(inter[time], path, time, first_line, cfg.time_format) if time else None
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
         time, ts = _time_by_name(inter, path, (user, item), first_line, cfg.time_format)

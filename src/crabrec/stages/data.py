@@ -56,9 +56,8 @@ def run_data(ctx: RunContext) -> dict[str, Any]:
 
 
 def data_revision(ctx: RunContext) -> int:
-    """Nonzero only for a table whose results a change of its reading changed (:func:`table_revision`): its time
-    column found by its name's last word (1), or dates that write day and month as numbers (2); 0 for every other
-    dataset, whose results never changed."""
+    """Nonzero only for a table or RecBole file whose results a change of its reading changed (:func:`table_revision`
+    says which changes); 0 for every other dataset, whose results never changed."""
     from crabrec.data.table import table_revision
 
     return table_revision(ctx.config.data)
