@@ -798,3 +798,29 @@ def test_an_item_tables_lists_of_words_are_text_not_json(tmp_path):
         "details"] == '{"Brand": "Acme"}'  # fmt: skip
     cfg = load_config(overrides={"data": {"path": str(inter), "item_table": str(tmp_path / "meta.jsonl")}})
     assert RunContext(config=cfg, stages=registry()).revision("data") == 32
+
+
+def test_a_folder_of_parquet_parts_is_one_table(tmp_path):
+    """Spark, Dask and pandas write a table as a folder of parts (``part-0000N.parquet``, ``_SUCCESS``, hidden
+    ``.crc`` files, perhaps partition folders such as ``event=view/``): it was 'expected one interaction table ...
+    found 3'. Such a folder is one table, given as --data or inside a folder of tables."""
+    want = load(write(tmp_path / "all.csv", "user,item,timestamp", EVENTS))
+    frame = pd.DataFrame(EVENTS, columns=["user", "item", "timestamp"]).astype(str)
+    spark = tmp_path / "ratings.parquet"
+    spark.mkdir()
+    for k in range(3):
+        frame.iloc[k::3].to_parquet(spark / f"part-0000{k}-x.snappy.parquet", index=False)
+    (spark / "_SUCCESS").write_text("")
+    (spark / ".part-00000-x.snappy.parquet.crc").write_bytes(b"\0")
+    frame.assign(event=["view", "buy"] * 30).to_parquet(tmp_path / "hive", partition_cols=["event"], index=False)
+    for path in (spark, tmp_path / "hive"):
+        ds = load(path)
+        assert ds.users == want.users and [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    assert load(tmp_path / "hive", keep_rows={"event": "buy"}).n_interactions == 30
+    shop = tmp_path / "shop"
+    shop.mkdir()
+    spark.rename(shop / "ratings.parquet")
+    movies(shop / "movies.csv")
+    assert load(shop).has_text and load(shop).n_interactions == want.n_interactions
+    with pytest.raises(CrabError, match=r"ratings.parquet: data.columns names the columns of a CSV or TSV file"):
+        load(shop / "ratings.parquet", columns=["user", "item"])

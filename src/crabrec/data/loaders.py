@@ -25,7 +25,15 @@ from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.ids import id_key
 from crabrec.data.kcore import kcore
-from crabrec.data.reading import NAMES, first_row, id_cells, read_table, refuse_spreadsheet, table_kind
+from crabrec.data.reading import (
+    NAMES,
+    first_row,
+    id_cells,
+    parquet_dataset,
+    read_table,
+    refuse_spreadsheet,
+    table_kind,
+)
 from crabrec.data.repeats import drop_repeats
 from crabrec.errors import CrabError, clip
 from crabrec.io import list_literal, read_input_json, read_input_text
@@ -100,6 +108,8 @@ def detect_format(path: Path) -> str:
             ".inter.json; or MovieLens' u.data or ratings.dat); set --format (--format table for a delimited text "
             "file)"
         )
+    if parquet_dataset(path):
+        return "table"
     if any((path / s).is_dir() for s in SPLIT_NAMES):
         return "minionerec"
     if list(path.glob("reviews_*_5.json*")):

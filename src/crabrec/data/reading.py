@@ -63,19 +63,21 @@ def read_table(
     from the start of the file (a glance: the text is not checked to be UTF-8)."""
     if header_only:
         first_rows = 0
-    if not path.is_file():
-        raise CrabError(f"{path}: file not found")
-    refuse_spreadsheet(path)
-    if path.stat().st_size == 0:
-        raise CrabError(f"{path}: the file is empty; expected a header line, then the rows")
-    kind = table_kind(path, named=True) or ".csv"  # a table named otherwise (RecBole's .inter, a .txt): delimited
+    parts = parquet_dataset(path)
+    if not parts:
+        if not path.is_file():
+            raise CrabError(f"{path}: file not found")
+        refuse_spreadsheet(path)
+        if path.stat().st_size == 0:
+            raise CrabError(f"{path}: the file is empty; expected a header line, then the rows")
+    kind = ".parquet" if parts else table_kind(path, named=True) or ".csv"  # named otherwise (.inter, .txt): delimited
     if names is not None and kind in (".parquet", ".jsonl", ".ndjson", ".json"):
         raise CrabError(
             f"{path}: data.columns names the columns of a CSV or TSV file without a header line; a {kind[1:]} file "
             "names its own columns (remove data.columns)"
         )
     if kind == ".parquet":
-        frame = _parquet(path, first_rows)
+        frame = _parquet_parts(path, first_rows) if parts else _parquet(path, first_rows)
     elif kind in (".jsonl", ".ndjson", ".json"):
         glance = first_rows is not None and kind != ".json"
         frame = _json_rows(path, _text(path, glance), first_rows, kind == ".json")
@@ -85,6 +87,34 @@ def read_table(
         cols = ", ".join(map(str, frame.columns))
         raise CrabError(f"{path}: no rows after the header ({cols}); expected at least one row")
     return frame
+
+
+def parquet_dataset(path: Path) -> bool:
+    """Whether ``path`` is a folder of Parquet parts, as Spark, Dask or pandas write one table (``part-0.parquet``
+    ..., perhaps in partition folders such as ``event=view/``; files named ``_SUCCESS``, ``_metadata`` or ``.x.crc``
+    are theirs): one table, read whole."""
+    if not path.is_dir():
+        return False
+    files = [p for p in path.rglob("*") if p.is_file() and not p.name.startswith(("_", "."))]
+    return bool(files) and all(p.name.lower().endswith(".parquet") for p in files)
+
+
+def _parquet_parts(path: Path, first_rows: int | None) -> pd.DataFrame:
+    """A folder of Parquet parts as one table, its parts in the order of their names (partition columns included)."""
+    try:
+        import pyarrow.dataset as pads
+
+        parts = pads.dataset(path, format="parquet", partitioning="hive")
+        names = [str(n) for n in parts.schema.names]
+        _refuse_twice(path, names)
+        if first_rows == 0:
+            return pd.DataFrame(columns=names)
+        table = parts.head(first_rows) if first_rows is not None else parts.to_table()
+        return table.to_pandas()
+    except CrabError:
+        raise
+    except Exception as exc:  # whatever pyarrow raises about the parts (schemas that differ ...)
+        raise CrabError(f"{path}: cannot read its Parquet parts as one table ({reason(exc)})") from None
 
 
 @contextlib.contextmanager
@@ -336,7 +366,8 @@ def _parquet(path: Path, first_rows: int | None) -> pd.DataFrame:
 def first_row(path: Path, headerless: bool = False) -> int:
     """The number a message gives the table's first row: its line in a delimited file (2, after the header line; 1
     without one), else its place (JSON lines, a JSON array, Parquet: 1)."""
-    delimited = (table_kind(path, named=True) or ".csv") not in (".parquet", ".jsonl", ".ndjson", ".json")
+    delimited = not path.is_dir() and (table_kind(path, named=True) or ".csv") not in (".parquet", ".jsonl", ".ndjson",
+                                                                                       ".json")  # fmt: skip
     return 2 if not headerless and delimited else 1
 
 

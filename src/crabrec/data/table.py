@@ -29,6 +29,7 @@ from crabrec.data.reading import (
     first_row,
     id_cells,
     looks_like_a_row,
+    parquet_dataset,
     read_table,
     row_not_header,
     table_kind,
@@ -300,7 +301,9 @@ def filled_rows(
 def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
     """``(interactions, item table)`` in a folder of tables: the one file with user and item columns, and the one
     other file with an item column (or ``data.item_table``)."""
-    tables = sorted(p for p in path.iterdir() if table_kind(p) and p.is_file())
+    if parquet_dataset(path):  # the folder is one table, in parts
+        return path, Path(cfg.item_table) if cfg.item_table else None
+    tables = sorted(p for p in path.iterdir() if table_kind(p) and p.is_file() or parquet_dataset(p))
     inter, others = [], []
     for p in tables:
         cols = list(_read_csv(p, header_only=True).columns)
@@ -322,7 +325,7 @@ def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
 
 
 def load_table(path: Path, cfg: DataConfig) -> Dataset:
-    folder = path.is_dir()
+    folder = path.is_dir() and not parquet_dataset(path)  # a folder of tables, not one table in parts
     if folder and cfg.columns is not None:
         raise CrabError(f"{path}: data.columns names the columns of one file: give it with --data FILE")
     if folder:
