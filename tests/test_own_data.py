@@ -706,6 +706,10 @@ def test_one_line_per_user_with_a_list_of_records_reads_as_one_row_per_record(tm
     ds = load(tmp_path / "items.jsonl", time_col="ts")
     want = load(write(tmp_path / "timed.csv", "user,item,timestamp", EVENTS))
     assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    nested = pd.DataFrame(lines).assign(tags=[["a", "b"]] * len(lines))  # a list column beside: read as text
+    nested.to_parquet(tmp_path / "reviews.parquet")  # Parquet: a list of structs
+    ds = load(tmp_path / "reviews.parquet")
+    assert ds.users == flat.users and [s.tolist() for s in ds.sequences] == [s.tolist() for s in flat.sequences]
     lines[3]["reviews"][1]["item_id"] = ""
     (tmp_path / "hole.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in lines))
     with pytest.raises(CrabError, match=r"hole.jsonl: row 4: empty item id in column 'item_id'"):

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
+import numpy as np
 import pandas as pd
 
 from crabrec.errors import CrabError, clip, reason
@@ -300,38 +301,50 @@ def unnested(
     frame: pd.DataFrame, path: Path, first_line: int, has_item: Callable[[list[str]], bool]
 ) -> tuple[pd.DataFrame, str] | None:
     """A table with one row per user and the user's interactions as a list of records in one column (UCSD's Steam
-    reviews: ``{"user_id": "u1", "reviews": [{"item_id": "10", ...}, ...]}``), as one row per record: the row's other
-    columns and the record's fields, each row keeping its index (its line in the file); ``(table, column)``, or None
-    when no column's first list holds records whose fields ``has_item``."""
+    reviews: ``{"user_id": "u1", "reviews": [{"item_id": "10", ...}, ...]}``; a Parquet list of structs), as one row
+    per record: the row's other columns and the record's fields, each row keeping its index (its line in the file);
+    ``(table, column)``, or None when no column's first list of records has fields that ``has_item``."""
     for col in frame.columns:
-        first = next((c for c in frame[col] if c), "")
-        if not first.startswith("[{"):
-            continue
-        try:
-            sample = json.loads(first)
-        except ValueError:
-            continue
-        if not has_item(list(dict.fromkeys(k for rec in sample if isinstance(rec, dict) for k in rec))):
+        sample = next((r for r in map(_records, frame[col].iloc[:GLANCE]) if r), None)
+        if sample is None or not has_item(list(dict.fromkeys(k for rec in sample for k in rec))):
             continue
         outer = [c for c in frame.columns if c != col]
         rows, index = [], []
         for label, cells in zip(frame.index, frame[[*outer, col]].itertuples(index=False, name=None)):
-            try:
-                records = json.loads(cells[-1]) if cells[-1] else []
-            except ValueError:
+            records = _records(cells[-1])
+            if records is None and isinstance(cells[-1], str) and cells[-1].strip() not in ("", "[]"):
                 raise CrabError(
-                    f"{path}: row {int(label) + first_line}: column {col!r} is not JSON; the first row holds a list "
-                    "of records there"
-                ) from None
-            for rec in records if isinstance(records, list) else []:
-                if isinstance(rec, dict):
-                    rows.append({**dict(zip(outer, cells)), **{str(k): _cell(v) for k, v in rec.items()}})
-                    index.append(label)
+                    f"{path}: row {int(label) + first_line}: column {col!r} holds no list of records; the first rows "
+                    "hold one there"
+                )
+            for rec in records or []:
+                rows.append({**dict(zip(outer, map(_cell, cells))), **{str(k): _cell(v) for k, v in rec.items()}})
+                index.append(label)
         return pd.DataFrame(rows, index=index, dtype=object).fillna(""), col
     return None
 
 
+GLANCE = 1000  # the cells unnested looks at for a first list of records
+
+
+def _records(cell: object) -> list[dict] | None:
+    """A cell's list of records (its JSON text, or a Parquet list of structs), or None."""
+    if isinstance(cell, str):
+        if not cell.lstrip().startswith("[{"):
+            return None
+        try:
+            cell = json.loads(cell)
+        except ValueError:
+            return None
+    if isinstance(cell, np.ndarray):
+        cell = cell.tolist()
+    return cell if isinstance(cell, list) and cell and all(isinstance(r, dict) for r in cell) else None
+
+
 def _cell(value: object) -> str:
+    """A JSON value (or a Parquet one: a numpy array or scalar) as a table's text cell."""
+    if isinstance(value, np.ndarray | np.generic):
+        value = value.tolist()
     if value is None:
         return ""
     if isinstance(value, str):
