@@ -2,8 +2,9 @@
 # The lowest dependency versions pyproject.toml allows, tested: installs crabrec into a throw-away environment
 # (.venv-floors) with each direct dependency at its floor (uv's lowest-direct resolution; torch stays the CPU wheel
 # installed first), checks that each one really sits at its floor, and runs pytest there on the tests given (default:
-# those that lean hardest on transformers, peft, accelerate, sentence-transformers, typer, tqdm, pydantic and
-# fastapi). A floor that is too low fails here, not on a user's machine.
+# those that lean hardest on transformers, peft, accelerate, sentence-transformers, typer, tqdm, pydantic,
+# fastapi, and pandas and pyarrow, which read users' tables). A floor that is too low fails here, not on a user's
+# machine.
 #   bash scripts/check_floors.sh                # the default tests
 #   bash scripts/check_floors.sh tests          # the whole suite
 set -euo pipefail
@@ -14,7 +15,8 @@ TESTS=("$@")
 if [ ${#TESTS[@]} -eq 0 ]; then
     TESTS=(tests/test_backbone.py tests/test_backbone_methods.py tests/test_compiling.py tests/test_crab_finetune.py
            tests/test_docs.py tests/test_logs_and_report.py tests/test_tiger.py tests/test_tiger_crab.py
-           tests/test_sasrec.py tests/test_serve.py tests/test_reliability_files.py)
+           tests/test_sasrec.py tests/test_serve.py tests/test_reliability_files.py tests/test_own_data.py
+           tests/test_data_layer.py tests/test_repeats.py)
 fi
 rm -rf "$VENV"
 "$PY" -m venv "$VENV"
