@@ -828,3 +828,21 @@ def test_a_folder_of_parquet_parts_is_one_table(tmp_path):
     assert load(shop).has_text and load(shop).n_interactions == want.n_interactions
     with pytest.raises(CrabError, match=r"ratings.parquet: data.columns names the columns of a CSV or TSV file"):
         load(shop / "ratings.parquet", columns=["user", "item"])
+
+
+def test_a_zip_archive_is_read_when_it_holds_one_table_and_named_when_it_holds_several(tmp_path, capsys):
+    """Kaggle's downloads are ``archive.zip``: one table inside was 'cannot tell the layout from the file name'; it
+    is read as that table. Several tables inside are a one-line error that names them and says what to give."""
+    import zipfile
+
+    want = load(write(tmp_path / "ratings.csv", "user,item,timestamp", EVENTS))
+    movies(tmp_path / "movies.csv")
+    with zipfile.ZipFile(tmp_path / "archive.zip", "w") as z:
+        z.write(tmp_path / "ratings.csv", "ratings.csv")
+        z.writestr("__MACOSX/._ratings.csv", b"\0")
+    assert [s.tolist() for s in load(tmp_path / "archive.zip").sequences] == [s.tolist() for s in want.sequences]
+    with zipfile.ZipFile(tmp_path / "two.zip", "w") as z:
+        z.write(tmp_path / "ratings.csv", "ratings.csv")
+        z.write(tmp_path / "movies.csv", "movies.csv")
+    with pytest.raises(CrabError, match=r"two.zip: a zip archive of 2 files \(ratings.csv, movies.csv\); .* unzip it"):
+        load(tmp_path / "two.zip")

@@ -33,6 +33,7 @@ from crabrec.data.reading import (
     read_table,
     refuse_spreadsheet,
     table_kind,
+    zip_members,
 )
 from crabrec.data.repeats import drop_repeats
 from crabrec.errors import CrabError, clip
@@ -103,6 +104,12 @@ def detect_format(path: Path) -> str:
         if table_kind(path, named=True):
             return "table"
         refuse_spreadsheet(path)
+        if len(inside := zip_members(path)) > 1:
+            raise CrabError(
+                f"{path}: a zip archive of {len(inside)} files ({clip(', '.join(inside), 160)}); crabrec reads a .zip "
+                "that holds one table, or a MovieLens release: unzip it and give the folder (--data FOLDER), or its "
+                "interaction table (--data FILE, --items FILE)"
+            )
         raise CrabError(
             f"{path}: cannot tell the layout from the file name (expected a table: {NAMES}; .inter or "
             ".inter.json; or MovieLens' u.data or ratings.dat); set --format (--format table for a delimited text "

@@ -48,7 +48,19 @@ def table_kind(path: Path, named: bool = False) -> str | None:
     name = name[: len(name) - len(compression)]
     kinds = (*KINDS, ".json", *TEXT_NAMED) if named else KINDS
     kind = next((k for k in kinds if name.endswith(k) and len(name) > len(k)), None)
+    if kind is None and named and compression == ".zip" and len(inside := zip_members(path)) == 1:
+        kind = table_kind(Path(inside[0]), named=True)  # archive.zip holding ratings.csv
     return None if kind == ".parquet" and compression else kind
+
+
+def zip_members(path: Path) -> list[str]:
+    """The files a zip archive holds (not its folders, nor macOS' ``__MACOSX`` copies); none if it is no zip."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return []
+    return [m for m in names if not m.endswith("/") and not m.startswith("__MACOSX/")]
 
 
 def read_table(
@@ -126,7 +138,7 @@ def _opened(path: Path) -> Iterator[IO[bytes]]:
         with contextlib.ExitStack() as stack:
             if suffix == ".zip":
                 z = stack.enter_context(zipfile.ZipFile(path))
-                members = [m for m in z.namelist() if not m.endswith("/")]
+                members = zip_members(path)
                 if len(members) != 1:
                     raise CrabError(f"{path}: expected one file in the archive, found {len(members)}")
                 stream = stack.enter_context(z.open(members[0]))
