@@ -391,8 +391,8 @@ def _parquet(path: Path, first_rows: int | None) -> pd.DataFrame:
 def first_row(path: Path, headerless: bool = False) -> int:
     """The number a message gives the table's first row: its line in a delimited file (2, after the header line; 1
     without one), else its place (JSON lines, a JSON array, Parquet: 1)."""
-    delimited = not path.is_dir() and (table_kind(path, named=True) or ".csv") not in (".parquet", ".jsonl", ".ndjson",
-                                                                                       ".json")  # fmt: skip
+    kind = None if path.is_dir() else table_kind(path, named=True) or ".csv"  # a folder: Parquet parts
+    delimited = kind not in (None, ".parquet", ".jsonl", ".ndjson", ".json")
     return 2 if not headerless and delimited else 1
 
 
