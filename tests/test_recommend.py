@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -481,3 +482,20 @@ def test_the_table_shows_item_ids_whole_and_in_line():
     lines = format_recommendations(rows).splitlines()
     assert [line.split()[1] for line in lines] == ["item", "Pns2l4eNsfO8kk83dixA6A", "7"]
     assert lines[0].index("title") == lines[1].index("Cafe") == lines[2].index("Tea")  # the columns line up
+
+
+def test_answers_and_exports_never_land_on_the_runs_data(tiny_run, tmp_path, capsys):
+    """``--output`` naming the run's data file, or a file inside its data folder, replaced or added to the user's
+    data; ``data export --force`` into a MiniOneRec data folder would replace it. Both are one-line errors."""
+    from crabrec.config import load_saved
+
+    data = Path(load_saved(tiny_run).data.path)
+    before = sorted((p.name, p.read_bytes()) for p in data.iterdir())
+    item = crabrec.load(tiny_run, "sasrec").item_ids[0]
+    (tmp_path / "h.csv").write_text(f"history\n{item}\n")
+    code, _, err = run_cli(["recommend", str(tiny_run), "--input", str(tmp_path / "h.csv"), "--output",
+                            str(data / "answers.csv")], capsys)  # fmt: skip
+    assert code == 2 and "is inside this run's data (data.path" in err and err.count("\n") == 1, err
+    code, _, err = run_cli(["data", "export", str(tiny_run), str(data), "--force"], capsys)
+    assert code == 2 and f"export folder {data}: is this run's data" in err, err
+    assert sorted((p.name, p.read_bytes()) for p in data.iterdir()) == before

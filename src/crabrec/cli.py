@@ -760,6 +760,7 @@ def recommend(
 
     Example: crabrec recommend runs/office-quick --method crab --history 0,1,5 -k 5
     """
+    from crabrec.config_paths import not_the_runs_data
     from crabrec.histories import (
         file_format,
         history_ids,
@@ -794,6 +795,7 @@ def recommend(
         file_format(Path(output))
         if input_file is not None and Path(output).resolve() == Path(input_file).resolve():
             raise CrabError(f"--output {output}: is the --input file; write the answers to another file")
+        not_the_runs_data(Path(output), run_dir, "--output")
         try:  # before ranking: a path that cannot be written fails now, not after the work
             writable_file(output)
         except CrabError as exc:

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from crabrec.config import INPUT_FILES, RunConfig, dotted_get, dotted_set, validate_config
+from crabrec.errors import CrabError
 
 KEY = "paths_from"  # the base folder in a run's saved config
 ALWAYS_PATHS = frozenset({"data.path", "data.item_table", "tokenize.import_path"})  # the others may name a model
@@ -133,3 +134,20 @@ def saved_values(path: Path) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
     return values if isinstance(values, dict) and "name" in values and "runs_dir" in values else None
+
+
+def not_the_runs_data(target: Path, run_dir: str | Path, option: str) -> None:
+    """A one-line error when writing ``target`` (given as ``option``) would replace the run's data or item table, or
+    put a file inside its data folder (``crabrec recommend --output``, ``crabrec data export --force``)."""
+    from crabrec.config import load_saved
+
+    try:
+        data = load_saved(run_dir).data
+    except CrabError:  # not a run: the command says so when it loads it
+        return
+    goal = target.resolve()
+    for key, given in (("data.path", data.path), ("data.item_table", data.item_table)):
+        source = Path(given).resolve() if given else None
+        if source is not None and (goal == source or source.is_dir() and source in goal.parents):
+            where = "is" if goal == source else "is inside"
+            raise CrabError(f"{option} {target}: {where} this run's data ({key} {given}); write elsewhere")

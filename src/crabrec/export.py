@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from crabrec.config_paths import not_the_runs_data
 from crabrec.errors import CrabError
 from crabrec.io import publish_mode, replaceable_folder, writable_parent
 from crabrec.runfiles import RunFiles
@@ -45,6 +46,7 @@ def export_minionerec(run_dir: str | Path, out: str | Path, force: bool = False)
         raise CrabError(f"{out}: exists and is not a folder; choose another folder")
     if out.exists() and any(out.iterdir()) and not force:
         raise CrabError(f"{out}: exists and is not empty; choose another folder or pass --force")
+    not_the_runs_data(out, run_dir, "export folder")
     replaceable_folder(out, is_export, "an earlier MiniOneRec export", [Path(run_dir)])
     items = files.load_items()
     splits, codebook = files.load_splits(), files.load_codebook()
