@@ -846,3 +846,18 @@ def test_a_zip_archive_is_read_when_it_holds_one_table_and_named_when_it_holds_s
         z.write(tmp_path / "movies.csv", "movies.csv")
     with pytest.raises(CrabError, match=r"two.zip: a zip archive of 2 files \(ratings.csv, movies.csv\); .* unzip it"):
         load(tmp_path / "two.zip")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_a_table_saved_as_unicode_text_reads_by_its_byte_order_mark(tmp_path, encoding):
+    """Excel's "Unicode Text" is UTF-16 with a byte-order mark, tab-separated: it was read as Windows-1252, its column
+    names full of NUL characters ('empty item id in column '\\x00i\\x00t...')."""
+    want = load(write(tmp_path / "r.csv", "user,item,timestamp", EVENTS))
+    text = "user\titem\ttimestamp\n" + "".join("\t".join(map(str, r)) + "\n" for r in EVENTS)
+    bom = {"utf-16-be": "\ufeff"}.get(encoding, "")  # utf-16 and utf-32 write their own
+    (tmp_path / "unicode.txt").write_bytes((bom + text).encode(encoding))
+    (tmp_path / "lines.jsonl").write_bytes("".join(json.dumps(dict(zip(("user", "item", "timestamp"), r))) + "\n"
+                                                   for r in EVENTS).encode("utf-16"))  # fmt: skip
+    for name in ("unicode.txt", "lines.jsonl"):
+        ds = load(tmp_path / name)
+        assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences], name

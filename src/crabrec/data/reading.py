@@ -170,9 +170,21 @@ def _head(path: Path) -> bytes:
     return data[: data.rindex(b"\n") + 1] if len(data) == HEAD_BYTES and b"\n" in data else data
 
 
+def _bom_encoding(path: Path) -> str | None:
+    """``utf-16`` or ``utf-32`` when the file starts with that byte-order mark (Excel's "Unicode text" is UTF-16),
+    else None."""
+    with _opened(path) as f:
+        start = f.read(4)
+    if start.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        return "utf-32"
+    return "utf-16" if start.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else None
+
+
 def _encoding(path: Path) -> str:
-    """``utf-8`` when the whole file is UTF-8 (read in chunks), else Windows-1252 (Latin-1 when a byte has no
-    Windows-1252 character), with a warning."""
+    """``utf-16``/``utf-32`` by a byte-order mark; else ``utf-8`` when the whole file is UTF-8 (read in chunks), else
+    Windows-1252 (Latin-1 when a byte has no Windows-1252 character), with a warning."""
+    if bom := _bom_encoding(path):
+        return bom
     for encoding in ("utf-8", "cp1252"):
         decoder, offset = codecs.getincrementaldecoder(encoding)(), 0
         try:
@@ -218,7 +230,7 @@ def refuse_spreadsheet(path: Path) -> None:
 
 def _delimited(path: Path, sep: str | None, first_rows: int | None, names: list[str] | None) -> pd.DataFrame:
     glance = first_rows is not None
-    encoding = "utf-8" if glance else _encoding(path)  # (pandas' fast path; it skips a byte-order mark)
+    encoding = _bom_encoding(path) or ("utf-8" if glance else _encoding(path))  # (pandas skips a byte-order mark)
     header = _head(path).decode(encoding, errors="replace").removeprefix("\ufeff").partition("\n")[0].rstrip("\r")
     if sep is None:
         sep = delimiter(header)
@@ -254,7 +266,7 @@ def _delimited(path: Path, sep: str | None, first_rows: int | None, names: list[
 def _text(path: Path, glance: bool) -> str:
     """The file as text (JSON lines); ``glance``: its first lines."""
     if glance:
-        return _head(path).decode("utf-8-sig", errors="replace")
+        return _head(path).decode(_bom_encoding(path) or "utf-8-sig", errors="replace")
     with _opened(path) as f:
         data = f.read()
     try:
