@@ -499,3 +499,16 @@ def test_answers_and_exports_never_land_on_the_runs_data(tiny_run, tmp_path, cap
     code, _, err = run_cli(["data", "export", str(tiny_run), str(data), "--force"], capsys)
     assert code == 2 and f"export folder {data}: is this run's data" in err, err
     assert sorted((p.name, p.read_bytes()) for p in data.iterdir()) == before
+
+
+def test_a_histories_file_in_utf16_reads_like_its_utf8_copy(tiny_run, tmp_path, capsys):
+    """A file of histories saved as Excel's "Unicode Text" (UTF-16 with a byte-order mark) was 'not UTF-8 text'."""
+    item = crabrec.load(tiny_run, "sasrec").item_ids[0]
+    text = f"history\n{item}\n"
+    (tmp_path / "h8.csv").write_text(text, encoding="utf-8")
+    (tmp_path / "h16.csv").write_text(text, encoding="utf-16")
+    for name in ("h8", "h16"):
+        paths = ["--input", str(tmp_path / f"{name}.csv"), "--output", str(tmp_path / f"{name}.out.csv")]
+        code, _, err = run_cli(["recommend", str(tiny_run), "--method", "sasrec", *paths], capsys)
+        assert code == 0, err
+    assert (tmp_path / "h16.out.csv").read_bytes() == (tmp_path / "h8.out.csv").read_bytes()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import codecs
 import contextlib
 import errno
 import hashlib
@@ -327,12 +328,15 @@ def read_input_bytes(path: str | os.PathLike) -> bytes:
 
 
 def input_text(name: str | os.PathLike, data: bytes) -> str:
-    """``data`` as UTF-8 text without the byte-order mark some editors write first (Excel's "CSV UTF-8"), its line
-    ends as ``\\n``; not UTF-8 is a one-line error naming ``name``."""
+    """``data`` as UTF-8 text without the byte-order mark some editors write first (Excel's "CSV UTF-8"), or as
+    UTF-16/UTF-32 by their byte-order mark (Excel's "Unicode Text"), its line ends as ``\\n``; not UTF-8 is a
+    one-line error naming ``name``."""
+    utf32 = data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE))
+    encoding = "utf-32" if utf32 else "utf-16" if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else None
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode(encoding or "utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise CrabError(f"{name}: not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
+        raise CrabError(f"{name}: not {encoding or 'UTF-8'} text (byte {exc.start}); re-save it as UTF-8") from None
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
