@@ -128,6 +128,22 @@ def test_yes_no_on_off_are_words_that_a_yes_no_setting_reads(tmp_path):
         assert load_config(str(tmp_path / "c.yaml")).train.compile is flag
 
 
+def test_a_text_setting_takes_the_text_as_typed(tmp_path):
+    """``--set embed.template={title}`` (YAML: a mapping), ``--set name=2024`` or ``data.user_col=123`` (numbers)
+    were 'Input should be a valid string'. A setting that takes text takes what was typed (``007`` stays ``007``);
+    in a config file, a number there is its text."""
+    from crabrec.config import load_config, parse_overrides
+
+    typed = parse_overrides(["embed.template={title}", "name=007", "data.user_col=123", "data.time_col=null"])
+    assert typed == {"embed": {"template": "{title}"}, "name": "007", "data": {"user_col": "123", "time_col": None}}
+    cfg = load_config(overrides=typed)
+    assert (cfg.embed.template, cfg.name, cfg.data.user_col, cfg.data.time_col) == ("{title}", "007", "123", None)
+    assert parse_overrides(["train.lr=0.1", "data.kcore=3"]) == {"train": {"lr": 0.1}, "data": {"kcore": 3}}
+    (tmp_path / "c.yaml").write_text("name: 2024\ndata:\n  user_col: 7\n")
+    cfg = load_config(str(tmp_path / "c.yaml"))
+    assert (cfg.name, cfg.data.user_col) == ("2024", "7")
+
+
 def test_errors_never_echo_a_huge_value(tmp_path, capsys):
     one_line_error(capsys, ["run", "--set", f"runs_dir={tmp_path}", "--set", "seed=" + "9" * 50_000], "seed")
     assert len(capsys.readouterr().err) < 3000

@@ -67,6 +67,8 @@ class Strict(BaseModel):
             raise ValueError("expected a number, not true/false")
         if isinstance(value, list) and any(isinstance(v, bool) for v in value) and _numeric_list(annotation):
             raise ValueError("expected a list of numbers, not true/false")
+        if isinstance(value, int | float) and not isinstance(value, bool) and takes_text(annotation):
+            return str(value)  # ``name: 2024`` is the name "2024" (YAML reads a number)
         return value
 
 
@@ -86,6 +88,13 @@ def _numeric(annotation: Any) -> bool:
     there can only be a slip."""
     members = _members(annotation)
     return any(m in (int, float) for m in members) and not any(m in (bool, Any) for m in members)
+
+
+def takes_text(annotation: Any) -> bool:
+    """Whether a field takes text and nothing else (a string, perhaps optional, or one of some words)."""
+    members = _members(annotation)
+    words = (get_origin(m) is Literal and all(isinstance(a, str) for a in get_args(m)) for m in members)
+    return bool(members) and all(m is str or word for m, word in zip(members, words))
 
 
 def _numeric_list(annotation: Any) -> bool:
@@ -716,6 +725,9 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             value = load_yaml(raw) if raw.strip() else None
         except (yaml.YAMLError, ValueError):  # ValueError: an integer too long to convert
             value = raw
+        info = leaf_keys().get(key.strip())
+        if value is not None and not isinstance(value, str) and info is not None and takes_text(info.annotation):
+            value = raw.strip()  # a text setting takes the text as typed: {title}, 007, 2024
         pairs.append((key.strip(), value, item))
     return nested_overrides(pairs)
 
