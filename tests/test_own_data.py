@@ -12,7 +12,7 @@ import pytest
 
 from crabrec.config import DataConfig
 from crabrec.data.loaders import load_dataset
-from crabrec.data.table import dataset_name, timestamps
+from crabrec.data.table import dataset_name, time_like, timestamps
 from crabrec.errors import CrabError
 from tests.conftest import cli
 
@@ -643,6 +643,8 @@ def test_a_missing_value_written_out_is_no_id_and_a_time_column_named_in_one_wor
     assert kept.users == ["5"] and kept.n_interactions == 10  # session 5's rows only
     ds = load(path, user_col="sessionId")
     assert ds.n_users == 6 and [ds.item_ids[i] for i in ds.sequences[0]][:3] == ["12", "10", "9"]  # by eventdate
+    assert time_like(["eventdate", "purchasetime", "last_update", "order_date"], ()) == ["eventdate", "purchasetime",
+                                                                                       "order_date"]  # fmt: skip
     with pytest.raises(CrabError, match=r"log.csv: row 3: item id 'None' \(a missing value\) in column 'item' \(1 of "):
         load(write(tmp_path / "log.csv", "user,item", [(1, 2), (1, "None")]))
 

@@ -86,14 +86,21 @@ def _words(name: object) -> list[str]:
 
 def time_like(columns: list[str], taken: tuple[str, ...]) -> list[str]:
     """The columns, other than ``taken``, named for a time by their last word: ``order_date``, ``event_timestamp``,
-    ``createdAt`` (``at`` after another word), or by how it ends: ``eventdate``, ``purchasetime``."""
+    ``createdAt`` (``at`` after another word), or, a name of one word, by how it ends: ``eventdate``, ``purchasetime``
+    (``last_update`` is no time)."""
     out = []
     for c in columns:
         words = _words(c)
         if (
             c not in taken
             and words
-            and (words[-1] in TIME_WORDS or words[-1].endswith(TIME_WORDS[:-1]) or words[-1] == "at" and len(words) > 1)
+            and (
+                words[-1] in TIME_WORDS
+                or len(words) == 1
+                and words[0].endswith(TIME_WORDS[:-1])  # one word: eventdate, purchasetime
+                or words[-1] == "at"
+                and len(words) > 1
+            )
         ):
             out.append(c)
     return out
