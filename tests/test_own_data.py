@@ -863,3 +863,32 @@ def test_a_table_saved_as_unicode_text_reads_by_its_byte_order_mark(tmp_path, en
     for name in ("unicode.txt", "lines.jsonl"):
         ds = load(tmp_path / name)
         assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences], name
+
+
+def test_a_folder_of_train_valid_and_test_tables_is_one_table(tmp_path):
+    """Amazon Reviews 2023's benchmark splits are ``Office.train.csv``, ``Office.valid.csv`` and ``Office.test.csv``
+    (the last two with a ``history`` column): the folder was 'expected one interaction table ... found 3'. The three
+    are read as one table, which crabrec splits itself: leave-one-out gives back the files' last-item split."""
+    from crabrec.data import make_splits
+
+    rows = sorted(EVENTS, key=lambda r: (r[0], r[2]))
+    last = {u: [r for r in rows if r[0] == u] for u in {r[0] for r in rows}}
+    train = [r for u in last for r in last[u][:-2]]
+    valid, test = [(*last[u][-2], "B1 B2") for u in last], [(*last[u][-1], "B1 B2 B3") for u in last]
+    folder = tmp_path / "last_out"
+    folder.mkdir()
+    write(folder / "Office.train.csv", "user_id,parent_asin,timestamp", train)
+    write(folder / "Office.valid.csv", "user_id,parent_asin,timestamp,history", valid)
+    write(folder / "Office.test.csv", "user_id,parent_asin,timestamp,history", test)
+    movies(folder / "items.csv", "parent_asin")
+    ds = load(folder)
+    want = load(write(tmp_path / "all.csv", "user_id,parent_asin,timestamp", EVENTS))
+    assert (
+        ds.name == "Office"
+        and ds.has_text
+        and [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    )
+    splits = make_splits(ds, "leave_one_out", 10)
+    assert sorted(ds.item_ids[t] for t in splits.test.target) == sorted(str(r[1]) for r in test)
+    (folder / "Office.valid.csv").unlink()
+    assert load(folder).n_interactions == len(train) + len(test)

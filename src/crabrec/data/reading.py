@@ -76,6 +76,11 @@ def read_table(
     from the start of the file (a glance: the text is not checked to be UTF-8)."""
     if header_only:
         first_rows = 0
+    if split := split_tables(path):  # train, valid and test files of one table: read as that table
+        frames = [
+            read_table(p, sep, header_only, names, first_rows) for p in split[: 1 if first_rows is not None else 3]
+        ]
+        return pd.concat(frames, ignore_index=True).fillna("")
     parts = parquet_dataset(path)
     if not parts:
         if not path.is_file():
@@ -100,6 +105,32 @@ def read_table(
         cols = ", ".join(map(str, frame.columns))
         raise CrabError(f"{path}: no rows after the header ({cols}); expected at least one row")
     return frame
+
+
+SPLIT_WORDS = (("train",), ("valid", "val", "validation", "dev"), ("test",))
+
+
+def split_tables(path: Path) -> list[Path]:
+    """In a folder, the tables of one dataset's train, validation and test rows (``Office.train.csv``,
+    ``Office.valid.csv``, ``Office.test.csv``, as Amazon Reviews 2023's benchmark splits are named; ``train.csv`` and
+    ``test.csv`` at least), in that order; [] for anything else."""
+    if not path.is_dir():
+        return []
+    found: dict[tuple[str, int], Path] = {}
+    for p in sorted(path.iterdir()):
+        kind = table_kind(p)
+        if not kind or not p.is_file():
+            continue
+        stem = p.name.lower().split(kind)[0]
+        for n, words in enumerate(SPLIT_WORDS):
+            word = next((w for w in words if stem.endswith(w)), None)
+            if word is not None:
+                found[(stem[: len(stem) - len(word)].rstrip("._- "), n)] = p
+    prefixes = {prefix for prefix, n in found if n == 0 and (prefix, 2) in found}
+    if len(prefixes) != 1:
+        return []
+    (prefix,) = prefixes
+    return [found[(prefix, n)] for n in range(3) if (prefix, n) in found]
 
 
 def parquet_dataset(path: Path) -> bool:

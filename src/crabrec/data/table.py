@@ -32,6 +32,7 @@ from crabrec.data.reading import (
     parquet_dataset,
     read_table,
     row_not_header,
+    split_tables,
     table_kind,
     unnested,
 )
@@ -317,6 +318,8 @@ def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
         has_user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES) is not None
         (inter if has_user else others).append(p)
     names = ", ".join(p.name for p in tables) or "none"
+    if len(inter) > 1 and sorted(inter) == sorted(split_tables(path)):  # one table's train, valid and test rows
+        inter = [path]
     if len(inter) != 1:
         raise CrabError(
             f"{path}: expected one interaction table (user and item columns) among {names}, found {len(inter)}; "
@@ -380,8 +383,9 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     detected = {k: v for k, v in (("user", user), ("item", item), ("time", time), ("rating", rating)) if v}
     found = f"{path.name}: columns " + ", ".join(f"{k}={v}" for k, v in detected.items())
     if folder:
+        parts = ", ".join(p.name for p in split_tables(path)) + " (as one table; crabrec splits it)"
         found = (
-            f"{path.parent}: interactions from {path.name}, "
+            f"{path.parent if path.is_file() else path}: interactions from {parts if path.is_dir() else path.name}, "
             + (f"items from {item_path.name}; " if item_path else "no item table; ")
             + found.partition(": ")[2]
         )
@@ -419,8 +423,11 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
 
 def dataset_name(path: Path) -> str:
     """``ratings.csv`` -> ``ratings``; ``ml-100k.inter.json`` -> ``ml-100k``; a MovieLens release's ratings file
-    (``ml-1m/ratings.dat``) -> its folder's name."""
-    name = path.name
+    (``ml-1m/ratings.dat``) -> its folder's name; a folder of ``Office.train.csv``, ``Office.valid.csv`` and
+    ``Office.test.csv`` -> ``Office``."""
+    name = path.name or path.resolve().name
+    if split := split_tables(path):  # the files' common stem, else the folder's name (train.csv ...)
+        return re.sub(r"[._\- ]*train$", "", dataset_name(split[0]), flags=re.IGNORECASE) or name
     if name in ("u.data", "ratings.dat") and path.parent.name:
         return path.parent.name
     for suffix in (*COMPRESSIONS, *KINDS, ".json", ".inter", ".item", ".txt", ".dat"):
