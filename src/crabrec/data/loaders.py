@@ -9,7 +9,6 @@ Layouts: ``lcrec`` (LC-Rec/LETTER json), ``minionerec`` (train/valid/test CSVs +
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import re
 from collections.abc import Callable, Iterable
@@ -27,6 +26,7 @@ from crabrec.data.ids import id_key
 from crabrec.data.kcore import kcore
 from crabrec.data.reading import (
     NAMES,
+    cell_list,
     first_row,
     id_cells,
     parquet_dataset,
@@ -430,18 +430,10 @@ def _load_movielens(path: Path, cfg: DataConfig) -> Dataset:
 def joined_list(value: Any) -> str | None:
     """A cell holding a list of words (a Parquet list, or its JSON text: ``["Office", "Pens"]``, as Amazon 2023's
     metadata writes categories and descriptions) as the text ``Office, Pens``; None for any other cell."""
-    if isinstance(value, str):
-        if not (value.startswith("[") and value.endswith("]")):
-            return None
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    if isinstance(value, np.ndarray):
-        value = value.tolist()
-    if not isinstance(value, list | tuple) or not all(isinstance(x, str | int | float) for x in value):
+    items = cell_list(value)
+    if items is None or not all(isinstance(x, str | int | float) for x in items):
         return None
-    return ", ".join(" ".join(str(x).split()) for x in value if str(x).strip())
+    return ", ".join(" ".join(str(x).split()) for x in items if str(x).strip())
 
 
 def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, dict[str, str]]:

@@ -382,18 +382,26 @@ def unnested(
 GLANCE = 1000  # the cells unnested looks at for a first list of records
 
 
-def _records(cell: object) -> list[dict] | None:
-    """A cell's list of records (its JSON text, or a Parquet list of structs), or None."""
+def cell_list(cell: object) -> list | None:
+    """A cell that holds a list: its JSON text (``["Office", "Pens"]``), a Parquet list (a numpy array) or a list;
+    else None."""
     if isinstance(cell, str):
-        if not cell.lstrip().startswith("[{"):
+        text = cell.strip()
+        if not (text.startswith("[") and text.endswith("]")):
             return None
         try:
-            cell = json.loads(cell)
+            cell = json.loads(text)
         except ValueError:
             return None
     if isinstance(cell, np.ndarray):
         cell = cell.tolist()
-    return cell if isinstance(cell, list) and cell and all(isinstance(r, dict) for r in cell) else None
+    return list(cell) if isinstance(cell, list | tuple) else None
+
+
+def _records(cell: object) -> list[dict] | None:
+    """A cell's list of records (its JSON text, or a Parquet list of structs), or None."""
+    items = cell_list(cell)
+    return items if items and all(isinstance(r, dict) for r in items) else None
 
 
 def _cell(value: object) -> str:
