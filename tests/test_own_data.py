@@ -716,6 +716,8 @@ def test_one_line_per_user_with_a_list_of_records_reads_as_one_row_per_record(tm
     (tmp_path / "hole.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in lines))
     with pytest.raises(CrabError, match=r"hole.jsonl: row 4: empty item id in column 'item_id'"):
         load(tmp_path / "hole.jsonl")
+    (tmp_path / "sets.jsonl").write_text("{'user': 'u1', 'item': 'a', 'tags': {'x'}}\n{'user': 'u1', 'item': 'b'}\n")
+    assert load(tmp_path / "sets.jsonl").n_interactions == 2  # a set in a literal: its text (it was a traceback)
     (tmp_path / "bad.json").write_text("{'user_id': 'u1', 'reviews': [}\n")
     with pytest.raises(CrabError, match=r"bad.json line 1: not JSON"):
         load(tmp_path / "bad.json")
@@ -782,6 +784,9 @@ def test_interactions_may_be_one_json_object_of_each_users_items(tmp_path):
     want = load(write(tmp_path / "r.csv", "user,item", [(u, i) for u, i, _ in EVENTS]))
     ds = load(tmp_path / "histories.json")
     assert ds.users == want.users and [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    (tmp_path / "nested.json").write_text(json.dumps({"u1": ["i1", ["i2"]], "u2": ["i1", "i3"]}))
+    with pytest.raises(CrabError, match=r"nested.json: no user column"):  # lists of ids only
+        load(tmp_path / "nested.json")
 
 
 def test_an_item_tables_lists_of_words_are_text_not_json(tmp_path):
@@ -850,10 +855,11 @@ def test_a_zip_archive_is_read_when_it_holds_one_table_and_named_when_it_holds_s
         load(tmp_path / "two.zip")
 
 
-@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-16-le"])
 def test_a_table_saved_as_unicode_text_reads_by_its_byte_order_mark(tmp_path, encoding):
     """Excel's "Unicode Text" is UTF-16 with a byte-order mark, tab-separated: it was read as Windows-1252, its column
-    names full of NUL characters ('empty item id in column '\\x00i\\x00t...')."""
+    names full of NUL characters ('empty item id in column '\\x00i\\x00t...'). UTF-16 without a mark (utf-16-le
+    here) is told by the NUL byte of each ASCII character of its header."""
     want = load(write(tmp_path / "r.csv", "user,item,timestamp", EVENTS))
     text = "user\titem\ttimestamp\n" + "".join("\t".join(map(str, r)) + "\n" for r in EVENTS)
     bom = {"utf-16-be": "\ufeff"}.get(encoding, "")  # utf-16 and utf-32 write their own

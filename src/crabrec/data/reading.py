@@ -203,12 +203,18 @@ def _head(path: Path) -> bytes:
 
 def _bom_encoding(path: Path) -> str | None:
     """``utf-16`` or ``utf-32`` when the file starts with that byte-order mark (Excel's "Unicode text" is UTF-16),
-    else None."""
+    ``utf-16-le``/``-be`` when its first characters are ASCII written in two bytes without one; else None."""
     with _opened(path) as f:
         start = f.read(4)
     if start.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
         return "utf-32"
-    return "utf-16" if start.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else None
+    if start.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    if len(start) == 4 and start[1] == start[3] == 0 and start[0] and start[2]:  # "u\0s\0": text never holds NUL
+        return "utf-16-le"
+    if len(start) == 4 and start[0] == start[2] == 0 and start[1] and start[3]:
+        return "utf-16-be"
+    return None
 
 
 def _encoding(path: Path) -> str:
@@ -322,7 +328,7 @@ def _json_rows(path: Path, text: str, first_rows: int | None, whole: bool = Fals
             value = None  # JSON lines (or broken JSON: the lines say where)
         if isinstance(value, dict) and len(value) > 1 and all(isinstance(v, dict) for v in value.values()):
             value = [{"id": key, **{f: x for f, x in rec.items() if f != "id"}} for key, rec in value.items()]
-        elif isinstance(value, dict) and len(value) > 1 and all(isinstance(v, list) for v in value.values()):
+        elif isinstance(value, dict) and len(value) > 1 and all(_ids(v) for v in value.values()):
             value = [{"user": key, "item": x} for key, items in value.items() for x in items]  # {user: [item, ...]}
         if isinstance(value, dict) and text.strip().count("\n"):
             raise CrabError(
@@ -343,6 +349,11 @@ def _json_rows(path: Path, text: str, first_rows: int | None, whole: bool = Fals
         raise CrabError(f"{path}: no JSON objects; expected one object per line")
     frame = pd.DataFrame(rows, columns=list(columns), dtype=object).fillna("")
     return frame.iloc[:first_rows]
+
+
+def _ids(value: object) -> bool:
+    """Whether ``value`` is a list of ids (strings or numbers)."""
+    return isinstance(value, list) and all(isinstance(x, str | int | float) and not isinstance(x, bool) for x in value)
 
 
 def _array_objects(path: Path, values: list) -> Iterator[tuple[int, dict]]:
@@ -418,7 +429,7 @@ def _cell(value: object) -> str:
         return str(int(value))
     if isinstance(value, int | float):
         return str(value)
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, default=str)  # a Python literal's set or tuple: its text
 
 
 def _parquet(path: Path, first_rows: int | None) -> pd.DataFrame:
