@@ -898,3 +898,10 @@ def test_a_folder_of_train_valid_and_test_tables_is_one_table(tmp_path):
     assert sorted(ds.item_ids[t] for t in splits.test.target) == sorted(str(r[1]) for r in test)
     (folder / "Office.valid.csv").unlink()
     assert load(folder).n_interactions == len(train) + len(test)
+
+
+def test_a_header_line_the_csv_module_cannot_split_is_one_line(tmp_path):
+    """A binary file named ``.txt`` whose first line holds a lone carriage return raised csv.Error (a traceback)."""
+    (tmp_path / "noise.txt").write_bytes(b"a,b\rc,d\nu1,i1\n")
+    with pytest.raises(CrabError, match=r"noise.txt: cannot parse its header line \(new-line character seen"):
+        load(tmp_path / "noise.txt")

@@ -102,7 +102,7 @@ def read_table(
     else:
         frame = _delimited(path, "\t" if sep is None and kind == ".tsv" else sep, first_rows, names)
     if first_rows != 0 and len(frame) == 0:
-        cols = ", ".join(map(str, frame.columns))
+        cols = clip(", ".join(map(str, frame.columns)), 200)
         raise CrabError(f"{path}: no rows after the header ({cols}); expected at least one row")
     return frame
 
@@ -276,7 +276,10 @@ def _delimited(path: Path, sep: str | None, first_rows: int | None, names: list[
     elif len(sep) > 1:  # "::" (the csv module takes one character)
         first = [n.strip() for n in header.split(sep)]
     else:
-        first = [n.strip() for n in next(csv.reader([header], delimiter=sep), [])]
+        try:
+            first = [n.strip() for n in next(csv.reader([header], delimiter=sep), [])]
+        except csv.Error as exc:  # a lone carriage return in the header line: no text table
+            raise CrabError(f"{path}: cannot parse its header line ({reason(exc)})") from None
     if names is not None and len(first) != len(names):
         raise CrabError(
             f"{path}: line 1 has {len(first)} field(s) ({clip(', '.join(first))}), data.columns names {len(names)} "
