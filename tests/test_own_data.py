@@ -905,3 +905,14 @@ def test_a_header_line_the_csv_module_cannot_split_is_one_line(tmp_path):
     (tmp_path / "noise.txt").write_bytes(b"a,b\rc,d\nu1,i1\n")
     with pytest.raises(CrabError, match=r"noise.txt: cannot parse its header line \(new-line character seen"):
         load(tmp_path / "noise.txt")
+
+
+def test_a_web_address_is_named_as_such(tmp_path):
+    """``--data https://.../ml-1m.zip`` said 'https:/files...: dataset path not found'."""
+    local = str(write(tmp_path / "r.csv", "user,item", [(1, 2)]))
+    web = "https://files.grouplens.org/datasets/movielens/ml-1m.zip"
+    for args in ({"path": web}, {"path": local, "item_table": "s3://bucket/items.csv"}):
+        with pytest.raises(CrabError, match=r"a web address; crabrec reads local files: download it first"):
+            load_dataset(DataConfig(kcore=0, **args))
+    with pytest.raises(CrabError, match=r"nothere.csv: dataset path not found$"):
+        load(tmp_path / "nothere.csv")

@@ -9,6 +9,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import zipfile
@@ -314,6 +315,14 @@ def json_object_lines(
         yield n, rec
 
 
+def not_found(path: str | os.PathLike, what: str = "file") -> CrabError:
+    """``<path>: file not found``, saying so when the path is a web address (crabrec reads local files only)."""
+    text = str(path)
+    if re.match(r"[a-zA-Z][\w+.-]+:/", text):  # https://..., s3://... (a drive letter, C:/, is one character)
+        return CrabError(f"{text}: a web address; crabrec reads local files: download it first, then give the file")
+    return CrabError(f"{text}: {what} not found")
+
+
 def read_input_bytes(path: str | os.PathLike) -> bytes:
     """A file the user brought, whole (a pipe too); missing, a folder or unreadable is a one-line error."""
     path = Path(path)
@@ -322,7 +331,7 @@ def read_input_bytes(path: str | os.PathLike) -> bytes:
     except IsADirectoryError:
         raise CrabError(f"{path}: a folder, not a file") from None
     except FileNotFoundError:
-        raise CrabError(f"{path}: file not found") from None
+        raise not_found(path) from None
     except OSError as exc:
         raise CrabError(f"{path}: unreadable ({exc.strerror or exc})") from None
 

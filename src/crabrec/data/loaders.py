@@ -37,7 +37,7 @@ from crabrec.data.reading import (
 )
 from crabrec.data.repeats import drop_repeats
 from crabrec.errors import CrabError, clip
-from crabrec.io import list_literal, read_input_json, read_input_text
+from crabrec.io import list_literal, not_found, read_input_json, read_input_text
 
 log = logging.getLogger("crabrec")
 
@@ -59,7 +59,7 @@ def load_dataset(cfg: DataConfig) -> Dataset:
     """Load, validate, k-core filter (raw layouts) and drop users with fewer than 2 interactions."""
     path = Path(cfg.path) if cfg.path else embedded_path()
     if not path.exists():
-        raise CrabError(f"{path}: dataset path not found")
+        raise not_found(cfg.path or path, "dataset path")
     if not path.is_file() and not path.is_dir():  # a run reads its data again to check its cache: a pipe cannot be
         raise CrabError(f"{path}: not a file or folder (a pipe, as from <(...)?); save the data to a file, pass that")
     fmt = cfg.format if cfg.format != "auto" else detect_format(path)

@@ -32,6 +32,7 @@ from crabrec.data.dataset import Dataset
 from crabrec.data.loaders import _group_interactions
 from crabrec.data.ratings import rated_at_least
 from crabrec.errors import CrabError, clip, reason
+from crabrec.io import not_found
 
 log = logging.getLogger("crabrec")
 
@@ -136,7 +137,7 @@ def open_release(path: Path, item_table: str | None = None) -> Release:
     if item_table and release.item_path.name not in RELEASES.values():
         raise CrabError(f"{item_table}: a MovieLens item file is named {', '.join(RELEASES.values())}")
     if item_table and not release.item_path.is_file():
-        raise CrabError(f"{item_table}: file not found")
+        raise not_found(item_table)
     return release
 
 

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from crabrec.errors import CrabError, clip, reason
-from crabrec.io import DuplicateKeyError, json_object_lines, loads_unique
+from crabrec.io import DuplicateKeyError, json_object_lines, loads_unique, not_found
 
 log = logging.getLogger("crabrec")
 
@@ -84,7 +84,7 @@ def read_table(
     parts = parquet_dataset(path)
     if not parts:
         if not path.is_file():
-            raise CrabError(f"{path}: file not found")
+            raise not_found(path)
         refuse_spreadsheet(path)
         if path.stat().st_size == 0:
             raise CrabError(f"{path}: the file is empty; expected a header line, then the rows")
