@@ -853,6 +853,16 @@ def test_a_zip_archive_is_read_when_it_holds_one_table_and_named_when_it_holds_s
         z.write(tmp_path / "movies.csv", "movies.csv")
     with pytest.raises(CrabError, match=r"two.zip: a zip archive of 2 files \(ratings.csv, movies.csv\); .* unzip it"):
         load(tmp_path / "two.zip")
+    import tarfile
+
+    with tarfile.open(
+        tmp_path / "yelp_dataset.tar.gz", "w:gz"
+    ) as t:  # Yelp ships a tar: it was "cannot tell the layout"
+        t.add(tmp_path / "ratings.csv", "ratings.csv")
+    with pytest.raises(
+        CrabError, match=r"yelp_dataset.tar.gz: a tar archive; unpack it \(tar -xf yelp_dataset.tar.gz\)"
+    ):
+        load(tmp_path / "yelp_dataset.tar.gz")
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-16-le"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import tarfile
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from importlib import resources
@@ -108,6 +109,11 @@ def detect_format(path: Path) -> str:
             raise CrabError(
                 f"{path}: a zip archive of {len(inside)} files ({clip(', '.join(inside), 160)}); crabrec reads a .zip "
                 "that holds one table, or a MovieLens release: unzip it and give the folder (--data FOLDER), or its "
+                "interaction table (--data FILE, --items FILE)"
+            )
+        if tarfile.is_tarfile(path):
+            raise CrabError(
+                f"{path}: a tar archive; unpack it (tar -xf {path.name}) and give the folder (--data FOLDER) or its "
                 "interaction table (--data FILE, --items FILE)"
             )
         raise CrabError(
