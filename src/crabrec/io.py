@@ -336,12 +336,26 @@ def read_input_bytes(path: str | os.PathLike) -> bytes:
         raise CrabError(f"{path}: unreadable ({exc.strerror or exc})") from None
 
 
+def unicode_encoding(start: bytes) -> str | None:
+    """The encoding a text's first 4 bytes show: ``utf-32`` or ``utf-16`` by their byte-order mark (Excel's "Unicode
+    Text" is UTF-16), ``utf-16-le``/``-be`` when its first characters are ASCII written in two bytes without one
+    (text never holds NUL); else None (UTF-8 or an 8-bit encoding)."""
+    if start.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        return "utf-32"
+    if start.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    if len(start) == 4 and start[1] == start[3] == 0 and start[0] and start[2]:  # "u\0s\0"
+        return "utf-16-le"
+    if len(start) == 4 and start[0] == start[2] == 0 and start[1] and start[3]:
+        return "utf-16-be"
+    return None
+
+
 def input_text(name: str | os.PathLike, data: bytes) -> str:
-    """``data`` as UTF-8 text without the byte-order mark some editors write first (Excel's "CSV UTF-8"), or as
-    UTF-16/UTF-32 by their byte-order mark (Excel's "Unicode Text"), its line ends as ``\\n``; not UTF-8 is a
-    one-line error naming ``name``."""
-    utf32 = data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE))
-    encoding = "utf-32" if utf32 else "utf-16" if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else None
+    """``data`` as UTF-8 text without the byte-order mark some editors write first (Excel's "CSV UTF-8"), or in the
+    encoding :func:`unicode_encoding` sees (Excel's "Unicode Text"), its line ends as ``\\n``; not UTF-8 is a one-line
+    error naming ``name``."""
+    encoding = unicode_encoding(data[:4])
     try:
         text = data.decode(encoding or "utf-8-sig")
     except UnicodeDecodeError as exc:

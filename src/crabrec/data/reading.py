@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from crabrec.errors import CrabError, clip, reason
-from crabrec.io import DuplicateKeyError, json_object_lines, loads_unique, not_found
+from crabrec.io import DuplicateKeyError, json_object_lines, loads_unique, not_found, unicode_encoding
 
 log = logging.getLogger("crabrec")
 
@@ -202,19 +202,9 @@ def _head(path: Path) -> bytes:
 
 
 def _bom_encoding(path: Path) -> str | None:
-    """``utf-16`` or ``utf-32`` when the file starts with that byte-order mark (Excel's "Unicode text" is UTF-16),
-    ``utf-16-le``/``-be`` when its first characters are ASCII written in two bytes without one; else None."""
+    """The encoding the file's first bytes show (:func:`~crabrec.io.unicode_encoding`), or None."""
     with _opened(path) as f:
-        start = f.read(4)
-    if start.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
-        return "utf-32"
-    if start.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return "utf-16"
-    if len(start) == 4 and start[1] == start[3] == 0 and start[0] and start[2]:  # "u\0s\0": text never holds NUL
-        return "utf-16-le"
-    if len(start) == 4 and start[0] == start[2] == 0 and start[1] and start[3]:
-        return "utf-16-be"
-    return None
+        return unicode_encoding(f.read(4))
 
 
 def _encoding(path: Path) -> str:

@@ -267,7 +267,8 @@ def _written_null(cells: pd.Series) -> np.ndarray:
 
 def _unfilled(cells: pd.Series) -> np.ndarray:
     """The cells that hold no value: empty, or a missing value written out."""
-    return (cells.str.strip() == "").to_numpy() | _written_null(cells)
+    stripped = cells.str.strip()
+    return ((stripped == "") | stripped.str.lower().isin(NULLS)).to_numpy()
 
 
 def filled_rows(
