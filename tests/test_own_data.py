@@ -926,3 +926,22 @@ def test_a_web_address_is_named_as_such(tmp_path):
             load_dataset(DataConfig(kcore=0, **args))
     with pytest.raises(CrabError, match=r"nothere.csv: dataset path not found$"):
         load(tmp_path / "nothere.csv")
+
+
+def test_a_first_line_that_is_a_row_is_shown_cut_short_and_the_fix_fits_the_file(tmp_path):
+    """A headerless file's first line is echoed cell by cell, each cut to 40 characters and the whole to 200 (a
+    MIND behaviors line holds hundreds of ids); an item table, which has no data.columns, is told to add a header,
+    and lists and links tell a row as numbers do."""
+    long = " ".join(f"N{i}" for i in range(400))
+    inter = write(tmp_path / "d.tsv", f"1\tU1\t{long}", [(2, "U2", long)], sep="\t")
+    with pytest.raises(CrabError) as err:
+        load(inter)
+    shown = str(err.value).split("its first line (")[1].split(") looks like a row")[0]
+    assert len(shown) <= 200 and shown.startswith("1, U1, N0 N1 N2") and "N399" not in shown
+    assert "data.columns=[user,item,rating,timestamp]" in str(err.value)
+    write(tmp_path / "r.csv", "user,item,time", [("u1", "N1", 1), ("u1", "N2", 2)])
+    first = "N1\tnews\tTitle\thttps://x.example/N1\t[]\t[]"
+    news = write(tmp_path / "news.tsv", first, [("N2", "a", "b", "c", "[]", "[]")], sep="\t")
+    with pytest.raises(CrabError, match=r"news.tsv: its first line \(N1, news, Title, https://x.example/N1, \[\], "
+                       r"\[\]\) looks like a row, not a header; add a header line \(to an item table"):  # fmt: skip
+        load(tmp_path / "r.csv", item_table=str(news))

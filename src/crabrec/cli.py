@@ -53,7 +53,7 @@ DataPathOpt = Annotated[
     typer.Option(
         "--data",
         help="Dataset: a file (CSV/TSV/JSON lines/Parquet, also .gz etc.; .inter, .inter.json; MovieLens u.data, "
-        "ratings.dat) or folder (default: Office).",
+        "ratings.dat; MIND behaviors.tsv) or folder (default: Office).",
     ),
 ]
 ItemsOpt = Annotated[
@@ -61,7 +61,7 @@ ItemsOpt = Annotated[
 ]
 FormatOpt = Annotated[
     str | None,
-    typer.Option("--format", help="auto|lcrec|minionerec|recbole|table|movielens|amazon14|amazon18|amazon23."),
+    typer.Option("--format", help="auto|lcrec|minionerec|recbole|table|movielens|mind|amazon14|amazon18|amazon23."),
 ]
 NameOpt = Annotated[str | None, typer.Option("--name", help="Run name: artifacts go to <runs_dir>/<name>/.")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for every random choice.")]

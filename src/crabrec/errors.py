@@ -1,6 +1,7 @@
 """User-facing errors: one line, exit code 2, no traceback."""
 
 import re
+from collections.abc import Iterable
 
 
 class CrabError(Exception):
@@ -13,6 +14,12 @@ class CrabError(Exception):
 def clip(text: str, limit: int = 80) -> str:
     """``text`` cut to ``limit`` characters (an error never echoes a whole huge value)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def listed(values: Iterable[object], limit: int = 200) -> str:
+    """``values`` joined by commas for a message: each cut to 40 characters, the whole to ``limit`` (a header line
+    that is a long row of data, or a table of a thousand columns, is not echoed whole)."""
+    return clip(", ".join(clip(str(v), 40) for v in values), limit)
 
 
 def reason(exc: BaseException, limit: int = 160) -> str:

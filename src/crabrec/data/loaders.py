@@ -2,7 +2,8 @@
 
 Layouts: ``lcrec`` (LC-Rec/LETTER json), ``minionerec`` (train/valid/test CSVs + index + info), ``recbole``
 (atomic ``.inter``/``.item`` files), ``table`` (a CSV/parquet of user,item,timestamp plus an item table),
-``movielens`` (GroupLens' releases as they unpack, :mod:`crabrec.data.movielens`) and the raw Amazon dumps
+``movielens`` (GroupLens' releases as they unpack, :mod:`crabrec.data.movielens`), ``mind`` (Microsoft's MIND
+news data, :mod:`crabrec.data.mind`) and the raw Amazon dumps
 ``amazon14``/``amazon18``/``amazon23`` (:mod:`crabrec.data.amazon`).
 """
 
@@ -37,7 +38,7 @@ from crabrec.data.reading import (
     zip_members,
 )
 from crabrec.data.repeats import drop_repeats
-from crabrec.errors import CrabError, clip
+from crabrec.errors import CrabError, clip, listed
 from crabrec.io import list_literal, not_found, read_input_json, read_input_text
 
 log = logging.getLogger("crabrec")
@@ -69,9 +70,13 @@ def load_dataset(cfg: DataConfig) -> Dataset:
             f"{path}: data.min_rating={cfg.min_rating:g}: the {fmt} layout has no ratings that crabrec reads (it reads "
             f"them in the {', '.join(RATED)} layouts); remove data.min_rating"
         )
-    if cfg.keep_rows and fmt != "table":
+    table_only = [key for key in ("keep_rows", "columns") if getattr(cfg, key) and fmt != "table"]
+    if table_only:
+        key = table_only[0]
         raise CrabError(
-            f"{path}: data.keep_rows reads a table's columns; the {fmt} layout is not a table (remove data.keep_rows)"
+            f"{path}: data.{key} reads a table's columns; the {fmt} layout is not a table (remove data.{key}"
+            + (", or set --format table" if fmt == "mind" else "")
+            + ")"
         )
     loader: dict[str, Callable[[Path, DataConfig], Dataset]] = {
         "lcrec": _load_lcrec,
@@ -79,6 +84,7 @@ def load_dataset(cfg: DataConfig) -> Dataset:
         "recbole": _load_recbole,
         "table": _load_table,
         "movielens": _load_movielens,
+        "mind": _load_mind,
         **{raw: functools.partial(_load_raw, fmt=raw) for raw in RAW_FORMATS},
     }
     ds = drop_repeats(loader[fmt](path, cfg), cfg.repeats)
@@ -92,10 +98,13 @@ def load_dataset(cfg: DataConfig) -> Dataset:
 
 
 def detect_format(path: Path) -> str:
+    from crabrec.data.mind import is_mind
     from crabrec.data.movielens import is_movielens
 
     if is_movielens(path):
         return "movielens"
+    if is_mind(path):
+        return "mind"
     if path.is_file():
         name = path.name
         if name.endswith(".inter.json"):
@@ -139,19 +148,24 @@ def detect_format(path: Path) -> str:
         return "table"
     raise CrabError(
         f"{path}: no known layout found (expected <name>.inter.json, <name>.inter, train|valid|test/ folders, "
-        "CSV/TSV/JSON-lines/Parquet tables, raw Amazon review + meta_<Category> files, or a MovieLens release); set "
-        "data.format"
+        "CSV/TSV/JSON-lines/Parquet tables, raw Amazon review + meta_<Category> files, a MovieLens release, or "
+        "MIND's behaviors.tsv + news.tsv); set data.format"
     )
 
 
 def companion_files(path: Path) -> list[Path]:
     """The files a layout reads beside a dataset given as one file, so that a run's cache key covers them too:
     ``X.inter.json`` -> ``X.item.json``, ``X.inter`` -> ``X.item``, MovieLens' ``u.data`` -> ``u.item`` and
-    ``u.genre``, ``ratings.dat`` -> ``movies.dat``; none for anything else (or a folder, which is hashed whole)."""
+    ``u.genre``, ``ratings.dat`` -> ``movies.dat``, MIND's behaviors file -> ``news.tsv``; none for anything else
+    (or a folder, which is hashed whole)."""
     if not path.is_file():
         return []
     name = path.name
     beside = {"u.data": ["u.item", "u.genre"], "ratings.dat": ["movies.dat"]}.get(name, [])
+    if path.suffix.lower() == ".tsv":
+        from crabrec.data.mind import NEWS, is_mind
+
+        beside = [NEWS] if is_mind(path) else []
     if name.endswith(".inter.json"):
         beside = [name.removesuffix(".inter.json") + ".item.json"]
     elif name.endswith(".inter"):
@@ -185,7 +199,7 @@ def _require_columns(df: pd.DataFrame, path: Path, columns: tuple[str, ...] | li
     if missing:
         raise CrabError(
             f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)} "
-            f"(found {', '.join(map(str, df.columns))})"
+            f"(found {listed(df.columns)})"
         )
 
 
@@ -431,6 +445,12 @@ def _load_movielens(path: Path, cfg: DataConfig) -> Dataset:
     from crabrec.data.movielens import load_movielens
 
     return load_movielens(path, cfg)
+
+
+def _load_mind(path: Path, cfg: DataConfig) -> Dataset:
+    from crabrec.data.mind import load_mind
+
+    return load_mind(path, cfg)
 
 
 def joined_list(value: Any) -> str | None:

@@ -31,7 +31,7 @@ from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.loaders import _group_interactions
 from crabrec.data.ratings import rated_at_least
-from crabrec.errors import CrabError, clip, reason
+from crabrec.errors import CrabError, clip, listed, reason
 from crabrec.io import not_found
 
 log = logging.getLogger("crabrec")
@@ -199,7 +199,7 @@ def _csv(release: Release, name: str, needed: tuple[str, ...], expected: str) ->
     if missing:
         raise CrabError(
             f"{release.where(name)}: missing column(s) {', '.join(missing)}; expected {expected} "
-            f"(found {', '.join(map(str, frame.columns))})"
+            f"(found {listed(frame.columns)})"
         )
     return frame
 

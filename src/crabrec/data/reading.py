@@ -26,7 +26,7 @@ from typing import IO
 import numpy as np
 import pandas as pd
 
-from crabrec.errors import CrabError, clip, reason
+from crabrec.errors import CrabError, clip, listed, reason
 from crabrec.io import DuplicateKeyError, json_object_lines, loads_unique, not_found, unicode_encoding
 
 log = logging.getLogger("crabrec")
@@ -102,7 +102,7 @@ def read_table(
     else:
         frame = _delimited(path, "\t" if sep is None and kind == ".tsv" else sep, first_rows, names)
     if first_rows != 0 and len(frame) == 0:
-        cols = clip(", ".join(map(str, frame.columns)), 200)
+        cols = listed(frame.columns)
         raise CrabError(f"{path}: no rows after the header ({cols}); expected at least one row")
     return frame
 
@@ -470,16 +470,25 @@ def id_cells(values: pd.Series) -> pd.Series:
 
 
 def looks_like_a_row(cells: list) -> bool:
-    """Whether a header line holds a number: a row of data, not column names."""
-    return any(NUMBER.fullmatch(str(c).strip()) for c in cells)
+    """Whether a header line holds a number, a list, a JSON object or a web address: a row of data, not column
+    names."""
+    stripped = (str(c).strip() for c in cells)
+    return any(NUMBER.fullmatch(c) or c.startswith(("[", "{", "http://", "https://")) for c in stripped)
 
 
 def row_not_header(path: Path, cells: list, what: str | None = None) -> CrabError:
-    """The error for a file whose first line (``cells``) is a row, not a header."""
+    """The error for a file whose first line (``cells``) is a row, not a header (``what``: the interaction column
+    looked for; without it the file may be an item table too, which has no ``data.columns``)."""
+    columns = "name the columns with --set data.columns=[user,item,rating,timestamp] (in file order)"
+    fix = (
+        f"{columns}, or add a header line"
+        if what
+        else f"add a header line (to an item table: its id column's name, then its text columns'), or, for "
+        f"interactions, {columns}"
+    )
     return CrabError(
-        f"{path}: {f'no {what} column: ' if what else ''}its first line ({', '.join(map(str, cells))}) looks like a "
-        "row, not a header; name the columns with --set data.columns=[user,item,rating,timestamp] (in file order), "
-        "or add a header line"
+        f"{path}: {f'no {what} column: ' if what else ''}its first line ({listed(cells)}) looks like a row, not a "
+        f"header; {fix}"
     )
 
 

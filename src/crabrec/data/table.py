@@ -37,7 +37,7 @@ from crabrec.data.reading import (
     unnested,
 )
 from crabrec.data.times import DAY_MONTH, AmbiguousDates, file_row, timestamps
-from crabrec.errors import CrabError, clip
+from crabrec.errors import CrabError, listed
 
 log = logging.getLogger("crabrec")
 
@@ -222,7 +222,7 @@ def _other_columns(cols: list[str], taken: str, names: tuple[str, ...], key: str
 
 
 def _missing(path: Path, what: str, key: str, configured: str | None, names: tuple[str, ...], cols) -> CrabError:
-    found = ", ".join(map(str, cols)) or "none"
+    found = listed(cols) or "none"
     if configured != DEFAULTS.get(key.rpartition(".")[2]):
         return CrabError(f"{path}: {key}={configured!r}: no such column (found {found}); set {key} to one of them")
     looked = ", ".join(names[:6]) + ", ..."
@@ -241,7 +241,7 @@ def _kept_rows(inter: pd.DataFrame, path: Path, keep: dict[str, list[str]]) -> t
     total, said = len(inter), []
     for col, values in keep.items():
         if col not in inter.columns:
-            found = ", ".join(map(str, inter.columns))
+            found = listed(inter.columns)
             raise CrabError(f"{path}: data.keep_rows: no column {col!r} (found {found}); name one of them")
         cells = id_cells(inter[col])
         wanted = {id_key(v) for v in values}
@@ -408,7 +408,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         if id_col is None:
             raise CrabError(
                 f"{item_path}: no item id column (looked for {', '.join(dict.fromkeys([item, *ITEM_NAMES[:6]]))}, "
-                f"...; found {clip(', '.join(map(str, table_cols)), 200) or 'none'}); name it with --set "
+                f"...; found {listed(table_cols) or 'none'}); name it with --set "
                 "data.item_table_id_col=<column>"
             )
     items = _items_from_frame(table, id_col, item_path)
