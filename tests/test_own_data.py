@@ -52,10 +52,13 @@ def test_iso_dates_order_rows_like_unix_seconds(tmp_path):
     assert ds.timestamps[a][1] == 1672981200.0  # 2023-01-06 05:00:00 UTC
 
 
-@pytest.mark.parametrize("name", ["order_date", "orderDate", "Purchase Time", "event_timestamp", "created_at"])
+@pytest.mark.parametrize(
+    "name", ["order_date", "orderDate", "Purchase Time", "event_timestamp", "created_at", "date_added", "time_created"]
+)
 def test_a_column_named_for_a_time_by_its_last_word_orders_the_rows(name, tmp_path):
     """``order_date`` and the like were not detected: each user's rows were taken in file order, and the split was
-    leave-one-out instead of the global time split, with no word said."""
+    leave-one-out instead of the global time split, with no word said. A name whose first word says it is a time
+    (Goodreads' ``date_added``) is one too."""
     rows = [("a", "x", "2023-01-06"), ("a", "y", "2023-01-05"), ("a", "z", "2023-01-07"), ("b", "x", "2022-12-31"),
             ("b", "z", "2022-12-30")]  # fmt: skip
     ds = load(write(tmp_path / "orders.csv", f"customer_id,product_id,{name}", rows))
@@ -104,6 +107,8 @@ def test_the_data_stage_is_recomputed_only_where_the_time_column_rule_changes_it
     orders = write(tmp_path / "orders.csv", "customer_id,product_id,order_date", EVENTS)
     plain = write(tmp_path / "ratings.csv", "userId,movieId,rating,timestamp", RATINGS)
     assert revision(orders) == 1
+    added = write(tmp_path / "added.csv", "user_id,book_id,date_added", EVENTS)
+    assert revision(added) == 1  # read in file order before the first-word rule
     assert revision(orders, time_col=None) == revision(orders, time_col="order_date") == 0
     assert revision(None) == revision(plain) == revision(tmp_path / "missing.csv") == 0
 

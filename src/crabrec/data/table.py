@@ -87,8 +87,8 @@ def _words(name: object) -> list[str]:
 
 def time_like(columns: list[str], taken: tuple[str, ...]) -> list[str]:
     """The columns, other than ``taken``, named for a time by their last word: ``order_date``, ``event_timestamp``,
-    ``createdAt`` (``at`` after another word), or, a name of one word, by how it ends: ``eventdate``, ``purchasetime``
-    (``last_update`` is no time)."""
+    ``createdAt`` (``at`` after another word), by their first word: ``date_added`` (Goodreads), ``time_created``,
+    or, a name of one word, by how it ends: ``eventdate``, ``purchasetime`` (``last_update`` is no time)."""
     out = []
     for c in columns:
         words = _words(c)
@@ -100,6 +100,8 @@ def time_like(columns: list[str], taken: tuple[str, ...]) -> list[str]:
                 or len(words) == 1
                 and words[0].endswith(TIME_WORDS[:-1])  # one word: eventdate, purchasetime
                 or words[-1] == "at"
+                and len(words) > 1
+                or words[0] in TIME_WORDS[:-1]  # date_added, time_created
                 and len(words) > 1
             )
         ):
