@@ -262,6 +262,42 @@ def test_items_without_a_description_embed_their_title_and_other_fields():
     assert text_fields(described, ["title", "description"]) == ["title", "description"]  # Amazon-like data
 
 
+def test_columns_of_numbers_are_left_out_of_the_text_but_a_year(tmp_path, caplog):
+    """Goodbooks' books.csv holds ids, ISBNs, counts and ratings beside its title and authors: to a text encoder they
+    are digits that say nothing of the book, so they are left out (and named), but for the publication year. The
+    embed stage of a run on such a table is recomputed once (its revision); other data keeps its embeddings."""
+    from crabrec.config import load_config
+    from crabrec.embed import numeric_fields
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+
+    books = tmp_path / "books.csv"
+    books.write_text(
+        "book_id,goodreads_book_id,isbn13,authors,original_publication_year,title,average_rating,ratings_count,price\n"
+        "1,2767052,9.78043902348e+12,Suzanne Collins,2008.0,The Hunger Games,4.34,\"4,780,653\",$7.99\n"
+        "2,3,9.78043955481e+12,J.K. Rowling,1997,Harry Potter,4.44,4602479,\n"
+    )  # fmt: skip
+    (tmp_path / "ratings.csv").write_text("user_id,book_id\n" + "".join(f"{u},{1 + u % 2}\n" for u in range(6)))
+    records = [{"authors": "Suzanne Collins", "original_publication_year": "2008.0", "title": "The Hunger Games",
+                "goodreads_book_id": "2767052", "isbn13": "9.78043902348e+12", "average_rating": "4.34",
+                "ratings_count": "4,780,653", "price": "$7.99"}]  # fmt: skip
+    assert text_fields(records, ["title", "description"]) == ["title", "authors", "original_publication_year", "price"]
+    assert numeric_fields(records, ["title", "description"]) == [
+        "goodreads_book_id", "isbn13", "average_rating", "ratings_count"]  # fmt: skip
+    assert numeric_fields(records, ["title", "authors"]) == []  # fields chosen are kept as chosen
+    with caplog.at_level("INFO", logger="crabrec"):
+        assert item_texts(records, EmbedConfig()) == ["The Hunger Games. Suzanne Collins. 2008.0. $7.99."]
+    assert "columns of numbers left out: goodreads_book_id, isbn13, average_rating, ratings_count" in caplog.text
+
+    def revision(**data) -> int:
+        cfg = load_config(overrides={"data": data})
+        return RunContext(config=cfg, stages=registry()).revision("embed")
+
+    assert revision(path=str(tmp_path / "ratings.csv"), item_table=str(books)) == 1
+    assert revision() == 0  # the embedded Office data: it has descriptions
+    assert revision(path=str(shared_path("ml-100k") / "ml-100k.inter")) == 0  # title, release_year, class
+
+
 def test_a_movielens_folder_runs_to_its_semantic_ids_with_genres_in_the_text(releases, tmp_path, capsys):
     runs = tmp_path / "runs"
     code, _ = cli(["run", "--data", str(releases["1m"]), "--until", "tokenize", "--set", f"runs_dir={runs}",

