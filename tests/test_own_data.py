@@ -943,7 +943,11 @@ def test_a_first_line_that_is_a_row_is_shown_cut_short_and_the_fix_fits_the_file
         load(inter)
     shown = str(err.value).split("its first line (")[1].split(") looks like a row")[0]
     assert len(shown) <= 200 and shown.startswith("1, U1, N0 N1 N2") and "N399" not in shown
-    assert "data.columns=[user,item,rating,timestamp]" in str(err.value)
+    assert "data.columns=[user,item,timestamp] (one name per column" in str(err.value)  # as many names as cells
+    pairs = write(tmp_path / "Beauty.txt", "1 1", [(1, 2), (2, 1), (2, 3)], sep=" ")  # SASRec's 'user item' lines
+    with pytest.raises(CrabError, match=r"data.columns=\[user,item\] \(one name per column"):
+        load(pairs)
+    assert load(pairs, columns=["user", "item"]).n_users == 2
     write(tmp_path / "r.csv", "user,item,time", [("u1", "N1", 1), ("u1", "N2", 2)])
     first = "N1\tnews\tTitle\thttps://x.example/N1\t[]\t[]"
     news = write(tmp_path / "news.tsv", first, [("N2", "a", "b", "c", "[]", "[]")], sep="\t")

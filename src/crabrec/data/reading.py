@@ -479,7 +479,8 @@ def looks_like_a_row(cells: list) -> bool:
 def row_not_header(path: Path, cells: list, what: str | None = None) -> CrabError:
     """The error for a file whose first line (``cells``) is a row, not a header (``what``: the interaction column
     looked for; without it the file may be an item table too, which has no ``data.columns``)."""
-    columns = "name the columns with --set data.columns=[user,item,rating,timestamp] (in file order)"
+    guess = {2: "user,item", 3: "user,item,timestamp"}.get(len(cells), "user,item,rating,timestamp")
+    columns = f"name the columns with --set data.columns=[{guess}] (one name per column, in file order)"
     fix = (
         f"{columns}, or add a header line"
         if what
