@@ -943,14 +943,28 @@ def test_a_first_line_that_is_a_row_is_shown_cut_short_and_the_fix_fits_the_file
         load(inter)
     shown = str(err.value).split("its first line (")[1].split(") looks like a row")[0]
     assert len(shown) <= 200 and shown.startswith("1, U1, N0 N1 N2") and "N399" not in shown
-    assert "data.columns=[user,item,timestamp] (one name per column" in str(err.value)  # as many names as cells
+    assert "data.columns=[user,item,column3] (one name per column" in str(err.value)  # as many names as cells
     pairs = write(tmp_path / "Beauty.txt", "1 1", [(1, 2), (2, 1), (2, 3)], sep=" ")  # SASRec's 'user item' lines
     with pytest.raises(CrabError, match=r"data.columns=\[user,item\] \(one name per column"):
         load(pairs)
     assert load(pairs, columns=["user", "item"]).n_users == 2
+    rows = [(1, "2014-04-07T10:54:09.868Z", 214536500, 0), (2, "2014-04-07T13:56:37.614Z", 214662742, 0),
+            (2, "2014-04-07T13:57:19.373Z", 214536502, 0)]  # fmt: skip
+    clicks = write(tmp_path / "yoochoose-clicks.dat", "1,2014-04-07T10:51:09.277Z,214536502,0", rows)
+    with pytest.raises(CrabError, match=r"data.columns=\[user,timestamp,item,rating\] \(one name"):
+        load(clicks)  # a session, an ISO time, the item, its category: the names follow what the cells hold
+    assert load(clicks, columns=["user", "timestamp", "item", "rating"]).n_users == 2
     write(tmp_path / "r.csv", "user,item,time", [("u1", "N1", 1), ("u1", "N2", 2)])
     first = "N1\tnews\tTitle\thttps://x.example/N1\t[]\t[]"
     news = write(tmp_path / "news.tsv", first, [("N2", "a", "b", "c", "[]", "[]")], sep="\t")
     with pytest.raises(CrabError, match=r"news.tsv: its first line \(N1, news, Title, https://x.example/N1, \[\], "
                        r"\[\]\) looks like a row, not a header; add a header line \(to an item table"):  # fmt: skip
         load(tmp_path / "r.csv", item_table=str(news))
+
+
+def test_names_guessed_for_a_row_follow_what_its_cells_hold():
+    from crabrec.data.reading import guess_columns
+
+    assert guess_columns(["196", "242", "881250949"]) == ["user", "item", "timestamp"]
+    assert guess_columns(["7", "12", "4.5", "1600000000000"]) == ["user", "item", "rating", "timestamp"]
+    assert guess_columns(["u1", "i1", "23/05/2021", "x", "99"]) == ["user", "item", "timestamp", "column4", "column5"]

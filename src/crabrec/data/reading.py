@@ -476,11 +476,36 @@ def looks_like_a_row(cells: list) -> bool:
     return any(NUMBER.fullmatch(c) or c.startswith(("[", "{", "http://", "https://")) for c in stripped)
 
 
+_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}([T ].*)?|\d{1,2}/\d{1,2}/\d{2,4}( .*)?")  # 2014-04-07T10:51:09Z, 4/7/2014
+
+
+def guess_columns(cells: list) -> list[str]:
+    """Names for the cells of a row, in order, for the ``data.columns`` an error suggests: the first is the user, a
+    date or a number of 9 to 13 digits (Unix seconds or milliseconds) the timestamp, the next one left the item, a
+    number from 0 to 10 after it the rating, and any other ``columnN``."""
+    text = [str(c).strip() for c in cells]
+    names: list[str | None] = ["user"] + [None] * (len(text) - 1)
+    stamp = next(
+        (i for i in range(1, len(text)) if _DATE.fullmatch(text[i]) or re.fullmatch(r"\d{9,13}(\.\d*)?", text[i])), None
+    )
+    if stamp is not None:
+        names[stamp] = "timestamp"
+    if (item := next((i for i in range(1, len(text)) if names[i] is None), None)) is not None:
+        names[item] = "item"
+        rating = next((i for i in range(item + 1, len(text)) if names[i] is None and NUMBER.fullmatch(text[i])
+                       and 0 <= float(text[i]) <= 10), None)  # fmt: skip
+        if rating is not None:
+            names[rating] = "rating"
+    return [name or f"column{i + 1}" for i, name in enumerate(names)]
+
+
 def row_not_header(path: Path, cells: list, what: str | None = None) -> CrabError:
     """The error for a file whose first line (``cells``) is a row, not a header (``what``: the interaction column
     looked for; without it the file may be an item table too, which has no ``data.columns``)."""
-    guess = {2: "user,item", 3: "user,item,timestamp"}.get(len(cells), "user,item,rating,timestamp")
-    columns = f"name the columns with --set data.columns=[{guess}] (one name per column, in file order)"
+    columns = (
+        f"name the columns with --set data.columns=[{','.join(guess_columns(cells))}] (one name per column, in file "
+        "order)"
+    )
     fix = (
         f"{columns}, or add a header line"
         if what
