@@ -968,3 +968,33 @@ def test_names_guessed_for_a_row_follow_what_its_cells_hold():
     assert guess_columns(["196", "242", "881250949"]) == ["user", "item", "timestamp"]
     assert guess_columns(["7", "12", "4.5", "1600000000000"]) == ["user", "item", "rating", "timestamp"]
     assert guess_columns(["u1", "i1", "23/05/2021", "x", "99"]) == ["user", "item", "timestamp", "column4", "column5"]
+
+
+def test_one_row_per_user_with_a_list_of_items_reads_as_one_row_per_item(tmp_path):
+    """A table of sequences (``user_id,item_ids`` with ``[1, 2, 3]``; Amazon-M2's ``prev_items`` as NumPy prints
+    them; a JSON-lines or Parquet list) reads as the long table of the same interactions, in list order. The list
+    column was "no item column", or, named with data.item_col, each whole list one item id."""
+    long = load(write(tmp_path / "long.csv", "user,item", [(e[0], e[1]) for e in EVENTS]))
+    seqs: dict[int, list[int]] = {}
+    for u, i, _ in EVENTS:
+        seqs.setdefault(u, []).append(i)
+    (tmp_path / "seqs.csv").write_text("user_id,item_ids\n" + "".join(f'{u},"{s}"\n' for u, s in seqs.items()))
+    (tmp_path / "m2.csv").write_text("session_id,prev_items\n" + "".join(
+        f"{u},[{' '.join(repr(str(i)) for i in s)}]\n" for u, s in seqs.items()))  # fmt: skip
+    pd.DataFrame({"user_id": list(seqs), "items": list(seqs.values())}).to_parquet(tmp_path / "seqs.parquet")
+    for name in ("seqs.csv", "m2.csv", "seqs.parquet"):
+        ds = load(tmp_path / name)
+        assert ds.users == long.users and ds.item_ids == long.item_ids, name
+        assert all(np.array_equal(a, b) for a, b in zip(ds.sequences, long.sequences, strict=True)), name
+    (tmp_path / "bad.csv").write_text('user_id,item_ids\n1,"[1, 2]"\n2,7\n')
+    with pytest.raises(CrabError, match=r"bad.csv: row 3: column 'item_ids' holds '7', not a list of item ids"):
+        load(tmp_path / "bad.csv")
+
+
+def test_a_table_whose_item_column_holds_lists_recomputes_its_data_stage(tmp_path):
+    """Revision bit 64: the item column holds lists of ids (a crabrec before read each list as one id)."""
+    from crabrec.data.table import table_revision
+
+    (tmp_path / "seqs.csv").write_text('user,item\n1,"[1, 2]"\n2,"[2, 3]"\n')
+    assert table_revision(DataConfig(path=str(tmp_path / "seqs.csv"))) == 64
+    assert table_revision(DataConfig(path=str(write(tmp_path / "long.csv", "user,item", EVENTS)))) == 0

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from crabrec.errors import CrabError, clip, listed, reason
-from crabrec.io import DuplicateKeyError, json_object_lines, loads_unique, not_found, unicode_encoding
+from crabrec.io import DuplicateKeyError, json_object_lines, list_literal, loads_unique, not_found, unicode_encoding
 
 log = logging.getLogger("crabrec")
 
@@ -384,6 +384,57 @@ def unnested(
 
 
 GLANCE = 1000  # the cells unnested looks at for a first list of records
+_NUMPY_LIST = re.compile(r"\[\s*(?:'[^']*'\s*)*\]")  # NumPy's print of an array of strings: ['B01' 'B02']
+
+
+def id_list(cell: object) -> list[str] | None:
+    """A cell holding a flat list of ids, as text: a Parquet or JSON list, its JSON or Python literal
+    (``[1, 2]``, ``['B01', 'B02']``) or NumPy's print of one (``['B01' 'B02']``, as Amazon-M2 ships sessions);
+    None for any other cell (an empty cell: an empty list)."""
+    if isinstance(cell, str):
+        text = cell.strip()
+        if not text:
+            return []
+        if not (text.startswith("[") and text.endswith("]")):
+            return None
+        if "," not in text and _NUMPY_LIST.fullmatch(text):
+            return re.findall(r"'([^']*)'", text)
+        try:
+            cell = list_literal(text)
+        except ValueError:
+            return None
+    if isinstance(cell, np.ndarray):
+        cell = cell.tolist()
+    if not isinstance(cell, list | tuple) or any(isinstance(x, list | tuple | dict | float | bool) for x in cell):
+        return None
+    return [str(x) for x in cell]
+
+
+def id_list_column(frame: pd.DataFrame, columns: list[str]) -> str | None:
+    """The first of ``columns`` whose first non-empty cell holds a list of ids, and one of the first cells two or
+    more (a table of one row per user and their items in order); None when there is none."""
+    for col in columns:
+        cells = [c for c in frame[col].iloc[:GLANCE] if not (isinstance(c, str) and not c.strip())]
+        lists = [x for x in map(id_list, cells) if x is not None]
+        if cells and id_list(cells[0]) is not None and any(len(x) > 1 for x in lists):
+            return col
+    return None
+
+
+def exploded(frame: pd.DataFrame, col: str, path: Path, first_line: int) -> pd.DataFrame:
+    """One row per id of column ``col``'s lists, in their order, each keeping its row's index (its line in the file)
+    and other cells; a cell that holds no list is an error naming its row."""
+    lists = []
+    for label, cell in zip(frame.index, frame[col], strict=True):
+        ids = id_list(cell)
+        if ids is None:
+            raise CrabError(
+                f"{path}: row {int(label) + first_line}: column {col!r} holds {clip(repr(cell))}, not a list of item "
+                "ids; the first rows hold one there"
+            )
+        lists.append(ids)
+    out = frame.assign(**{col: lists}).explode(col)
+    return out[out[col].notna()].astype({col: str})
 
 
 def cell_list(cell: object) -> list | None:

@@ -26,8 +26,10 @@ from crabrec.data.ratings import RATING_NAMES, rated_at_least
 from crabrec.data.reading import (
     COMPRESSIONS,
     KINDS,
+    exploded,
     first_row,
     id_cells,
+    id_list_column,
     looks_like_a_row,
     parquet_dataset,
     read_table,
@@ -57,6 +59,8 @@ TIME_NAMES = ("timestamp", "time", "date", "datetime", "ts", "unix_time", "unixr
 TIME_WORDS = ("timestamp", "datetime", "date", "time", "ts")
 EARLIEST = 1e8  # Unix seconds (1973-03-03): a column named like a time whose values are smaller holds durations
 DEFAULTS = {"user_col": "user", "item_col": "item", "time_col": "timestamp", "rating_col": "rating"}
+# words in the name of a column that lists a user's items (item_ids, prev_items, history, movie_seq, asins)
+LIST_WORDS = ("item", "product", "movie", "book", "asin", "song", "track", "video", "article", "news", "history", "seq")
 GLANCE_ROWS = 1000  # the rows table_revision reads
 # cells that spell out a missing value (Diginetica writes an anonymous user as NA): empty cells, never ids
 NULLS = ("na", "n/a", "#n/a", "nan", "null", "none", "nil", "undefined")
@@ -160,7 +164,8 @@ def table_revision(cfg: DataConfig) -> int:
     - 4: its item column is detected among both ``asin`` and ``parent_asin`` (``asin`` was taken);
     - 8: a user or item cell writes out a missing value (``NA``), or in a RecBole file is empty (read as an id);
     - 16: a time column found by its name writes dates as numbers (``20230106``: passed over);
-    - 32: the item table holds lists of words (``["Office", "Pens"]``: their brackets and quotes were embedded).
+    - 32: the item table holds lists of words (``["Office", "Pens"]``: their brackets and quotes were embedded);
+    - 64: the item column holds lists of ids, one row per user (each list was read as one item id).
 
     0 for any other layout or a file it cannot read (the data stage reports those)."""
     from crabrec.data.loaders import _stem, detect_format, embedded_path, joined_list
@@ -186,7 +191,8 @@ def table_revision(cfg: DataConfig) -> int:
     item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
     asin = {"asin", "parentasin"} <= {_norm(c) for c in cols} and cfg.item_col not in cols
     nulls = any(_written_null(id_cells(head[c])).any() for c in (user, item) if c)
-    revision = 4 * int(asin) + 8 * int(nulls) + 32 * int(lists)
+    id_lists = item is not None and id_list_column(head, [item]) is not None
+    revision = 4 * int(asin) + 8 * int(nulls) + 32 * int(lists) + 64 * int(id_lists)
     if not cfg.time_col:
         return revision
     time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES)
@@ -358,8 +364,11 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     if user is None:
         raise _missing(path, "user", "data.user_col", cfg.user_col, USER_NAMES, cols)
+    if (listed_items := _listed_items(inter, cols, cfg, user)) is not None:
+        inter = exploded(inter, listed_items, path, first_line)
+        log.info("%s: one row per item of the lists in column %s", path, listed_items)
     table = _read_csv(item_path) if item_path is not None else None
-    item = _item_column(cols, cfg, None if table is None else list(table.columns))
+    item = listed_items or _item_column(cols, cfg, None if table is None else list(table.columns))
     if item is None:
         raise _missing(path, "item", "data.item_col", cfg.item_col, ITEM_NAMES, cols)
     time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES) if cfg.time_col else None
@@ -410,6 +419,15 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         ds.notes.append(f"{item_path.name} has no text columns: ids-only data")
     log.info("%s (item id column %s)", found, id_col)
     return ds
+
+
+def _listed_items(inter: pd.DataFrame, cols: list[str], cfg: DataConfig, user: str) -> str | None:
+    """The column of a table of one row per user that lists the user's items in order (``[1, 2, 3]``): the item
+    column when its cells are lists, else, with no item column, the first column named for items (``item_ids``,
+    ``prev_items``, ``history``) whose cells are."""
+    item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    named = [c for c in cols if c != user and any(w in _norm(c) for w in LIST_WORDS)]
+    return id_list_column(inter, [item] if item else named)
 
 
 def _item_table_id(table_cols: list[str], item: str, cfg: DataConfig, item_path: Path) -> str:
