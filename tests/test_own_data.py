@@ -986,6 +986,12 @@ def test_one_row_per_user_with_a_list_of_items_reads_as_one_row_per_item(tmp_pat
         ds = load(tmp_path / name)
         assert ds.users == long.users and ds.item_ids == long.item_ids, name
         assert all(np.array_equal(a, b) for a, b in zip(ds.sequences, long.sequences, strict=True)), name
+    # Amazon-M2's sessions: no user column, each row a session's items then the one after them
+    (tmp_path / "sessions_train.csv").write_text("prev_items,next_item,locale\n" + "".join(
+        f"[{' '.join(repr(str(i)) for i in s[:-1])}],{s[-1]},DE\n" for s in seqs.values()))  # fmt: skip
+    sessions = load(tmp_path / "sessions_train.csv")
+    assert sessions.users == [str(n) for n in range(2, 2 + len(seqs))]  # each session named by its line
+    assert all(np.array_equal(a, b) for a, b in zip(sessions.sequences, long.sequences, strict=True))
     (tmp_path / "bad.csv").write_text('user_id,item_ids\n1,"[1, 2]"\n2,7\n')
     with pytest.raises(CrabError, match=r"bad.csv: row 3: column 'item_ids' holds '7', not a list of item ids"):
         load(tmp_path / "bad.csv")

@@ -421,18 +421,20 @@ def id_list_column(frame: pd.DataFrame, columns: list[str]) -> str | None:
     return None
 
 
-def exploded(frame: pd.DataFrame, col: str, path: Path, first_line: int) -> pd.DataFrame:
-    """One row per id of column ``col``'s lists, in their order, each keeping its row's index (its line in the file)
-    and other cells; a cell that holds no list is an error naming its row."""
+def exploded(frame: pd.DataFrame, col: str, path: Path, first_line: int, then: str | None = None) -> pd.DataFrame:
+    """One row per id of column ``col``'s lists, in their order (``then``: followed by that column's id, when the row
+    has one), each keeping its row's index (its line in the file) and other cells; a cell that holds no list is an
+    error naming its row."""
     lists = []
-    for label, cell in zip(frame.index, frame[col], strict=True):
+    after = id_cells(frame[then]).str.strip() if then else pd.Series("", index=frame.index)
+    for label, cell, last in zip(frame.index, frame[col], after, strict=True):
         ids = id_list(cell)
         if ids is None:
             raise CrabError(
                 f"{path}: row {int(label) + first_line}: column {col!r} holds {clip(repr(cell))}, not a list of item "
                 "ids; the first rows hold one there"
             )
-        lists.append(ids)
+        lists.append([*ids, last] if last else ids)
     out = frame.assign(**{col: lists}).explode(col)
     return out[out[col].notna()].astype({col: str})
 

@@ -29,6 +29,7 @@ from crabrec.data.reading import (
     exploded,
     first_row,
     id_cells,
+    id_list,
     id_list_column,
     looks_like_a_row,
     parquet_dataset,
@@ -59,6 +60,7 @@ TIME_NAMES = ("timestamp", "time", "date", "datetime", "ts", "unix_time", "unixr
 TIME_WORDS = ("timestamp", "datetime", "date", "time", "ts")
 EARLIEST = 1e8  # Unix seconds (1973-03-03): a column named like a time whose values are smaller holds durations
 DEFAULTS = {"user_col": "user", "item_col": "item", "time_col": "timestamp", "rating_col": "rating"}
+SESSION = "session"  # the user column made for a table of sessions without one
 # words in the name of a column that lists a user's items (item_ids, prev_items, history, movie_seq, asins)
 LIST_WORDS = ("item", "product", "movie", "book", "asin", "song", "track", "video", "article", "news", "history", "seq")
 GLANCE_ROWS = 1000  # the rows table_revision reads
@@ -362,10 +364,19 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         cols = list(inter.columns)
     inter, kept = _kept_rows(inter, path, cfg.keep_rows or {})
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
-    if user is None:
+    listed_items = _listed_items(inter, cols, cfg, user)
+    if user is None and listed_items is None:
         raise _missing(path, "user", "data.user_col", cfg.user_col, USER_NAMES, cols)
-    if (listed_items := _listed_items(inter, cols, cfg, user)) is not None:
-        inter = exploded(inter, listed_items, path, first_line)
+    if listed_items is not None:
+        then = None
+        if user is None:  # a table of sessions (Amazon-M2): each row one user, named by its line
+            user, then = SESSION, _next_item(inter, cols, listed_items)
+            inter[SESSION] = [str(int(label) + first_line) for label in inter.index]
+            log.info(
+                "%s: no user column: each row is one session, named by its line (its items: %s%s)", path,
+                listed_items, f", then {then}" if then else "",
+            )  # fmt: skip
+        inter = exploded(inter, listed_items, path, first_line, then)
         log.info("%s: one row per item of the lists in column %s", path, listed_items)
     table = _read_csv(item_path) if item_path is not None else None
     item = listed_items or _item_column(cols, cfg, None if table is None else list(table.columns))
@@ -421,7 +432,14 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     return ds
 
 
-def _listed_items(inter: pd.DataFrame, cols: list[str], cfg: DataConfig, user: str) -> str | None:
+def _next_item(inter: pd.DataFrame, cols: list[str], listed: str) -> str | None:
+    """In a table of sessions, the column holding the item after each row's list (Amazon-M2's ``next_item``): one
+    named ``next...`` or ``target...`` whose first cell is one id, not a list."""
+    named = [c for c in cols if c != listed and _norm(c).startswith(("next", "target"))]
+    return next((c for c in named if len(inter) and id_list(inter[c].iloc[0]) is None), None)
+
+
+def _listed_items(inter: pd.DataFrame, cols: list[str], cfg: DataConfig, user: str | None) -> str | None:
     """The column of a table of one row per user that lists the user's items in order (``[1, 2, 3]``): the item
     column when its cells are lists, else, with no item column, the first column named for items (``item_ids``,
     ``prev_items``, ``history``) whose cells are."""
