@@ -6,7 +6,7 @@ The shared MovieLens-100K written as a Goodbooks-shaped item table (``books.csv`
 ``authors``, the year, and beside them ids, an ISBN-13, an average rating and a ratings count drawn at random with
 seed 0, as Goodbooks ships such columns) with its ratings as the interactions. The data, embed and tokenize stages
 run twice, side by side: with the default text, which leaves the columns of numbers out, and with every column
-embedded (how an item table without a description was embedded before, ``embed.fields`` set to all of them).
+embedded (``embed.fields`` set to all of them).
 ``--train`` also trains and evaluates MOR on each (the quick preset, one thread each).
 
 It prints, for each, how often two items under the same first SID token share a genre, against two items drawn at
@@ -78,7 +78,7 @@ def main() -> None:
     ratings, books = write_books(runs / "data")
     every = ["title", "goodreads_book_id", "isbn13", "authors", "original_publication_year", "average_rating",
              "ratings_count"]  # fmt: skip
-    texts = {"numbers left out (now)": [], "every column (before)": [f"embed.fields=[{','.join(every)}]"]}
+    texts = {"columns of numbers left out (the default)": [], "every column": [f"embed.fields=[{','.join(every)}]"]}
     until = ["--until", "evaluate", "--set", "train.threads=1"] if args.train else ["--until", "tokenize"]
     jobs = {}
     for n, (name, sets) in enumerate(texts.items()):

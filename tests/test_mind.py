@@ -147,8 +147,8 @@ BAD = {
     "unlisted": (["1\tu1\t11/9/2019 1:00:00 PM\ta b\tz-1"], [],
                  "user 'u1': item 'z' is not in the item table"),
     "columns": (["1\tu1\t11/9/2019 1:00:00 PM\ta b\tc-1"], ["--set", "data.columns=[a,user,t,h,item]"],
-                "data.columns reads a table's columns; the mind layout is not a table (remove data.columns, or set "
-                "--format table)"),
+                "data.columns reads a table's columns; the mind layout is not a table (remove data.columns, or read "
+                "it as one with --format table)"),
 }  # fmt: skip
 
 

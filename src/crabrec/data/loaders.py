@@ -75,7 +75,7 @@ def load_dataset(cfg: DataConfig) -> Dataset:
         key = table_only[0]
         raise CrabError(
             f"{path}: data.{key} reads a table's columns; the {fmt} layout is not a table (remove data.{key}"
-            + (", or set --format table" if fmt == "mind" else "")
+            + (", or read it as one with --format table" if cfg.format == "auto" else "")
             + ")"
         )
     loader: dict[str, Callable[[Path, DataConfig], Dataset]] = {

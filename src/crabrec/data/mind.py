@@ -26,7 +26,6 @@ import io
 import logging
 import re
 import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +34,7 @@ import pandas as pd
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.loaders import _group_interactions
+from crabrec.data.reading import UNREADABLE, members_by_name
 from crabrec.errors import CrabError, clip, reason
 from crabrec.io import not_found
 
@@ -44,7 +44,6 @@ BEHAVIORS, NEWS = "behaviors.tsv", "news.tsv"
 FIELDS = ("impression id", "user id", "time", "history", "impressions")
 TIME_FORMAT = "%m/%d/%Y %I:%M:%S %p"
 _TIME = re.compile(r"\d{1,2}/\d{1,2}/\d{4} \d{1,2}:\d{2}:\d{2} [AP]M")
-UNREADABLE = (OSError, zipfile.BadZipFile, zlib.error, EOFError)
 CHUNK = 200_000  # behaviors rows read at a time: MINDlarge's 2.2M rows repeat each user's history in every row
 
 
@@ -55,8 +54,7 @@ class Part:
         self.path = path
         self.archive = zipfile.ZipFile(path) if path.is_file() and zipfile.is_zipfile(path) else None
         if self.archive is not None:
-            names = [m for m in self.archive.namelist() if not m.endswith("/")]
-            self.members = {m.rsplit("/", 1)[-1]: m for m in reversed(names)}  # the first of a name wins
+            self.members = members_by_name(self.archive)
         else:  # a folder, or a behaviors file (under any name) with news.tsv beside it
             folder, behaviors = (path, path / BEHAVIORS) if path.is_dir() else (path.parent, path)
             found = {BEHAVIORS: behaviors, NEWS: folder / NEWS}

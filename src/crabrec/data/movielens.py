@@ -19,7 +19,6 @@ import io
 import itertools
 import logging
 import zipfile
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
@@ -31,6 +30,7 @@ from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.loaders import _group_interactions
 from crabrec.data.ratings import rated_at_least
+from crabrec.data.reading import UNREADABLE, members_by_name
 from crabrec.errors import CrabError, clip, listed, reason
 from crabrec.io import not_found
 
@@ -45,7 +45,6 @@ GENRES_100K = (
 )  # fmt: skip
 NO_GENRES = "(no genres listed)"
 HEADER_MOVIES = ("movieId", "title", "genres")
-UNREADABLE = (OSError, zipfile.BadZipFile, zlib.error, EOFError)  # a file or an archive member that cannot be read
 
 
 class Release:
@@ -56,8 +55,7 @@ class Release:
         self.path = path
         self.archive = zipfile.ZipFile(path) if path.suffix.lower() == ".zip" and zipfile.is_zipfile(path) else None
         if self.archive is not None:
-            members = [m for m in self.archive.namelist() if not m.endswith("/")]
-            self.members = {m.rsplit("/", 1)[-1]: m for m in reversed(members)}  # the first of a name wins
+            self.members = members_by_name(self.archive)
             self.folder = path.with_suffix("")
         else:
             self.folder = path if path.is_dir() else path.parent

@@ -19,6 +19,7 @@ import logging
 import lzma
 import re
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
@@ -53,6 +54,9 @@ def table_kind(path: Path, named: bool = False) -> str | None:
     return None if kind == ".parquet" and compression else kind
 
 
+UNREADABLE = (OSError, zipfile.BadZipFile, zlib.error, EOFError)  # a file or an archive member that cannot be read
+
+
 def zip_members(path: Path) -> list[str]:
     """The files a zip archive holds (not its folders, nor macOS' ``__MACOSX`` copies); none if it is no zip."""
     try:
@@ -60,6 +64,15 @@ def zip_members(path: Path) -> list[str]:
             names = z.namelist()
     except (OSError, zipfile.BadZipFile):
         return []
+    return _files(names)
+
+
+def members_by_name(archive: zipfile.ZipFile) -> dict[str, str]:
+    """An open archive's files by their name, in whatever folder inside (the first of a name wins)."""
+    return {m.rsplit("/", 1)[-1]: m for m in reversed(_files(archive.namelist()))}
+
+
+def _files(names: list[str]) -> list[str]:
     return [m for m in names if not m.endswith("/") and not m.startswith("__MACOSX/")]
 
 
@@ -395,19 +408,16 @@ def id_list(cell: object) -> list[str] | None:
         text = cell.strip()
         if not text:
             return []
-        if not (text.startswith("[") and text.endswith("]")):
-            return None
         if "," not in text and _NUMPY_LIST.fullmatch(text):
             return re.findall(r"'([^']*)'", text)
         try:
-            cell = list_literal(text)
+            cell = list_literal(text)  # (a flat list of ids, else ValueError)
         except ValueError:
             return None
-    if isinstance(cell, np.ndarray):
-        cell = cell.tolist()
-    if not isinstance(cell, list | tuple) or any(isinstance(x, list | tuple | dict | float | bool) for x in cell):
+    items = cell_list(cell)
+    if items is None or any(isinstance(x, list | tuple | dict | float | bool) for x in items):
         return None
-    return [str(x) for x in cell]
+    return [str(x) for x in items]
 
 
 def id_list_column(frame: pd.DataFrame, columns: list[str]) -> str | None:
