@@ -70,7 +70,8 @@ def load_dataset(cfg: DataConfig) -> Dataset:
             f"{path}: data.min_rating={cfg.min_rating:g}: the {fmt} layout has no ratings that crabrec reads (it reads "
             f"them in the {', '.join(RATED)} layouts); remove data.min_rating"
         )
-    table_only = [key for key in ("keep_rows", "columns") if getattr(cfg, key) and fmt != "table"]
+    tables = {"keep_rows": ("table", "recbole"), "columns": ("table",)}  # the layouts each setting reads
+    table_only = [key for key, layouts in tables.items() if getattr(cfg, key) and fmt not in layouts]
     if table_only:
         key = table_only[0]
         raise CrabError(
@@ -156,8 +157,8 @@ def detect_format(path: Path) -> str:
 def companion_files(path: Path) -> list[Path]:
     """The files a layout reads beside a dataset given as one file, so that a run's cache key covers them too:
     ``X.inter.json`` -> ``X.item.json``, ``X.inter`` -> ``X.item``, MovieLens' ``u.data`` -> ``u.item`` and
-    ``u.genre``, ``ratings.dat`` -> ``movies.dat``, MIND's behaviors file -> ``news.tsv``; none for anything else
-    (or a folder, which is hashed whole)."""
+    ``u.genre``, ``ratings.dat`` -> ``movies.dat``, MIND's behaviors file -> ``news.tsv``, a RecBole benchmark's
+    part -> its other parts and ``X.item``; none for anything else (or a folder, which is hashed whole)."""
     if not path.is_file():
         return []
     name = path.name
@@ -169,7 +170,10 @@ def companion_files(path: Path) -> list[Path]:
     if name.endswith(".inter.json"):
         beside = [name.removesuffix(".inter.json") + ".item.json"]
     elif name.endswith(".inter"):
-        beside = [name.removesuffix(".inter") + ".item"]
+        from crabrec.data.recbole import recbole_files
+
+        files = recbole_files(path)
+        beside = [p.name for p in [*files.parts, files.items] if p != path]
     return [path.parent / n for n in beside if (path.parent / n).is_file()]
 
 
@@ -228,16 +232,6 @@ def _text_record(raw: Any, source: Path, key: str) -> dict[str, str]:
             f"{source}: item {clip(repr(key))}: expected an object of text fields, got {type(raw).__name__}"
         )
     return {_text(k): _text(v) for k, v in raw.items()}
-
-
-def _timestamps(values: pd.Series, path: Path) -> np.ndarray:
-    ts = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)  # an integer past 2**63 becomes a float
-    bad = np.flatnonzero(~np.isfinite(ts))  # not a number, NaN, or beyond a double (1e400): orders nothing
-    if len(bad):  # named by its line in the file: the index is the row's place in it, kept when rows are left out
-        row = int(bad[0])
-        line = int(values.index[row]) + 2
-        raise CrabError(f"{path}: row {line}: timestamp {clip(repr(values.iloc[row]))} is not a finite number")
-    return ts
 
 
 def _build(
@@ -388,52 +382,9 @@ def _load_lcrec(path: Path, cfg: DataConfig) -> Dataset:
 
 
 def _load_recbole(path: Path, cfg: DataConfig) -> Dataset:
-    """A RecBole dataset: ``<name>.inter`` and, when there is one, ``<name>.item`` (without it: ids-only data)."""
-    from crabrec.data.table import filled_rows
+    from crabrec.data.recbole import load_recbole
 
-    folder, name = _stem(path, ".inter", cfg.name)
-    inter_path, item_path = folder / f"{name}.inter", folder / f"{name}.item"
-    inter = _recbole_frame(inter_path)
-    _require_columns(inter, inter_path, ("user_id", "item_id"))
-    if cfg.min_rating is not None:
-        _require_columns(inter, inter_path, ("user_id", "item_id", "rating"))
-    has_time = "timestamp" in inter.columns
-    read = {"user id": "user_id", "item id": "item_id", "time": "timestamp" if has_time else None}
-    read["rating"] = "rating" if cfg.min_rating is not None else None
-    inter, left_out = filled_rows(inter, inter_path, 2, read, cfg.incomplete_rows == "drop", {})
-    ts = _timestamps(inter["timestamp"], inter_path) if has_time else None
-    if cfg.min_rating is not None:
-        from crabrec.data.ratings import rated_at_least
-
-        where = str(inter_path)
-        keep = rated_at_least(inter["rating"], cfg.min_rating, where, "rating", lambda row: int(inter.index[row]) + 2)
-        inter, ts = inter[keep], ts[keep] if ts is not None else None
-    if not item_path.is_file():  # an ids-only dataset (RecBole's gowalla, tmall-buy ...)
-        items = {raw: {} for raw in inter["item_id"].astype(str).str.strip().unique()}
-        ds = _group_interactions(name, folder, inter, "user_id", "item_id", ts, items, str(inter_path))
-        ds.has_text = False
-        ds.notes[:0] = left_out
-        ds.notes.append(f"no {item_path.name}: ids-only data, semantic IDs come from SASRec's item embeddings")
-        return ds
-    items_df = _recbole_frame(item_path)
-    _require_columns(items_df, item_path, ("item_id",))
-    items = _items_from_frame(items_df, "item_id", item_path)
-    drop = cfg.missing_items == "drop"
-    ds = _group_interactions(name, folder, inter, "user_id", "item_id", ts, items, str(inter_path), drop)
-    ds.notes[:0] = left_out
-    return ds
-
-
-def _recbole_frame(path: Path, first_rows: int | None = None) -> pd.DataFrame:
-    """A RecBole atomic file (tab-separated, header ``name:type``; ``first_rows``: only those), columns named without
-    their types."""
-    df = read_table(path, "\t", first_rows=first_rows)
-    names = [str(c).split(":")[0] for c in df.columns]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise CrabError(f"{path}: header: column {clip(twice[0])!r} is given twice (names compare without :type)")
-    df.columns = names
-    return df
+    return load_recbole(path, cfg)
 
 
 def _load_table(path: Path, cfg: DataConfig) -> Dataset:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -167,19 +168,18 @@ def table_revision(cfg: DataConfig) -> int:
     - 8: a user or item cell writes out a missing value (``NA``), or in a RecBole file is empty (read as an id);
     - 16: a time column found by its name writes dates as numbers (``20230106``: passed over);
     - 32: the item table holds lists of words (``["Office", "Pens"]``: their brackets and quotes were embedded);
-    - 64: the item column holds lists of ids, one row per user (each list was read as one item id).
+    - 64: the item column holds lists of ids, one row per user (each list was read as one item id);
+    - 128: a RecBole benchmark's files make one dataset, or its rows' lists of the items before make the sequences
+      (the file given was read alone, a row as one interaction).
 
     0 for any other layout or a file it cannot read (the data stage reports those)."""
-    from crabrec.data.loaders import _stem, detect_format, embedded_path, joined_list
+    from crabrec.data.loaders import detect_format, embedded_path, joined_list
 
     path = Path(cfg.path) if cfg.path else embedded_path()
     try:
         layout = cfg.format if cfg.format != "auto" else detect_format(path)
-        if layout == "recbole":  # +8 as for a table: an empty or NA id was an id
-            folder, name = _stem(path, ".inter", cfg.name)
-            head = read_table(folder / f"{name}.inter", sep="\t", first_rows=GLANCE_ROWS)
-            ids = [c for c in head.columns if str(c).split(":")[0] in ("user_id", "item_id")]
-            return 8 * int(any(_unfilled(id_cells(head[c])).any() for c in ids))
+        if layout == "recbole":
+            return _recbole_revision(path, cfg)
         if layout != "table":
             return 0
         path, item_path = resolve_folder(path, cfg) if path.is_dir() else (path, cfg.item_table)
@@ -205,6 +205,25 @@ def table_revision(cfg: DataConfig) -> int:
     numeric_dates = column is not None and bool(head[column].astype(str).str.strip().str.match(DAY_MONTH).any())
     as_numbers = by_name is not None and _dates_as_numbers(head[by_name])
     return revision + int(by_name is not None) + 2 * int(numeric_dates) + 16 * int(as_numbers)
+
+
+def _recbole_revision(path: Path, cfg: DataConfig) -> int:
+    """:func:`table_revision` for RecBole files, which crabrec read by the names ``user_id``, ``item_id`` and
+    ``timestamp`` alone: +8 when an id is empty or NA (it was read as an id), +1 when the time column has another
+    name (the rows were taken in file order), +128 for a benchmark or rows that list the items before."""
+    from crabrec.data.recbole import listed_column, recbole_files, recbole_frame
+
+    files = recbole_files(path, cfg.name)
+    head = recbole_frame(files.parts[0], first_rows=GLANCE_ROWS)
+    cols = list(head.columns)
+    user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
+    item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    nulls = any(_unfilled(id_cells(head[c])).any() for c in (user, item) if c)
+    time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES) if cfg.time_col else None
+    if time is None and cfg.time_col == DEFAULTS["time_col"]:
+        time = next(iter(time_like(cols, (user or "", item or ""))), None)
+    whole = len(files.parts) > 1 or listed_column(head, (user, item)) is not None
+    return 8 * int(nulls) + int(time not in (None, "timestamp")) + 128 * int(whole)
 
 
 def _item_column(cols: list[str], cfg: DataConfig, table_cols: list[str] | None) -> str | None:
@@ -354,7 +373,33 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     else:
         item_path = Path(cfg.item_table) if cfg.item_table else None
     inter = read_table(path, names=cfg.columns)
+    label = f"{path.name}: "
+    if folder:
+        parts = ", ".join(p.name for p in split_tables(path)) + " (as one table; crabrec splits it)"
+        label = (
+            f"{path.parent if path.is_file() else path}: interactions from {parts if path.is_dir() else path.name}, "
+            + (f"items from {item_path.name}; " if item_path else "no item table; ")
+        )
     first_line = first_row(path, headerless=cfg.columns is not None)
+    return frame_dataset(inter, path, first_line, cfg, item_path, name=dataset_name(path), label=label)
+
+
+def frame_dataset(
+    inter: pd.DataFrame,
+    path: Path,
+    first_line: int,
+    cfg: DataConfig,
+    item_path: Path | None,
+    *,
+    name: str,
+    label: str,
+    read_items: Callable[[Path], pd.DataFrame] = _read_csv,
+    no_items: str = "no item table",
+) -> Dataset:
+    """The dataset of an interaction table read from ``path`` (its first row on line ``first_line``) and the item
+    table at ``item_path`` (read with ``read_items``; None: ids-only data, noted as ``no_items``): its columns found
+    by name (:func:`find_column`), rows with empty cells and below ``data.min_rating`` handled, each user's rows in
+    time order. ``label`` starts the log line that names the columns found."""
     cols = list(inter.columns)
     if not _user_and_item(cols, cfg) and (
         found := unnested(inter, path, first_line, lambda k: _user_and_item(cols + k, cfg))
@@ -371,14 +416,14 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         then = None
         if user is None:  # a table of sessions (Amazon-M2): each row one user, named by its line
             user, then = SESSION, _next_item(inter, cols, listed_items)
-            inter[SESSION] = [str(int(label) + first_line) for label in inter.index]
+            inter[SESSION] = [str(int(row) + first_line) for row in inter.index]
             log.info(
                 "%s: no user column: each row is one session, named by its line (its items: %s%s)", path,
                 listed_items, f", then {then}" if then else "",
             )  # fmt: skip
         inter = exploded(inter, listed_items, path, first_line, then)
         log.info("%s: one row per item of the lists in column %s", path, listed_items)
-    table = _read_csv(item_path) if item_path is not None else None
+    table = read_items(item_path) if item_path is not None else None
     item = listed_items or _item_column(cols, cfg, None if table is None else list(table.columns))
     if item is None:
         raise _missing(path, "item", "data.item_col", cfg.item_col, ITEM_NAMES, cols)
@@ -404,26 +449,19 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         )
         inter, ts = inter[keep], ts[keep] if ts is not None else None
     detected = {k: v for k, v in (("user", user), ("item", item), ("time", time), ("rating", rating)) if v}
-    found = f"{path.name}: columns " + ", ".join(f"{k}={v}" for k, v in detected.items())
-    if folder:
-        parts = ", ".join(p.name for p in split_tables(path)) + " (as one table; crabrec splits it)"
-        found = (
-            f"{path.parent if path.is_file() else path}: interactions from {parts if path.is_dir() else path.name}, "
-            + (f"items from {item_path.name}; " if item_path else "no item table; ")
-            + found.partition(": ")[2]
-        )
+    found = label + "columns " + ", ".join(f"{k}={v}" for k, v in detected.items())
     if item_path is None:
         items = {raw: {} for raw in inter[item].astype(str).unique()}
-        ds = _group_interactions(dataset_name(path), path, inter, user, item, ts, items, str(path))
+        ds = _group_interactions(name, path, inter, user, item, ts, items, str(path))
         ds.has_text = False
         ds.notes[:0] = kept + dropped
-        ds.notes.append("no item table: ids-only data, semantic IDs come from SASRec's item embeddings")
+        ds.notes.append(f"{no_items}: ids-only data, semantic IDs come from SASRec's item embeddings")
         log.info("%s", found)
         return ds
     id_col = _item_table_id(list(table.columns), item, cfg, item_path)
     items = _items_from_frame(table, id_col, item_path)
     drop = cfg.missing_items == "drop"
-    ds = _group_interactions(dataset_name(path), path, inter, user, item, ts, items, str(path), drop)
+    ds = _group_interactions(name, path, inter, user, item, ts, items, str(path), drop)
     ds.notes[:0] = kept + dropped
     if not any(v.strip() for rec in ds.item_text for v in rec.values()):
         ds.has_text = False
@@ -468,17 +506,20 @@ def item_text_glance(cfg: DataConfig) -> list[dict[str, str]]:
     """The item text records of the first rows of a table's or RecBole dataset's item table, as their loader makes
     them (for a stage revision that depends on the item text); none for other layouts, without an item table, or
     when the files cannot be read (the data stage reports that)."""
-    from crabrec.data.loaders import _recbole_frame, _stem, detect_format, embedded_path
+    from crabrec.data.loaders import detect_format, embedded_path
+    from crabrec.data.recbole import recbole_files, recbole_frame
 
     path = Path(cfg.path) if cfg.path else embedded_path()
     try:
         layout = cfg.format if cfg.format != "auto" else detect_format(path)
         if layout == "recbole":
-            folder, name = _stem(path, ".inter", cfg.name)
-            item_path = folder / f"{name}.item"
-            if not item_path.is_file():
+            files = recbole_files(path, cfg.name)
+            if not files.items.is_file():
                 return []
-            head, id_col = _recbole_frame(item_path, first_rows=GLANCE_ROWS), "item_id"
+            item_path, head = files.items, recbole_frame(files.items, first_rows=GLANCE_ROWS)
+            inter_cols = list(recbole_frame(files.parts[0], first_rows=0).columns)
+            item = find_column(inter_cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES) or DEFAULTS["item_col"]
+            id_col = _item_table_id(list(head.columns), item, cfg, item_path)
         elif layout == "table":
             path, found = resolve_folder(path, cfg) if path.is_dir() else (path, cfg.item_table)
             if not found:
