@@ -123,21 +123,26 @@ class DataConfig(Strict):
     item_table: str | None = Field(
         None, description="table format: the item table (CSV/TSV/JSON lines/Parquet; --items)"
     )
-    user_col: str = Field("user", description="table format: the user column (the default: detected if absent)")
-    item_col: str = Field("item", description="table format: the item column (the default: detected if absent)")
+    user_col: str = Field(
+        "user", description="table and RecBole formats: the user column (the default: detected if absent)"
+    )
+    item_col: str = Field(
+        "item", description="table and RecBole formats: the item column (the default: detected if absent)"
+    )
     time_col: str | None = Field(
         "timestamp",
-        description="table format: the time column, Unix time or dates (the default: detected if absent, by its "
-        "name, e.g. date or order_date; null = order each user's rows as they appear)",
+        description="table and RecBole formats: the time column, Unix time or dates (the default: detected if absent, "
+        "by its name, e.g. date or order_date; null = order each user's rows as they appear)",
     )
     time_format: str | None = keyed_when_set(
         None,
-        description="table format: how the time column writes its dates, as a strftime format (e.g. '%d/%m/%Y %H:%M' "
-        "or '%Y%m%d'); None = Unix time or dates detected (ISO 8601; day and month in the order the values show)",
+        description="table and RecBole formats: how the time column writes its dates, as a strftime format (e.g. "
+        "'%d/%m/%Y %H:%M' or '%Y%m%d'); None = Unix time or dates detected (ISO 8601; day and month in the order "
+        "the values show)",
     )
     keep_rows: dict[str, list[str]] | None = keyed_when_set(
         None,
-        description="table format: keep only the rows whose column holds one of the values, e.g. {event: "
+        description="table and RecBole formats: keep only the rows whose column holds one of the values, e.g. {event: "
         "[transaction, addtocart]} (compared without case, surrounding spaces or a number's spelling), before "
         "anything else reads the rows; None = every row",
     )
@@ -148,8 +153,8 @@ class DataConfig(Strict):
     )
     rating_col: str = keyed_when_set(
         "rating",
-        description="table format: the rating column data.min_rating reads (the default: detected if absent: rating, "
-        "score, stars, overall ...)",
+        description="table and RecBole formats: the rating column data.min_rating reads (the default: detected if "
+        "absent: rating, score, stars, overall ...)",
     )
     columns: list[str] | None = keyed_when_set(
         None,
