@@ -11,6 +11,7 @@ import pytest
 
 from crabrec.config import DataConfig, load_config
 from crabrec.data.loaders import companion_files, load_dataset
+from crabrec.data.splits import make_splits
 from crabrec.errors import CrabError
 from tests.conftest import cli, shared_path
 
@@ -38,8 +39,8 @@ def converted(tmp_path_factory) -> dict[str, Path]:
     conversions write their files, and as a sequential benchmark (``item_id_list``, train/valid/test)."""
     rows, items = ml100k()
     root = tmp_path_factory.mktemp("recbole")
-    yelp, lastfm, bench = root / "yelp", root / "lastfm", root / "bench"
-    for d in (yelp, lastfm, bench):
+    yelp, lastfm, bench, steam = root / "yelp", root / "lastfm", root / "bench", root / "steam"
+    for d in (yelp, lastfm, bench, steam):
         d.mkdir()
     head = "review_id:token\tuser_id:token\tbusiness_id:token\tstars:float\tuseful:float\tdate:float\n"
     (yelp / "yelp.inter").write_text(
@@ -52,6 +53,14 @@ def converted(tmp_path_factory) -> dict[str, Path]:
     by_time = sorted(rows, key=lambda r: (int(r[0]), float(r[3])))  # stable: file order breaks ties
     (lastfm / "lastfm.inter").write_text(
         "user_id:token\tartist_id:token\tweight:float\n" + "".join(f"{u}\t{i}\t{r}\n" for u, i, r, _ in by_time)
+    )
+    (steam / "steam.inter").write_text(
+        "user_id:token\tplay_hours:float\tproduct_id:token\ttimestamp:float\n"
+        + "".join(f"{u}\t1.5\t{i}\t{t}\n" for u, i, _, t in rows)
+    )
+    (steam / "steam.item").write_text(
+        "app_name:token\tgenres:token_seq\tid:token\tprice:float\n"
+        + "".join(f"{title}\t{genres}\t{i}\t9.99\n" for i, title, _, genres in items)
     )
     seqs: dict[str, list[str]] = defaultdict(list)
     for u, i, _, _ in by_time:
@@ -66,11 +75,18 @@ def converted(tmp_path_factory) -> dict[str, Path]:
             "user_id:token\titem_id_list:token_seq\titem_id:token\n" + "".join(lines)
         )
     (bench / "ml-100k.item").write_text((shared_path("ml-100k") / "ml-100k.item").read_text())
-    return {"yelp": yelp, "lastfm": lastfm, "bench": bench, "ml-100k": shared_path("ml-100k") / "ml-100k.inter"}
+    return {
+        "yelp": yelp,
+        "lastfm": lastfm,
+        "bench": bench,
+        "steam": steam,
+        "ml-100k": shared_path("ml-100k") / "ml-100k.inter",
+    }
 
 
 def test_columns_named_as_recbole_conversions_name_them(converted):
-    """Yelp's ``business_id`` and ``date`` and Last.fm's ``artist_id`` were 'missing column(s) item_id'."""
+    """Yelp's ``business_id`` and ``date``, Last.fm's ``artist_id`` and Steam's ``product_id`` (its item file keyed
+    by ``id``) were 'missing column(s) item_id'."""
     base = load(converted["ml-100k"])
     yelp = load(converted["yelp"] / "yelp.inter")
     assert yelp.n_interactions == base.n_interactions == 100_000
@@ -82,54 +98,74 @@ def test_columns_named_as_recbole_conversions_name_them(converted):
     assert not lastfm.has_text and lastfm.notes == [
         "no lastfm.item: ids-only data, semantic IDs come from SASRec's item embeddings"
     ]
+    steam = load(converted["steam"])
+    assert sequences(steam) == sequences(base) and steam.item_text[steam.item_ids.index("1")]["app_name"] == "Toy Story"
     five = load(converted["yelp"], keep_rows={"stars": ["5"]})  # data.keep_rows reads a RecBole file too
     fives = sum(1 for r in ml100k()[0] if r[2] == "5")
     assert five.notes[0] == f"kept {fives:,} of 100,000 rows: stars in 5 (data.keep_rows)"
 
 
-def test_a_benchmark_split_is_one_dataset_rebuilt_from_its_lists(converted):
+def test_a_benchmark_split_is_its_own_samples_and_one_dataset(converted):
     """``ml-100k.train.inter`` was read alone, one interaction a row (each user's first item lost, no item text);
-    the folder was 'expected exactly one *.inter file'. Its users' sequences are the time-ordered atomic file's."""
+    the folder was 'expected exactly one *.inter file'. Its rows are the given split, here the atomic file's
+    leave-one-out samples, and its users' sequences are the time-ordered atomic file's."""
     base = load(converted["ml-100k"])
     bench = converted["bench"]
     for given in (bench, bench / "ml-100k.train.inter", bench / "ml-100k.test.inter"):
         ds = load(given)
         assert sequences(ds) == sequences(base) and ds.timestamps is None and ds.has_text
-        assert ds.notes[0].endswith(
-            "each user's items rebuilt from item_id_list and item_id (99,057 rows); the ml-100k.valid.inter and "
-            "ml-100k.test.inter rows are each user's last items"
+        assert ds.notes[0] == (
+            "ml-100k.train.inter, ml-100k.valid.inter, ml-100k.test.inter: each user's sequence rebuilt from "
+            "item_id_list and item_id (99,057 rows); their rows are the train, valid and test samples "
+            "(data.split=given)"
         )
+    ours, loo = make_splits(ds, "auto", 10), make_splits(base, "leave_one_out", 10)
+    assert ours.kind == "given" and [len(ours.train), len(ours.valid), len(ours.test)] == [97_171, 943, 943]
+    for name in ("train", "valid", "test"):
+        assert samples(getattr(ours, name), ds) == samples(getattr(loo, name), base)
     others = ["ml-100k.item", "ml-100k.test.inter", "ml-100k.valid.inter"]
     assert sorted(p.name for p in companion_files(bench / "ml-100k.train.inter")) == others
-    assert load_dataset(DataConfig(path=str(bench), kcore=5)).n_items == 1349  # as the atomic file's 5-core
 
 
-def test_a_benchmark_whose_test_rows_are_not_the_last_items_says_so(converted, tmp_path):
-    """A session benchmark's test sessions are other sessions: the rebuilt sequences are split by data.split."""
-    for split in ("train", "test"):
+def samples(part, ds) -> set[tuple[str, tuple[str, ...], str]]:
+    """Each sample as (user id, history item ids, target item id)."""
+    return {
+        (ds.users[u], tuple(ds.item_ids[i] for i in h), ds.item_ids[t])
+        for u, h, t in zip(part.user, part.rows(), part.target, strict=True)
+    }
+
+
+def test_a_session_benchmark_keeps_its_test_sessions(converted, tmp_path):
+    """A session benchmark's test sessions are other sessions than its train sessions: leave-one-out would test
+    every session; the given split tests those of the test file."""
+    for split in ("train", "valid", "test"):
         lines = (converted["bench"] / f"ml-100k.{split}.inter").read_text().splitlines(keepends=True)
-        keep = [line for line in lines[1:] if int(line.split("\t")[0]) % 2 == (split == "test")]
+        keep = [line for line in lines[1:] if int(line.split("\t")[0]) % 2 == (split == "train")]  # train: odd
         (tmp_path / f"s.{split}.inter").write_text(lines[0] + "".join(keep))
     ds = load(tmp_path)
-    assert ds.notes[0].endswith(
-        "the rows after s.train.inter are not each user's last items: data.split splits the sequences"
+    splits = make_splits(ds, "auto", 10)
+    assert {int(ds.users[u]) % 2 for u in splits.train.user} == {1}
+    assert {int(ds.users[u]) % 2 for u in splits.test.user} == {0} == {int(ds.users[u]) % 2 for u in splits.valid.user}
+    (tmp_path / "s.valid.inter").unlink()  # no valid file: crabrec splits the rebuilt sequences
+    assert load(tmp_path).given is None and load(tmp_path).notes[0].endswith(
+        "no valid file: data.split splits the sequences"
     )
-    assert {int(u) % 2 for u in ds.users} == {0, 1}
 
 
-def test_a_row_whose_list_is_not_the_items_so_far_is_one_line(converted, tmp_path, capsys):
+def test_rows_that_do_not_follow_their_users_items_are_counted_and_bad_files_are_one_line(converted, tmp_path, capsys):
     lines = (converted["bench"] / "ml-100k.valid.inter").read_text().splitlines(keepends=True)
     user, history, item = lines[3].rstrip("\n").split("\t")
     lines[3] = f"{user}\t{' '.join(history.split()[::-1])}\t{item}\n"
     for split in ("train", "test"):
         (tmp_path / f"ml.{split}.inter").write_text((converted["bench"] / f"ml-100k.{split}.inter").read_text())
     (tmp_path / "ml.valid.inter").write_text("".join(lines))
+    assert load(tmp_path).notes[1].startswith("1 of 99,057 rows list items that do not end with their user's earlier")
+    lines[5] = "\t".join(["", *lines[5].split("\t")[1:]])
+    (tmp_path / "ml.valid.inter").write_text("".join(lines))
     code, _ = cli(["data", "stats", "--data", str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "Traceback" not in err[0]
-    assert f"ml.valid.inter: row 4: item_id_list of user '{user}' (" in err[0]
-    assert ") is not that user's items so far (they end " in err[0]
-    assert err[0].endswith("; expected each row to list the items before its item_id")
+    assert code == 2 and "Traceback" not in "\n".join(err)
+    assert err[-1].endswith("ml.valid.inter: row 6: empty user_id; expected an id in every row")
     (tmp_path / "ml.valid.inter").write_text("user_id:token\titem_id:token\n1\t2\n")
     with pytest.raises(
         CrabError, match=r"ml.valid.inter: header: columns user_id, item_id; expected those of ml.train"

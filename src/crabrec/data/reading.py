@@ -35,6 +35,7 @@ log = logging.getLogger("crabrec")
 KINDS = (".csv", ".tsv", ".jsonl", ".ndjson", ".parquet")
 COMPRESSIONS = (".gz", ".bz2", ".xz", ".zip", ".zst")
 HEAD_BYTES = 1 << 20  # what a header-only read decompresses
+GLANCE_LINES = 1000  # the first lines item_lines looks at
 CHUNK_BYTES = 1 << 24  # what the encoding check decodes at a time
 TEXT_NAMED = (".txt", ".dat")  # delimited text, when the file is named as a table
 NAMES = ".csv, .tsv, .txt, .dat, .json, .jsonl, .ndjson, .parquet (the text ones also " + "/".join(COMPRESSIONS) + ")"
@@ -304,6 +305,45 @@ def _delimited(path: Path, sep: str | None, first_rows: int | None, names: list[
             )  # fmt: skip
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
         raise CrabError(f"{path}: cannot parse table ({reason(exc)})") from None
+
+
+def item_lines(path: Path) -> str | None:
+    """The delimiter of a text file of one user a line, the user's id then the user's items in order (``1 2 3 4``, as
+    S3-Rec's ``Beauty.txt`` and P5's ``sequential_data.txt`` are written), told by its first lines: no header line
+    (the first is a row), lines of different lengths (a user without items: one field), no quotes; None for anything
+    else."""
+    if path.is_dir() or (table_kind(path, named=True) or ".csv") not in (".csv", ".tsv", *TEXT_NAMED):
+        return None
+    try:
+        text = _head(path).decode(_bom_encoding(path) or "utf-8-sig", errors="replace")
+    except OSError:
+        return None
+    lines = [line for line in text.splitlines() if line.strip()][:GLANCE_LINES]
+    if not lines or any('"' in line for line in lines) or (sep := delimiter(lines[0])) == "::":
+        return None
+    lengths = {len(_fields(line, sep)) for line in lines}
+    return sep if max(lengths) >= 2 and len(lengths) > 1 and looks_like_a_row(_fields(lines[0], sep)) else None
+
+
+def _fields(line: str, sep: str) -> list[str]:
+    """The filled fields of one line of :func:`item_lines`."""
+    return line.split() if sep == " " else [f.strip() for f in line.split(sep) if f.strip()]
+
+
+def item_lines_frame(path: Path, sep: str) -> tuple[pd.DataFrame, int]:
+    """The rows (``user``, ``item``) of a file of :func:`item_lines`, each line's items in order (a row's index: its
+    line, less one), and the number of lines that hold a user without items (left out)."""
+    users: list[str] = []
+    items: list[str] = []
+    lines: list[int] = []
+    empty = 0
+    for n, line in enumerate(_text(path, glance=False).splitlines()):
+        fields = _fields(line, sep)
+        empty += len(fields) == 1
+        users.extend(fields[:1] * (len(fields) - 1))
+        items.extend(fields[1:])
+        lines.extend([n] * (len(fields) - 1))
+    return pd.DataFrame({"user": users, "item": items}, index=lines), empty
 
 
 def _text(path: Path, glance: bool) -> str:

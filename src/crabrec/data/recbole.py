@@ -8,10 +8,10 @@ the interactions' item column, as RecBole requires.
 
 A benchmark split (RecBole's ``benchmark_filename``: ``<name>.train.inter``, ``<name>.valid.inter`` and
 ``<name>.test.inter``) is one dataset, read from any of its files or its folder. Where each row lists the items
-before its item (``item_id_list:token_seq``, as sequential benchmarks are written), each user's sequence is rebuilt:
-the user's first row's list, then every row's item, in the files' order; a row whose list is not the user's items
-so far is an error. crabrec splits the rebuilt sequences itself (``data.split``), and the data's notes say whether
-the valid and test files held each user's last items.
+before its item (``item_id_list:token_seq``, as sequential benchmarks are written), the rows are the benchmark's
+train, valid and test samples, used as given (``data.split=given``, no k-core filtering), and each user's sequence
+(for popularity, and a user's history in ``recommend --user-id``) is rebuilt from them: the user's first row's list,
+then every row's item, in the files' order (rows whose list does not end with the items before are counted).
 """
 
 from __future__ import annotations
@@ -119,20 +119,25 @@ def load_recbole(path: Path, cfg: DataConfig) -> Dataset:
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
     history = listed_column(frames[0], (user, item)) if user and item else None
+    samples: dict[str, Rows] = {}
     notes = []
     if history is not None:
-        inter, note = rebuilt(frames, files.parts, user, history, item)
-        notes.append(note)
-        log.info("%s", note)
-    where = files.parts[0] if len(files.parts) == 1 else files.parts[0].parent
-    label = f"{files.parts[0].name}: " if len(files.parts) == 1 else f"{where}: {_named(files)}: "
+        inter, samples, notes = rebuilt(frames, files.parts, user, history, item)
+        for note in notes:
+            log.info("%s: %s", files.parts[0].parent, note)
+    label = f"{files.parts[0].name}: " if len(files.parts) == 1 else f"{files.parts[0].parent}: {_named(files)}: "
     item_path = files.items if files.items.is_file() else None
     ds = frame_dataset(
         inter, files.parts[0], 2, cfg, item_path, name=files.name, label=label, read_items=recbole_frame,
         no_items=f"no {files.items.name}",
     )  # fmt: skip
     ds.notes[:0] = notes
+    if set(samples) == set(BENCHMARK):  # the benchmark's rows are its samples: the split is given
+        ds.given = _indexed(samples, ds, files)
     return ds
+
+
+Rows = tuple[list[str], list[list[str]], list[str]]  # (user, items before, item) of each row of a part
 
 
 def _named(files: RecBoleFiles) -> str:
@@ -143,41 +148,78 @@ def _named(files: RecBoleFiles) -> str:
 
 def rebuilt(
     frames: list[pd.DataFrame], parts: list[Path], user: str, history: str, item: str
-) -> tuple[pd.DataFrame, str]:
+) -> tuple[pd.DataFrame, dict[str, Rows], list[str]]:
     """Each user's sequence from rows of (user, the items before, the item), read in the order of ``parts``: the
-    user's first row's list, then each row's item. Returns the rows (user, item) in sequence order and a note."""
-    seqs: dict[str, list[str]] = {}
-    roles: dict[str, list[int]] = {}  # the part each item of a user's sequence came from
-    for n, (frame, part) in enumerate(zip(frames, parts, strict=True)):
-        cells = zip(id_cells(frame[user]).str.strip(), id_cells(frame[history]), id_cells(frame[item]).str.strip())
-        for row, (who, before, what) in enumerate(cells, start=2):
-            if not who or not what:
-                empty = user if not who else item
-                raise CrabError(f"{part}: row {row}: empty {empty}; expected an id in every row")
-            listed_before = before.split()
-            if who not in seqs:  # the user's first row: its list starts the sequence
-                seqs[who], roles[who] = list(listed_before), [n] * len(listed_before)
-            else:
-                seq = seqs[who]
-                if listed_before and seq[-len(listed_before) :] != listed_before:
-                    raise CrabError(
-                        f"{part}: row {row}: {history} of user {who!r} ({clip(before, 60)}) is not that user's "
-                        f"items so far (they end {clip(' '.join(seq[-len(listed_before) :]), 60)}); expected each "
-                        f"row to list the items before its {item}"
-                    )
-            seqs[who].append(what)
-            roles[who].append(n)
+    user's first row's list, then each row's item (:func:`~crabrec.data.loaders._rebuild_sequences`; a row whose
+    list does not end with the items before it is counted in a note). Returns the rows (user, item) in sequence
+    order, each benchmark part's rows by its split's name, and the notes."""
+    from crabrec.data.loaders import _rebuild_sequences
+
+    users: dict[str, int] = {}
+    items: dict[str, int] = {}
+    order: list[tuple[int, list[int], int]] = []
+    samples: dict[str, Rows] = {}
+    for frame, part in zip(frames, parts, strict=True):
+        who_col, what_col = id_cells(frame[user]).str.strip(), id_cells(frame[item]).str.strip()
+        empty = (who_col == "") | (what_col == "")
+        if empty.any():
+            row = int(empty.to_numpy().argmax())
+            raise CrabError(
+                f"{part}: row {row + 2}: empty {user if who_col.iloc[row] == '' else item}; expected an id in every row"
+            )
+        before = [cell.split() for cell in id_cells(frame[history])]
+        who, what = who_col.tolist(), what_col.tolist()
+        samples[part.name.removesuffix(SUFFIX).rpartition(".")[2]] = (who, before, what)
+        for u, hist, i in zip(who, before, what, strict=True):
+            order.append(
+                (
+                    users.setdefault(u, len(users)),
+                    [items.setdefault(x, len(items)) for x in hist],
+                    items.setdefault(i, len(items)),
+                )
+            )
+    seqs, broken = _rebuild_sequences(order, len(users))
+    raw_items = list(items)
     frame = pd.DataFrame(
-        {user: [u for u, seq in seqs.items() for _ in seq], item: [i for seq in seqs.values() for i in seq]}
+        {
+            user: [u for u, seq in zip(users, seqs, strict=True) for _ in seq],
+            item: [raw_items[i] for seq in seqs for i in seq],
+        }
     )
     files = ", ".join(p.name for p in parts)
-    note = f"{files}: each user's items rebuilt from {history} and {item} ({sum(map(len, frames)):,} rows)"
+    note = f"{files}: each user's sequence rebuilt from {history} and {item} ({len(order):,} rows)"
     if len(parts) > 1:
-        held = list(range(1, len(parts)))  # the parts after train: each user's last items, one each?
-        last = all(r[-len(held) :] == held and set(r[: -len(held)]) <= {0} for r in roles.values())
         note += (
-            f"; the {' and '.join(p.name for p in parts[1:])} rows are each user's last items"
-            if last
-            else f"; the rows after {parts[0].name} are not each user's last items: data.split splits the sequences"
+            "; their rows are the train, valid and test samples (data.split=given)"
+            if set(samples) == set(BENCHMARK)
+            else f"; no {BENCHMARK[1]} file: data.split splits the sequences"
         )
-    return frame, note
+    notes = [note]
+    if broken:
+        notes.append(
+            f"{broken:,} of {len(order):,} rows list items that do not end with their user's earlier rows (train, "
+            "valid, test, each in file order); a user's history (recommend --user-id) follows that order"
+        )
+    return frame, samples if len(parts) > 1 else {}, notes
+
+
+def _indexed(
+    samples: dict[str, Rows], ds: Dataset, files: RecBoleFiles
+) -> dict[str, tuple[list[int], list[list[int]], list[int]]]:
+    """The benchmark's rows as the dataset's indices (the given split); an item the dataset lacks (an item file
+    without it and ``data.missing_items=drop``) leaves its row out, or a history without it."""
+    user_index = {u: n for n, u in enumerate(ds.users)}
+    item_index = {raw: n for n, raw in enumerate(ds.item_ids)}
+    given = {}
+    for split, (who, before, what) in samples.items():
+        kept = [n for n, i in enumerate(what) if i in item_index]
+        given[split] = (
+            [user_index[who[n]] for n in kept],
+            [[item_index[x] for x in before[n] if x in item_index] for n in kept],
+            [item_index[what[n]] for n in kept],
+        )
+        if not kept:
+            raise CrabError(
+                f"{files.parts[0].parent}: no {split} row is left (their items are not in {files.items.name})"
+            )
+    return given

@@ -32,6 +32,8 @@ from crabrec.data.reading import (
     id_cells,
     id_list,
     id_list_column,
+    item_lines,
+    item_lines_frame,
     looks_like_a_row,
     parquet_dataset,
     read_table,
@@ -372,7 +374,16 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         path, item_path = resolve_folder(path, cfg)
     else:
         item_path = Path(cfg.item_table) if cfg.item_table else None
-    inter = read_table(path, names=cfg.columns)
+    sep = item_lines(path) if cfg.columns is None and not folder else None
+    notes = []
+    if sep is not None:  # one line per user: its id, then its items
+        inter, empty = item_lines_frame(path, sep)
+        notes.append("one line per user: the user's id, then the user's items in order")
+        if empty:
+            notes.append(f"left out {empty:,} line(s) of a user id without items")
+        log.info("%s: %s", path, "; ".join(notes))
+    else:
+        inter = read_table(path, names=cfg.columns)
     label = f"{path.name}: "
     if folder:
         parts = ", ".join(p.name for p in split_tables(path)) + " (as one table; crabrec splits it)"
@@ -380,8 +391,10 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
             f"{path.parent if path.is_file() else path}: interactions from {parts if path.is_dir() else path.name}, "
             + (f"items from {item_path.name}; " if item_path else "no item table; ")
         )
-    first_line = first_row(path, headerless=cfg.columns is not None)
-    return frame_dataset(inter, path, first_line, cfg, item_path, name=dataset_name(path), label=label)
+    first_line = first_row(path, headerless=cfg.columns is not None or sep is not None)
+    ds = frame_dataset(inter, path, first_line, cfg, item_path, name=dataset_name(path), label=label)
+    ds.notes[:0] = notes
+    return ds
 
 
 def frame_dataset(
@@ -525,7 +538,8 @@ def item_text_glance(cfg: DataConfig) -> list[dict[str, str]]:
             if not found:
                 return []
             item_path = Path(found)
-            inter_cols = list(read_table(path, names=cfg.columns, first_rows=0).columns)
+            lines = cfg.columns is None and item_lines(path) is not None  # one line per user: user, then items
+            inter_cols = ["user", "item"] if lines else list(read_table(path, names=cfg.columns, first_rows=0).columns)
             head = read_table(item_path, first_rows=GLANCE_ROWS)
             item = _item_column(inter_cols, cfg, list(head.columns)) or DEFAULTS["item_col"]
             id_col = _item_table_id(list(head.columns), item, cfg, item_path)
