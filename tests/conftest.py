@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -85,6 +86,17 @@ TINY = [
     "--set", "tiger.ff=64", "--set", "tiger.epochs=1", "--set", "tiger.user_bins=50",
     "--set", "sasrec.epochs=2", "--set", "sasrec.hidden=16", "--set", "rr.valid_samples=100",
 ]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _crabrec_log_handlers():
+    """A CLI run in one test logs to that test's captured stderr; the next test starts with the logger's handlers as
+    they were before it (a handler left on a closed capture stream would print a logging traceback)."""
+    log = logging.getLogger("crabrec")
+    handlers, propagate = list(log.handlers), log.propagate
+    yield
+    log.handlers[:] = handlers
+    log.propagate = propagate
 
 
 def cli(args: list[str]) -> tuple[int, str]:
