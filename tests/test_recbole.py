@@ -150,6 +150,10 @@ def test_a_session_benchmark_keeps_its_test_sessions(converted, tmp_path):
     assert load(tmp_path).given is None and load(tmp_path).notes[0].endswith(
         "no valid file: data.split splits the sequences"
     )
+    (tmp_path / "s.item").write_text((converted["bench"] / "ml-100k.item").read_text())
+    (tmp_path / "s.test.inter").unlink()  # one part alone: read with its dataset's item file
+    alone = load(tmp_path / "s.train.inter")
+    assert alone.has_text and alone.given is None and alone.name == "s.train"
 
 
 def test_rows_that_do_not_follow_their_users_items_are_counted_and_bad_files_are_one_line(converted, tmp_path, capsys):

@@ -51,7 +51,10 @@ def recbole_files(path: Path, name: str | None = None) -> RecBoleFiles:
         base, _, split = stem.rpartition(".")
         if split in BENCHMARK and (parts := _benchmark(path.parent, base)):
             return RecBoleFiles(base, parts, path.parent / f"{base}{ITEMS}")
-        return RecBoleFiles(stem, [path], path.parent / f"{stem}{ITEMS}")
+        items = path.parent / f"{stem}{ITEMS}"
+        if split in BENCHMARK and not items.is_file():  # one part alone: its dataset's item file
+            items = path.parent / f"{base}{ITEMS}"
+        return RecBoleFiles(stem, [path], items)
     if name:
         single = path / f"{name}{SUFFIX}"
         parts = [single] if single.is_file() else _benchmark(path, name) or [single]
