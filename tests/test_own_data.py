@@ -94,6 +94,30 @@ def test_columns_named_like_times_that_are_not_one_are_named(tmp_path, caplog):
         assert f"--set data.time_col={name} to use it" in caplog.text
 
 
+def test_a_column_of_dates_under_another_name_is_the_time(tmp_path, caplog):
+    """H&M's ``transactions_train.csv`` dates its rows in ``t_dat``: its rows were taken in file order, split
+    leave-one-out, with no word said. A lone column of dates is the time (said in the log); two are neither (a
+    warning), and ``time_col=null`` keeps the file's order."""
+    import logging
+
+    rows = [("2023-01-06", "a", "x"), ("2023-01-05", "a", "y"), ("2023-01-07", "a", "z"), ("2022-12-31", "b", "x"),
+            ("2022-12-30", "b", "z")]  # fmt: skip
+    path = write(tmp_path / "transactions_train.csv", "t_dat,customer_id,article_id", rows)
+    with caplog.at_level(logging.INFO, logger="crabrec"):
+        ds = load(path)
+    assert [ds.item_ids[i] for i in ds.sequences[ds.users.index("a")]] == ["y", "x", "z"]
+    assert ds.timestamps[ds.users.index("b")].tolist() == [1672358400.0, 1672444800.0]
+    assert "column t_dat holds dates: read as the time (--set data.time_col=null to ignore it)" in caplog.text
+    assert load(path, time_col=None).timestamps is None
+    two = write(tmp_path / "two.csv", "t_dat,customer_id,article_id,dob", [(*r, "1990-01-01") for r in rows])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="crabrec"):
+        assert load(two).timestamps is None
+    assert "columns t_dat, dob hold dates; none is read as the time" in caplog.text
+    numbers = write(tmp_path / "n.csv", "user,item,price", [("a", "x", "2023"), ("a", "y", "5")])
+    assert load(numbers).timestamps is None  # numbers are no dates
+
+
 def test_the_data_stage_is_recomputed_only_where_the_time_column_rule_changes_its_result(tmp_path):
     """Revision 1 of the data stage keys only a table whose time column is found by its name's last word."""
     from crabrec.config import load_config
@@ -109,6 +133,8 @@ def test_the_data_stage_is_recomputed_only_where_the_time_column_rule_changes_it
     assert revision(orders) == 1
     added = write(tmp_path / "added.csv", "user_id,book_id,date_added", EVENTS)
     assert revision(added) == 1  # read in file order before the first-word rule
+    dated = write(tmp_path / "dated.csv", "t_dat,customer_id,article_id", [("2023-01-06", 1, 2), ("2023-01-05", 1, 3)])
+    assert revision(dated) == 1  # read in file order before a column of dates was the time
     assert revision(orders, time_col=None) == revision(orders, time_col="order_date") == 0
     assert revision(None) == revision(plain) == revision(tmp_path / "missing.csv") == 0
 

@@ -579,7 +579,8 @@ def looks_like_a_row(cells: list) -> bool:
     return any(NUMBER.fullmatch(c) or c.startswith(("[", "{", "http://", "https://")) for c in stripped)
 
 
-_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}([T ].*)?|\d{1,2}/\d{1,2}/\d{2,4}( .*)?")  # 2014-04-07T10:51:09Z, 4/7/2014
+# a cell holding a date: 2014-04-07, 2014-04-07T10:51:09Z, 4/7/2014
+DATE_CELL = re.compile(r"\d{4}-\d{1,2}-\d{1,2}([T ].*)?|\d{1,2}/\d{1,2}/\d{2,4}( .*)?")
 
 
 def guess_columns(cells: list) -> list[str]:
@@ -589,7 +590,8 @@ def guess_columns(cells: list) -> list[str]:
     text = [str(c).strip() for c in cells]
     names: list[str | None] = ["user"] + [None] * (len(text) - 1)
     stamp = next(
-        (i for i in range(1, len(text)) if _DATE.fullmatch(text[i]) or re.fullmatch(r"\d{9,13}(\.\d*)?", text[i])), None
+        (i for i in range(1, len(text)) if DATE_CELL.fullmatch(text[i]) or re.fullmatch(r"\d{9,13}(\.\d*)?", text[i])),
+        None,
     )
     if stamp is not None:
         names[stamp] = "timestamp"

@@ -26,6 +26,7 @@ from crabrec.data.loaders import _group_interactions, _items_from_frame, _read_c
 from crabrec.data.ratings import RATING_NAMES, rated_at_least
 from crabrec.data.reading import (
     COMPRESSIONS,
+    DATE_CELL,
     KINDS,
     exploded,
     first_row,
@@ -118,13 +119,22 @@ def time_like(columns: list[str], taken: tuple[str, ...]) -> list[str]:
     return out
 
 
-def _time_by_name(
+def _found_time(
     inter: pd.DataFrame, path: Path, taken: tuple[str, ...], first_line: int, time_format: str | None
 ) -> tuple[str | None, np.ndarray | None]:
-    """With none of TIME_NAMES present: the one column named for a time (:func:`time_like`) and its Unix seconds.
-    Several such columns are an error asking for one; a column whose values are not times (a duration, ``2 days``)
-    is passed over with a warning, the rows then taken in file order."""
+    """With none of TIME_NAMES present: the one column named for a time (:func:`time_like`), else the one whose
+    first cells are all dates (:func:`dated`: H&M's ``t_dat``), and its Unix seconds. Several columns named for a
+    time are an error asking for one, several of dates a warning; a column whose values are not times (a duration,
+    ``2 days``) is passed over with a warning; the rows are then taken in file order."""
     candidates = time_like(list(inter.columns), taken)
+    if not candidates:
+        candidates = dated(inter, taken)
+        if len(candidates) > 1:
+            log.warning(
+                "%s: columns %s hold dates; none is read as the time, each user's rows are taken in file order "
+                "(--set data.time_col=<column> to use one)", path, ", ".join(candidates),
+            )  # fmt: skip
+            return None, None
     if len(candidates) > 1:
         raise CrabError(
             f"{path}: several columns could be the time ({', '.join(candidates)}); choose one with --set "
@@ -133,6 +143,8 @@ def _time_by_name(
     if not candidates:
         return None, None
     column = candidates[0]
+    if column not in time_like([column], ()):
+        log.info("%s: column %s holds dates: read as the time (--set data.time_col=null to ignore it)", path, column)
     try:
         seconds = timestamps(inter[column], path, column, first_line, time_format)
     except AmbiguousDates:  # dates, only their day and month order unknown
@@ -144,6 +156,23 @@ def _time_by_name(
             return column, timestamps(inter[column], path, column, first_line, "%Y%m%d")
         return _passed_over(path, column, "its values are too small for Unix time (a duration or a count?)")
     return column, seconds
+
+
+def _time_glanced(head: pd.DataFrame, taken: tuple[str, ...]) -> str | None:
+    """The column :func:`_found_time` reads as the time, told from a table's first rows (for a stage revision)."""
+    dates = dated(head, taken)
+    return next(iter(time_like(list(head.columns), taken) or (dates if len(dates) == 1 else [])), None)
+
+
+def dated(inter: pd.DataFrame, taken: tuple[str, ...]) -> list[str]:
+    """The columns, other than ``taken``, whose first :data:`GLANCE_ROWS` cells are all dates written as text
+    (``2018-09-20``, ``2018-09-20 10:51:09``, ``4/7/2014``)."""
+    head = inter.head(GLANCE_ROWS)
+    return [
+        c
+        for c in head.columns
+        if c not in taken and len(head) and id_cells(head[c]).str.strip().str.fullmatch(DATE_CELL.pattern).all()
+    ]
 
 
 def _dates_as_numbers(values: pd.Series) -> bool:
@@ -164,7 +193,8 @@ def _passed_over(path: Path, column: str, why: str) -> tuple[None, None]:
 def table_revision(cfg: DataConfig) -> int:
     """The data stage's revision for a table (or RecBole) dataset, from its header and first rows, the sum of:
 
-    - 1: its time column is found by :func:`time_like` alone (a crabrec before took its rows in file order);
+    - 1: its time column is found by :func:`time_like` or :func:`dated` alone (a crabrec before took its rows in file
+      order);
     - 2: that column writes day and month as numbers (``04/12/1997``: read month first when it could be);
     - 4: its item column is detected among both ``asin`` and ``parent_asin`` (``asin`` was taken);
     - 8: a user or item cell writes out a missing value (``NA``), or in a RecBole file is empty (read as an id);
@@ -202,7 +232,7 @@ def table_revision(cfg: DataConfig) -> int:
     time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES)
     by_name = None
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
-        by_name = next(iter(time_like(cols, (user or "", item or ""))), None)
+        by_name = _time_glanced(head, (user or "", item or ""))
     column = time or by_name
     numeric_dates = column is not None and bool(head[column].astype(str).str.strip().str.match(DAY_MONTH).any())
     as_numbers = by_name is not None and _dates_as_numbers(head[by_name])
@@ -223,7 +253,7 @@ def _recbole_revision(path: Path, cfg: DataConfig) -> int:
     nulls = any(_unfilled(id_cells(head[c])).any() for c in (user, item) if c)
     time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES) if cfg.time_col else None
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
-        time = next(iter(time_like(cols, (user or "", item or ""))), None)
+        time = _time_glanced(head, (user or "", item or ""))
     whole = len(files.parts) > 1 or listed_column(head, (user, item)) is not None
     return 8 * int(nulls) + int(time not in (None, "timestamp")) + 128 * int(whole)
 
@@ -448,14 +478,16 @@ def frame_dataset(
         rating = find_column(cols, cfg.rating_col, DEFAULTS["rating_col"], RATING_NAMES)
         if rating is None:
             raise _missing(path, "rating", "data.rating_col", cfg.rating_col, RATING_NAMES, cols)
-    named = time_like(cols, (user, item)) if time is None and cfg.time_col == DEFAULTS["time_col"] else []
+    named = []  # the time column found by its name or its dates, when none is named as TIME_NAMES are
+    if time is None and cfg.time_col == DEFAULTS["time_col"]:
+        named = time_like(cols, (user, item)) or dated(inter, (user, item))
     read = {"user id": user, "item id": item, "time": time or (named[0] if len(named) == 1 else None), "rating": rating}
     others = {what: _other_columns(cols, col, names, key) for what, col, names, key in (
         ("user id", user, USER_NAMES, "data.user_col"), ("item id", item, ITEM_NAMES, "data.item_col"))}  # fmt: skip
     inter, dropped = filled_rows(inter, path, first_line, read, cfg.incomplete_rows == "drop", others)
     ts = timestamps(inter[time], path, time, first_line, cfg.time_format) if time else None
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
-        time, ts = _time_by_name(inter, path, (user, item), first_line, cfg.time_format)
+        time, ts = _found_time(inter, path, (user, item), first_line, cfg.time_format)
     if rating is not None:
         keep = rated_at_least(
             inter[rating], cfg.min_rating, str(path), rating, lambda row: int(inter.index[row]) + first_line
