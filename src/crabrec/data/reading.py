@@ -36,6 +36,8 @@ KINDS = (".csv", ".tsv", ".jsonl", ".ndjson", ".parquet")
 COMPRESSIONS = (".gz", ".bz2", ".xz", ".zip", ".zst")
 HEAD_BYTES = 1 << 20  # what a header-only read decompresses
 GLANCE_LINES = 1000  # the first lines item_lines looks at
+# cells that spell out a missing value (Diginetica writes an anonymous user as NA): empty cells, never ids
+NULLS = ("na", "n/a", "#n/a", "nan", "null", "none", "nil", "undefined")
 CHUNK_BYTES = 1 << 24  # what the encoding check decodes at a time
 TEXT_NAMED = (".txt", ".dat")  # delimited text, when the file is named as a table
 NAMES = ".csv, .tsv, .txt, .dat, .json, .jsonl, .ndjson, .parquet (the text ones also " + "/".join(COMPRESSIONS) + ")"
@@ -310,8 +312,8 @@ def _delimited(path: Path, sep: str | None, first_rows: int | None, names: list[
 def item_lines(path: Path) -> str | None:
     """The delimiter of a text file of one user a line, the user's id then the user's items in order (``1 2 3 4``, as
     S3-Rec's ``Beauty.txt`` and P5's ``sequential_data.txt`` are written), told by its first lines: no header line
-    (the first is a row), lines of different lengths (a user without items: one field), no quotes; None for anything
-    else."""
+    (the first is a row), lines of different numbers of fields (a user without items: one field), every field an id
+    (no quotes, spaces or dates); None for anything else."""
     if path.is_dir() or (table_kind(path, named=True) or ".csv") not in (".csv", ".tsv", *TEXT_NAMED):
         return None
     try:
@@ -321,8 +323,11 @@ def item_lines(path: Path) -> str | None:
     lines = [line for line in text.splitlines() if line.strip()][:GLANCE_LINES]
     if not lines or any('"' in line for line in lines) or (sep := delimiter(lines[0])) == "::":
         return None
-    lengths = {len(_fields(line, sep)) for line in lines}
-    return sep if max(lengths) >= 2 and len(lengths) > 1 and looks_like_a_row(_fields(lines[0], sep)) else None
+    fields = [line.split() if sep == " " else line.split(sep) for line in lines]  # an empty field is a field
+    if any(not cell.strip() or " " in cell.strip() or DATE_CELL.fullmatch(cell.strip()) for f in fields for cell in f):
+        return None
+    lengths = {len(f) for f in fields}
+    return sep if max(lengths) >= 2 and len(lengths) > 1 and looks_like_a_row(fields[0]) else None
 
 
 def _fields(line: str, sep: str) -> list[str]:
@@ -573,12 +578,19 @@ def id_cells(values: pd.Series) -> pd.Series:
 
 
 def looks_like_a_row(cells: list) -> bool:
-    """Whether a header line holds a number, a list, a JSON object or a web address: a row of data, not column
-    names."""
+    """Whether a header line holds a number, a date, a UUID, a list, a JSON object or a web address: a row of data,
+    not column names."""
     stripped = (str(c).strip() for c in cells)
-    return any(NUMBER.fullmatch(c) or c.startswith(("[", "{", "http://", "https://")) for c in stripped)
+    return any(
+        NUMBER.fullmatch(c)
+        or DATE_CELL.fullmatch(c)
+        or UUID.fullmatch(c)
+        or c.startswith(("[", "{", "http://", "https://"))
+        for c in stripped
+    )
 
 
+UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")  # a MusicBrainz id
 # a cell holding a date: 2014-04-07, 2014-04-07T10:51:09Z, 4/7/2014
 DATE_CELL = re.compile(r"\d{4}-\d{1,2}-\d{1,2}([T ].*)?|\d{1,2}/\d{1,2}/\d{2,4}( .*)?")
 

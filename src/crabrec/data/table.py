@@ -22,12 +22,14 @@ import pandas as pd
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.ids import id_key
+from crabrec.data.inline_text import inline_items, text_columns
 from crabrec.data.loaders import _group_interactions, _items_from_frame, _read_csv
 from crabrec.data.ratings import RATING_NAMES, rated_at_least
 from crabrec.data.reading import (
     COMPRESSIONS,
     DATE_CELL,
     KINDS,
+    NULLS,
     exploded,
     first_row,
     id_cells,
@@ -68,8 +70,6 @@ SESSION = "session"  # the user column made for a table of sessions without one
 # words in the name of a column that lists a user's items (item_ids, prev_items, history, movie_seq, asins)
 LIST_WORDS = ("item", "product", "movie", "book", "asin", "song", "track", "video", "article", "news", "history", "seq")
 GLANCE_ROWS = 1000  # the rows table_revision reads
-# cells that spell out a missing value (Diginetica writes an anonymous user as NA): empty cells, never ids
-NULLS = ("na", "n/a", "#n/a", "nan", "null", "none", "nil", "undefined")
 YYYYMMDD = r"(19|20)[0-9]{2}(0[1-9]|1[0-2])(0[1-9]|[12][0-9]|3[01])"  # a date written as a number
 
 
@@ -202,7 +202,9 @@ def table_revision(cfg: DataConfig) -> int:
     - 32: the item table holds lists of words (``["Office", "Pens"]``: their brackets and quotes were embedded);
     - 64: the item column holds lists of ids, one row per user (each list was read as one item id);
     - 128: a RecBole benchmark's files make one dataset, or its rows' lists of the items before make the sequences
-      (the file given was read alone, a row as one interaction).
+      (the file given was read alone, a row as one interaction);
+    - 256: without an item table, the interactions have columns of words, which may be item text
+      (:mod:`crabrec.data.inline_text`; the data was ids-only).
 
     0 for any other layout or a file it cannot read (the data stage reports those)."""
     from crabrec.data.loaders import detect_format, embedded_path, joined_list
@@ -227,6 +229,8 @@ def table_revision(cfg: DataConfig) -> int:
     nulls = any(_written_null(id_cells(head[c])).any() for c in (user, item) if c)
     id_lists = item is not None and id_list_column(head, [item]) is not None
     revision = 4 * int(asin) + 8 * int(nulls) + 32 * int(lists) + 64 * int(id_lists)
+    if not item_path:
+        revision += 256 * int(_may_hold_item_text(head, cfg, (user, item)))
     if not cfg.time_col:
         return revision
     time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES)
@@ -239,10 +243,19 @@ def table_revision(cfg: DataConfig) -> int:
     return revision + int(by_name is not None) + 2 * int(numeric_dates) + 16 * int(as_numbers)
 
 
+def _may_hold_item_text(head: pd.DataFrame, cfg: DataConfig, taken: tuple[str | None, ...]) -> bool:
+    """Whether an interaction table's first rows have columns of words besides its ids and time (revision 256)."""
+    cols = list(head.columns)
+    time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES) if cfg.time_col else None
+    ids = tuple(c for c in taken if c)
+    return bool(text_columns(head, (*ids, time, *time_like(cols, ids), *dated(head, ids))))
+
+
 def _recbole_revision(path: Path, cfg: DataConfig) -> int:
     """:func:`table_revision` for RecBole files, which crabrec read by the names ``user_id``, ``item_id`` and
     ``timestamp`` alone: +8 when an id is empty or NA (it was read as an id), +1 when the time column has another
-    name (the rows were taken in file order), +128 for a benchmark or rows that list the items before."""
+    name (the rows were taken in file order), +128 for a benchmark or rows that list the items before, +256 without
+    a ``.item`` file but with columns of words."""
     from crabrec.data.recbole import listed_column, recbole_files, recbole_frame
 
     files = recbole_files(path, cfg.name)
@@ -255,7 +268,8 @@ def _recbole_revision(path: Path, cfg: DataConfig) -> int:
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
         time = _time_glanced(head, (user or "", item or ""))
     whole = len(files.parts) > 1 or listed_column(head, (user, item)) is not None
-    return 8 * int(nulls) + int(time not in (None, "timestamp")) + 128 * int(whole)
+    inline = not whole and not files.items.is_file() and _may_hold_item_text(head, cfg, (user, item))
+    return 8 * int(nulls) + int(time not in (None, "timestamp")) + 128 * int(whole) + 256 * int(inline)
 
 
 def _item_column(cols: list[str], cfg: DataConfig, table_cols: list[str] | None) -> str | None:
@@ -496,10 +510,15 @@ def frame_dataset(
     detected = {k: v for k, v in (("user", user), ("item", item), ("time", time), ("rating", rating)) if v}
     found = label + "columns " + ", ".join(f"{k}={v}" for k, v in detected.items())
     if item_path is None:
-        items = {raw: {} for raw in inter[item].astype(str).unique()}
+        inline = inline_items(inter, item, (user, time, rating, *named))
+        items = inline[0] if inline else {raw: {} for raw in inter[item].astype(str).unique()}
         ds = _group_interactions(name, path, inter, user, item, ts, items, str(path))
-        ds.has_text = False
         ds.notes[:0] = kept + dropped
+        if inline:
+            ds.notes.append(inline[1])
+            log.info("%s; %s", found, inline[1])
+            return ds
+        ds.has_text = False
         ds.notes.append(f"{no_items}: ids-only data, semantic IDs come from SASRec's item embeddings")
         log.info("%s", found)
         return ds
