@@ -50,11 +50,15 @@ def write_books(folder: Path) -> tuple[Path, Path]:
     return folder / "ratings.csv", folder / "books.csv"
 
 
-def genre_sharing(run: Path, books: Path) -> tuple[float, float]:
+def book_genres(books: Path) -> dict[str, set[str]]:
+    """Each book's genres (written as its ``authors``)."""
+    table = pd.read_csv(books, dtype=str)
+    return {i: set(str(g).split()) for i, g in zip(table["book_id"], table["authors"], strict=True)}
+
+
+def genre_sharing(run: Path, genres: dict[str, set[str]]) -> tuple[float, float]:
     """The share of pairs of items under one first token that share a genre, and of random pairs."""
-    table = pd.read_csv(books, dtype=str).set_index("book_id")
     first = {i: tokens[0] for i, tokens in json.loads((run / "sid" / "index.json").read_text()).items()}
-    genres = {i: set(str(table.loc[i, "authors"]).split()) for i in first}
     groups: dict[str, list[str]] = {}
     for item, token in first.items():
         groups.setdefault(token, []).append(item)
@@ -65,6 +69,37 @@ def genre_sharing(run: Path, books: Path) -> tuple[float, float]:
     ]
     pairs = np.random.default_rng(0).choice(list(first), (20_000, 2))
     return float(np.mean(shares)), float(np.mean([bool(genres[a] & genres[b]) for a, b in pairs]))
+
+
+def side_by_side(variants: dict[str, list[str]], runs: Path, train: bool, encoder: str) -> dict[str, Path]:
+    """Run ``crabrec run`` once per variant (its arguments), all at once, to tokenize or (``train``) to evaluate MOR
+    with one thread each; each variant's run folder."""
+    until = ["--until", "evaluate", "--set", "train.threads=1"] if train else ["--until", "tokenize"]
+    jobs = {}
+    for n, (name, args) in enumerate(variants.items()):
+        cmd = [sys.executable, "-m", "crabrec", "-q", "run", *args, *until, "--name", f"variant-{n}",
+               "--set", f"runs_dir={runs}", "--set", f"embed.encoder={encoder}"]  # fmt: skip
+        jobs[name] = (runs / f"variant-{n}", subprocess.Popen(cmd))
+    for _, job in jobs.values():
+        if job.wait():
+            raise SystemExit(f"{' '.join(job.args)}: exit {job.returncode}")
+    return {name: run for name, (run, _) in jobs.items()}
+
+
+def print_table(first_column: str, runs: dict[str, Path], genres: dict[str, set[str]], train: bool) -> None:
+    """One row per run: genre sharing under the first token and, with ``train``, MOR's validation and test."""
+    head = f"| {first_column} | pairs under one first token sharing a genre | random pairs |"
+    print(head + (" MOR valid NDCG@10 (best epoch) | test HR@10 | test NDCG@10 | DGU@10 |" if train else ""))
+    print("|---" * (3 + 4 * train) + "|")
+    for name, run in runs.items():
+        share, base = genre_sharing(run, genres)
+        row = f"| {name} | {share:.3f} | {base:.3f} |"
+        if train:
+            best = json.loads((run / "stages" / "train.json").read_text())["summary"]
+            m = json.loads((run / "models" / "mor" / "metrics.json").read_text())
+            row += (f" {best['best_valid_ndcg@10']:.4f} ({best['best_epoch']}) | {m['HR@10']:.4f} | "
+                    f"{m['NDCG@10']:.4f} | {m['DGU@10']:.4f} |")  # fmt: skip
+        print(row)
 
 
 def main() -> None:
@@ -78,31 +113,13 @@ def main() -> None:
     ratings, books = write_books(runs / "data")
     every = ["title", "goodreads_book_id", "isbn13", "authors", "original_publication_year", "average_rating",
              "ratings_count"]  # fmt: skip
-    texts = {"columns of numbers left out (the default)": [], "every column": [f"embed.fields=[{','.join(every)}]"]}
-    until = ["--until", "evaluate", "--set", "train.threads=1"] if args.train else ["--until", "tokenize"]
-    jobs = {}
-    for n, (name, sets) in enumerate(texts.items()):
-        cmd = [sys.executable, "-m", "crabrec", "-q", "run", "--data", str(ratings), "--items", str(books), *until,
-               "--name", f"text-{n}", "--set", f"runs_dir={runs}", "--set", f"embed.encoder={args.encoder}",
-               ]  # fmt: skip
-        for s in sets:
-            cmd += ["--set", s]
-        jobs[name] = (runs / f"text-{n}", subprocess.Popen(cmd))
-    for _, job in jobs.values():
-        if job.wait():
-            raise SystemExit(f"{' '.join(job.args)}: exit {job.returncode}")
-    head = "| item text | pairs under one first token sharing a genre | random pairs |"
-    print(head + (" MOR valid NDCG@10 (best epoch) | test HR@10 | test NDCG@10 | DGU@10 |" if args.train else ""))
-    print("|---" * (3 + 4 * args.train) + "|")
-    for name, (run, _) in jobs.items():
-        share, base = genre_sharing(run, books)
-        row = f"| {name} | {share:.3f} | {base:.3f} |"
-        if args.train:
-            best = json.loads((run / "stages" / "train.json").read_text())["summary"]
-            m = json.loads((run / "models" / "mor" / "metrics.json").read_text())
-            row += (f" {best['best_valid_ndcg@10']:.4f} ({best['best_epoch']}) | {m['HR@10']:.4f} | "
-                    f"{m['NDCG@10']:.4f} | {m['DGU@10']:.4f} |")  # fmt: skip
-        print(row)
+    data = ["--data", str(ratings), "--items", str(books)]
+    variants = {
+        "columns of numbers left out (the default)": data,
+        "every column": [*data, "--set", f"embed.fields=[{','.join(every)}]"],
+    }
+    done = side_by_side(variants, runs, args.train, args.encoder)
+    print_table("item text", done, book_genres(books), args.train)
 
 
 if __name__ == "__main__":
