@@ -5,9 +5,9 @@
 The shared MovieLens-100K written as a Last.fm-1K-shaped play log (``plays.tsv``: user, ISO time, track id, the
 artist named for the movie's first genre, the movie's title as the track), and the same log without the two name
 columns. Without an item table, crabrec reads the names as the item text of the first (semantic IDs from the text
-encoder) and the second is ids-only (semantic IDs from SASRec's item embeddings). The data, embed and tokenize
-stages run on each, side by side; ``--train`` also trains and evaluates MOR on each (the quick preset, one thread
-each).
+encoder) and the second is ids-only (semantic IDs from SASRec's item embeddings); a third run joins the names'
+embeddings with SASRec's (``tokenize.item_vectors=text+sasrec``). The data, embed and tokenize stages run on each,
+side by side; ``--train`` also trains and evaluates MOR on each (the quick preset, one thread each).
 
 It prints, for each, how often two items under the same first SID token share a genre, against two items drawn at
 random, and with ``--train`` MOR's best validation NDCG@10 (the comparison to choose by) and its test metrics.
@@ -51,13 +51,14 @@ def main() -> None:
     parser.add_argument("--runs-dir", default="/tmp/inline-text")
     parser.add_argument("--encoder", default="all-MiniLM-L6-v2")
     parser.add_argument("--train", action="store_true", help="also train and evaluate MOR on each (quick preset, the "
-                        "two side by side with one thread each)")  # fmt: skip
+                        "three side by side with one thread each)")  # fmt: skip
     args = parser.parse_args()
     runs = Path(args.runs_dir)
     named, bare, genres = write_plays(runs / "data")
     variants = {
         "artist and track names in the log (read as item text)": ["--data", str(named)],
         "ids only (SASRec item embeddings)": ["--data", str(bare)],
+        "names, text + SASRec item vectors": ["--data", str(named), "--set", "tokenize.item_vectors=text+sasrec"],
     }
     done = side_by_side(variants, runs, args.train, args.encoder)
     print_table("play log", done, genres, args.train)

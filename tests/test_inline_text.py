@@ -50,8 +50,8 @@ def test_a_play_log_names_its_tracks(lastfm):
     toy = ds.item_text[ds.item_ids.index(str(uuid.uuid5(uuid.NAMESPACE_URL, "track/1")))]
     assert toy == {"artist_name": "Animation Band", "track": "Toy Story"}
     assert ds.notes == [
-        "item text from the interactions' columns artist_name, track (one value per item; --items FILE gives an item "
-        "table)"
+        "item text from the interactions' columns artist_name, track (one value per item; names can be weak item "
+        "text: compare --set tokenize.item_vectors=text+sasrec on validation)"
     ]
     by_artist = load(lastfm, columns=["user", "timestamp", "item", "artist_name", "track_id", "track"])
     assert by_artist.has_text and {rec["artist_name"] for rec in by_artist.item_text} >= {"Animation Band"}

@@ -76,5 +76,8 @@ def inline_items(
             names, unique, len(records),
         )  # fmt: skip
         return None
-    note = f"item text from the interactions' columns {names} (one value per item; --items FILE gives an item table)"
+    note = (
+        f"item text from the interactions' columns {names} (one value per item; names can be weak item text: compare "
+        "--set tokenize.item_vectors=text+sasrec on validation)"
+    )
     return records, note
