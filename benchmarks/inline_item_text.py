@@ -15,12 +15,11 @@ random, and with ``--train`` MOR's best validation NDCG@10 (the comparison to ch
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 from pathlib import Path
 
 import pandas as pd
-from item_text_numbers import SHARED, print_table, side_by_side
+from item_text_numbers import SHARED, arguments, print_table, side_by_side
 
 
 def write_plays(folder: Path) -> tuple[Path, Path, dict[str, set[str]]]:
@@ -47,12 +46,7 @@ def write_plays(folder: Path) -> tuple[Path, Path, dict[str, set[str]]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs-dir", default="/tmp/inline-text")
-    parser.add_argument("--encoder", default="all-MiniLM-L6-v2")
-    parser.add_argument("--train", action="store_true", help="also train and evaluate MOR on each (quick preset, the "
-                        "three side by side with one thread each)")  # fmt: skip
-    args = parser.parse_args()
+    args = arguments(__doc__, "/tmp/inline-text")
     runs = Path(args.runs_dir)
     named, bare, genres = write_plays(runs / "data")
     variants = {

@@ -102,13 +102,18 @@ def print_table(first_column: str, runs: dict[str, Path], genres: dict[str, set[
         print(row)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs-dir", default="/tmp/item-text")
+def arguments(doc: str, runs_dir: str) -> argparse.Namespace:
+    """The command line of a side-by-side benchmark: ``--runs-dir``, ``--encoder``, ``--train``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--runs-dir", default=runs_dir)
     parser.add_argument("--encoder", default="all-MiniLM-L6-v2")
-    parser.add_argument("--train", action="store_true", help="also train and evaluate MOR on each (quick preset, the "
-                        "two side by side with one thread each: about 15 minutes on 2 cores)")  # fmt: skip
-    args = parser.parse_args()
+    parser.add_argument("--train", action="store_true", help="also train and evaluate MOR on each (quick preset, "
+                        "side by side with one thread each: 15 to 30 minutes on 2 cores)")  # fmt: skip
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments(__doc__, "/tmp/item-text")
     runs = Path(args.runs_dir)
     ratings, books = write_books(runs / "data")
     every = ["title", "goodreads_book_id", "isbn13", "authors", "original_publication_year", "average_rating",
