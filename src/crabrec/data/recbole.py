@@ -4,7 +4,8 @@ Each is tab-separated with a header of ``name:type`` (``user_id:token``, ``item_
 named without its type. The columns are found by name as in a table (:mod:`crabrec.data.table`): ``user_id``,
 ``item_id``, and the names RecBole's converted datasets use (Yelp's ``business_id`` and ``date``, Last.fm's
 ``artist_id``); ``data.user_col``, ``data.item_col`` and ``data.time_col`` name others. The item file's id column is
-the interactions' item column, as RecBole requires.
+the interactions' item column, as RecBole requires, else ``id`` (Steam's). Without an item file, the interactions'
+columns that name their items are the item text (:mod:`crabrec.data.inline_text`).
 
 A benchmark split (RecBole's ``benchmark_filename``: ``<name>.train.inter``, ``<name>.valid.inter`` and
 ``<name>.test.inter``) is one dataset, read from any of its files or its folder. Where each row lists the items
