@@ -97,3 +97,17 @@ def test_the_data_stage_recomputes_tables_that_may_hold_item_text(tmp_path):
     (tmp_path / "items.csv").write_text("item,title\n1,Pens\n")
     assert revision(words) == 256 and revision(plain) == 0
     assert revision(words, item_table=str(tmp_path / "items.csv")) == 0
+
+
+def test_text_columns_read_cells_of_lists():
+    """A Parquet list column (cells that cannot be hashed) is read as its text, not an error."""
+    import numpy as np
+    import pandas as pd
+
+    from crabrec.data.inline_text import text_columns
+
+    frame = pd.DataFrame(
+        {"user": ["a", "a", "b"], "item": ["x", "y", "x"], "tags": [np.array(["Pens", "Blue"]), np.array(["Ink"]),
+         np.array(["Pens", "Blue"])], "count": ["1", "2", "3"]}
+    )  # fmt: skip
+    assert text_columns(frame, ("user", "item")) == ["tags"]

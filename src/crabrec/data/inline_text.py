@@ -31,7 +31,10 @@ def text_columns(inter: pd.DataFrame, taken: tuple[str | None, ...]) -> list[str
     for c in inter.columns:
         if c in taken:
             continue
-        cells = id_cells(inter[c]).str.strip()
+        try:  # each value once: a column's rows repeat them
+            cells = id_cells(pd.Series(inter[c].unique())).str.strip()
+        except TypeError:  # cells that cannot be compared as they are (Parquet lists): as their text
+            cells = id_cells(inter[c]).str.strip()
         values = pd.Series(cells[(cells != "") & ~cells.str.lower().isin(NULLS)].unique())
         if values.empty or values.str.fullmatch(NUMBER.pattern).all():
             continue

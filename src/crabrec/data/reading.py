@@ -321,13 +321,15 @@ def item_lines(path: Path) -> str | None:
     except OSError:
         return None
     lines = [line for line in text.splitlines() if line.strip()][:GLANCE_LINES]
-    if not lines or any('"' in line for line in lines) or (sep := delimiter(lines[0])) == "::":
+    if not lines or (sep := delimiter(lines[0])) == "::":
         return None
     fields = [line.split() if sep == " " else line.split(sep) for line in lines]  # an empty field is a field
+    if not looks_like_a_row(fields[0]) or any('"' in line for line in lines):  # a header line: a table
+        return None
     if any(not cell.strip() or " " in cell.strip() or DATE_CELL.fullmatch(cell.strip()) for f in fields for cell in f):
         return None
     lengths = {len(f) for f in fields}
-    return sep if max(lengths) >= 2 and len(lengths) > 1 and looks_like_a_row(fields[0]) else None
+    return sep if max(lengths) >= 2 and len(lengths) > 1 else None
 
 
 def _fields(line: str, sep: str) -> list[str]:

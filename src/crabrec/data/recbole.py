@@ -118,14 +118,15 @@ def load_recbole(path: Path, cfg: DataConfig) -> Dataset:
                 f"{part}: header: columns {listed(frame.columns)}; expected those of {files.parts[0].name} "
                 f"({listed(frames[0].columns)})"
             )
-    inter = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    cols = list(inter.columns)
+    cols = list(frames[0].columns)
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
     history = listed_column(frames[0], (user, item)) if user and item else None
     samples: dict[str, Rows] = {}
     notes = []
-    if history is not None:
+    if history is None:  # rows of interactions: the parts one after another
+        inter = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    else:
         inter, samples, notes = rebuilt(frames, files.parts, user, history, item)
         for note in notes:
             log.info("%s: %s", files.parts[0].parent, note)
