@@ -106,7 +106,7 @@ def test_min_rating_keeps_the_same_interactions_in_every_layout(releases, tmp_pa
         ("ratings.csv", {"min_rating": 6}, "no interaction is rated 6 or more (the rating column runs from 3 to 5)"),
         ("events.csv", {"min_rating": 4}, "no rating column (looked for rating, ratings, score"),
         ("events.csv", {"min_rating": 4, "rating_col": "stars"}, "data.rating_col='stars': no such column"),
-        ("text.csv", {"min_rating": 4}, "text.csv: line 3: rating 'good' is not a number"),
+        ("text.csv", {"min_rating": 4}, "text.csv: row 3: rating 'good' is not a number"),
         ("Toy.inter.json", {"min_rating": 4}, "the lcrec layout has no ratings that crabrec reads"),
     ],
 )

@@ -12,6 +12,7 @@ import pytest
 
 from crabrec.config import DataConfig
 from crabrec.data.loaders import load_dataset
+from crabrec.data.reading import Origin
 from crabrec.data.table import dataset_name, time_like, timestamps
 from crabrec.errors import CrabError
 from tests.conftest import cli
@@ -142,7 +143,7 @@ def test_the_data_stage_is_recomputed_only_where_the_time_column_rule_changes_it
 def _days(values: list[str], **kw) -> list[str]:
     import pandas as pd
 
-    seconds = timestamps(pd.Series(values), Path("f.csv"), "date", **kw)
+    seconds = timestamps(pd.Series(values), Origin(Path("f.csv")), "date", **kw)
     return [str(d) for d in pd.to_datetime(seconds, unit="s")]
 
 
@@ -211,7 +212,7 @@ def test_unix_milliseconds_and_microseconds_read_as_seconds(tmp_path, scale):
 def test_timestamp_parsing_known_answers():
     import pandas as pd
 
-    got = timestamps(pd.Series(["1970-01-02", "1970-01-01 00:01:00+00:00"]), Path("f"), "t")
+    got = timestamps(pd.Series(["1970-01-02", "1970-01-01 00:01:00+00:00"]), Origin(Path("f")), "t")
     assert got.tolist() == [86400.0, 60.0]
 
 
@@ -330,7 +331,7 @@ def test_rows_with_an_empty_cell_are_left_out_when_asked(tmp_path, caplog):
     with pytest.raises(CrabError, match=r"holes.csv: row 22: timestamp 'soon' is not a number"):
         load(write(tmp_path / "holes.csv", "user,item,timestamp", holes), incomplete_rows="drop")
     rated = write(tmp_path / "rated.csv", "user,item,rating", [("", "x", 5), ("a", "x", "five")])
-    with pytest.raises(CrabError, match=r"rated.csv: line 3: rating 'five' is not a number"):
+    with pytest.raises(CrabError, match=r"rated.csv: row 3: rating 'five' is not a number"):
         load(rated, incomplete_rows="drop", min_rating=4)
     with pytest.raises(CrabError, match=r"empty.csv: every row has an empty cell in user, item; no interaction"):
         load(write(tmp_path / "empty.csv", "user,item", [("", "x"), ("a", "")]), incomplete_rows="drop")
@@ -939,6 +940,41 @@ def test_a_folder_of_train_valid_and_test_tables_is_one_table(tmp_path):
     assert sorted(ds.item_ids[t] for t in splits.test.target) == sorted(str(r[1]) for r in test)
     (folder / "Office.valid.csv").unlink()
     assert load(folder).n_interactions == len(train) + len(test)
+
+
+def test_a_bad_row_of_a_split_table_is_named_by_its_own_file_and_line(tmp_path):
+    """Rows read from a dataset's train, valid and test tables were named by their place among all three tables'
+    rows, after the folder's name (``last_out: row 303``), a line no file has. Each row is named by its own file and
+    line, whatever the check that finds it; sessions of no user are named by their file and line too."""
+    folder = tmp_path / "last_out"
+    folder.mkdir()
+    parts = {"train": EVENTS[:40], "valid": EVENTS[40:50], "test": EVENTS[50:]}
+
+    def written(split: str, row: int, cells: tuple, header: str = "user_id,parent_asin,timestamp") -> None:
+        for name, rows in parts.items():
+            rows = [cells if name == split and n == row else r for n, r in enumerate(rows)]
+            write(folder / f"Office.{name}.csv", header, rows)
+
+    for split, row, cells, kw, said in (
+        ("test", 2, (1, 2, "soon"), {}, "timestamp 'soon' is not a number"),
+        ("valid", 0, ("", 2, 1_600_000_000), {}, "empty user id in column 'user_id'"),
+        ("test", 5, (1, 2, "2020-01-01"), {}, "timestamp '2020-01-01' is not a number"),
+        ("train", 7, (1, 2, 1_600_000_000, "x"), {"min_rating": 3}, "rating 'x' is not a number"),
+    ):
+        header = "user_id,parent_asin,timestamp" + (",rating" if kw else "")
+        if kw:
+            parts = {k: [(*r, 4) for r in v] for k, v in parts.items()}
+        written(split, row, cells, header)
+        with pytest.raises(CrabError) as err:
+            load(folder, **kw)
+        assert str(err.value).startswith(f"{folder / f'Office.{split}.csv'}: row {row + 2}: "), str(err.value)
+        assert said in str(err.value)
+        parts = {"train": EVENTS[:40], "valid": EVENTS[40:50], "test": EVENTS[50:]}
+    for name in parts:  # sessions: each row a session's items, then the item after them
+        write(folder / f"Office.{name}.csv", "prev_items,next_item", [('"[1, 2]"', 3), ('"[2, 3]"', 4)])
+    sessions = load(folder)
+    assert sessions.users == sorted(f"Office.{name}.csv:{n}" for name in parts for n in (2, 3))
+    assert all(s.tolist() for s in sessions.sequences) and sessions.n_interactions == 18
 
 
 def test_a_header_line_the_csv_module_cannot_split_is_one_line(tmp_path):

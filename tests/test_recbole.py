@@ -193,3 +193,18 @@ def test_revisions_recompute_what_crabrec_now_reads_otherwise(converted):
     assert revision(converted["ml-100k"]) == 0 and revision(converted["lastfm"]) == 0
     assert revision(converted["yelp"] / "yelp.inter") == 1
     assert revision(converted["bench"] / "ml-100k.train.inter") == 128 == revision(converted["bench"])
+
+
+def test_a_bad_row_of_a_benchmark_of_interaction_rows_is_named_by_its_own_file_and_line(converted, tmp_path):
+    """A benchmark split into files of interaction rows (no ``item_id_list``) is read as one table; a bad cell in
+    its valid or test file was named after the train file, by its place among all three files' rows."""
+    lines = converted["ml-100k"].read_text().splitlines(keepends=True)
+    head, rows = lines[0], lines[1:]
+    cut = {"train": rows[:90_000], "valid": rows[90_000:95_000], "test": rows[95_000:]}
+    cells = cut["test"][6].split("\t")
+    cut["test"][6] = "\t".join([*cells[:3], "later\n"])
+    for split, part in cut.items():
+        (tmp_path / f"ml.{split}.inter").write_text(head + "".join(part))
+    with pytest.raises(CrabError) as err:
+        load(tmp_path)
+    assert str(err.value).startswith(f"{tmp_path / 'ml.test.inter'}: row 8: timestamp 'later' is not a number")

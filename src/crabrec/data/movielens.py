@@ -159,7 +159,7 @@ def _load(path: Path, release: Release, drop_missing: bool, min_rating: float | 
         inter, line_of = _headerless(release, ratings, "\t" if ratings == "u.data" else "::")
     ts = _times(inter["timestamp"], where, line_of)
     if min_rating is not None:
-        keep = rated_at_least(inter["rating"], min_rating, where, "rating", line_of)
+        keep = rated_at_least(inter["rating"], min_rating, where, "rating", lambda row: f"{where}: line {line_of(row)}")
         inter, ts = inter[keep].reset_index(drop=True), ts[keep]
     items = _items(release, item_file) if item_file else {raw: {} for raw in inter["item"].unique()}
     name, source = release.folder.name or "movielens", path if release.archive is not None else release.folder

@@ -19,16 +19,17 @@ RATING_NAMES = ("rating", "ratings", "score", "stars", "star_rating", "overall",
 
 
 def rated_at_least(
-    values: pd.Series, min_rating: float, where: str, column: str, line_of: Callable[[int], int]
+    values: pd.Series, min_rating: float, where: str, column: str, at: Callable[[int], str]
 ) -> np.ndarray:
     """The rows whose rating in ``values`` is at least ``min_rating``. A cell that is not a number is a one-line
-    error naming its line (``line_of(row)``); keeping no row is one too."""
+    error naming where its row stands (``at(row)``: ``FILE: line N``); keeping no row is one too (naming
+    ``where``)."""
     numbers = pd.to_numeric(values.astype(str).str.strip(), errors="coerce").to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(numbers))
     if len(bad):
         row = int(bad[0])
         raise CrabError(
-            f"{where}: line {line_of(row)}: {column} {clip(repr(values.iloc[row]))} is not a number; data.min_rating "
+            f"{at(row)}: {column} {clip(repr(values.iloc[row]))} is not a number; data.min_rating "
             "reads every interaction's rating (fix the row, or remove data.min_rating)"
         )
     keep = numbers >= min_rating

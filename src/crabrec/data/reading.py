@@ -21,6 +21,7 @@ import re
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -93,10 +94,9 @@ def read_table(
     if header_only:
         first_rows = 0
     if split := split_tables(path):  # train, valid and test files of one table: read as that table
-        frames = [
-            read_table(p, sep, header_only, names, first_rows) for p in split[: 1 if first_rows is not None else 3]
-        ]
-        return pd.concat(frames, ignore_index=True).fillna("")
+        return _joined(
+            [read_table(p, sep, header_only, names, first_rows) for p in split[: 1 if first_rows is not None else 3]]
+        )
     parts = parquet_dataset(path)
     if not parts:
         if not path.is_file():
@@ -121,6 +121,59 @@ def read_table(
         cols = listed(frame.columns)
         raise CrabError(f"{path}: no rows after the header ({cols}); expected at least one row")
     return frame
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a table's rows stand, for messages: ``path``, the file (or folder) read, and ``first_line``, the number
+    of its first row (:func:`first_row`). Rows read from several files (a dataset's train, valid and test tables)
+    are named by the file each came from: ``parts`` holds, for each file, the label of its first row (its place among
+    all the rows read), the file, and the number of its first row there."""
+
+    path: Path
+    first_line: int = 2
+    parts: tuple[tuple[int, Path, int], ...] = ()
+
+    def line(self, label: object) -> tuple[Path, int]:
+        """The file holding the row labelled ``label`` (its place among the rows read) and the row's number there."""
+        label = int(label)
+        start, path, first = 0, self.path, self.first_line
+        for part_start, part, part_first in self.parts:
+            if label < part_start:
+                break
+            start, path, first = part_start, part, part_first
+        return path, label - start + first
+
+    def row(self, label: object) -> str:
+        """``FILE: row N``: where the row labelled ``label`` stands."""
+        path, n = self.line(label)
+        return f"{path}: row {n}"
+
+    def session(self, label: object) -> str:
+        """A name for the row labelled ``label`` when its row is one user's session: its number, after its file's
+        name when the rows come from several files (``Office.test.csv:4``)."""
+        path, n = self.line(label)
+        return f"{path.name}:{n}" if len(self.parts) > 1 else str(n)
+
+
+def read_rows(path: Path, names: list[str] | None = None, headerless: bool = False) -> tuple[pd.DataFrame, Origin]:
+    """The table at ``path`` (:func:`read_table`; ``headerless``: its first line is a row) and where its rows stand.
+    A dataset's train, valid and test tables are read as one table whose rows keep the name of their own file and
+    line."""
+    split = split_tables(path)
+    if not split:
+        return read_table(path, names=names), Origin(path, first_row(path, headerless or names is not None))
+    frames = [read_table(p, names=names) for p in split]
+    starts = np.cumsum([0] + [len(f) for f in frames[:-1]])
+    parts = tuple(
+        (int(s), p, first_row(p, headerless or names is not None)) for s, p in zip(starts, split, strict=True)
+    )
+    return _joined(frames), Origin(path, parts[0][2], parts)
+
+
+def _joined(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Tables of one dataset's rows, one after another (a cell a table lacks: empty)."""
+    return pd.concat(frames, ignore_index=True).fillna("")
 
 
 SPLIT_WORDS = (("train",), ("valid", "val", "validation", "dev"), ("test",))
@@ -417,7 +470,7 @@ def _array_objects(path: Path, values: list) -> Iterator[tuple[int, dict]]:
 
 
 def unnested(
-    frame: pd.DataFrame, path: Path, first_line: int, has_item: Callable[[list[str]], bool]
+    frame: pd.DataFrame, origin: Origin, has_item: Callable[[list[str]], bool]
 ) -> tuple[pd.DataFrame, str] | None:
     """A table with one row per user and the user's interactions as a list of records in one column (UCSD's Steam
     reviews: ``{"user_id": "u1", "reviews": [{"item_id": "10", ...}, ...]}``; a Parquet list of structs), as one row
@@ -433,8 +486,7 @@ def unnested(
             records = _records(cells[-1])
             if records is None and isinstance(cells[-1], str) and cells[-1].strip() not in ("", "[]"):
                 raise CrabError(
-                    f"{path}: row {int(label) + first_line}: column {col!r} holds no list of records; the first rows "
-                    "hold one there"
+                    f"{origin.row(label)}: column {col!r} holds no list of records; the first rows hold one there"
                 )
             for rec in records or []:
                 rows.append({**dict(zip(outer, map(_cell, cells))), **{str(k): _cell(v) for k, v in rec.items()}})
@@ -478,7 +530,7 @@ def id_list_column(frame: pd.DataFrame, columns: list[str]) -> str | None:
     return None
 
 
-def exploded(frame: pd.DataFrame, col: str, path: Path, first_line: int, then: str | None = None) -> pd.DataFrame:
+def exploded(frame: pd.DataFrame, col: str, origin: Origin, then: str | None = None) -> pd.DataFrame:
     """One row per id of column ``col``'s lists, in their order (``then``: followed by that column's id, when the row
     has one), each keeping its row's index (its line in the file) and other cells; a cell that holds no list is an
     error naming its row."""
@@ -488,7 +540,7 @@ def exploded(frame: pd.DataFrame, col: str, path: Path, first_line: int, then: s
         ids = id_list(cell)
         if ids is None:
             raise CrabError(
-                f"{path}: row {int(label) + first_line}: column {col!r} holds {clip(repr(cell))}, not a list of item "
+                f"{origin.row(label)}: column {col!r} holds {clip(repr(cell))}, not a list of item "
                 "ids; the first rows hold one there"
             )
         lists.append([*ids, last] if last else ids)

@@ -21,11 +21,12 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
-from crabrec.data.reading import id_cells, read_table
+from crabrec.data.reading import Origin, id_cells, read_table
 from crabrec.errors import CrabError, clip, listed
 
 log = logging.getLogger("crabrec")
@@ -124,8 +125,11 @@ def load_recbole(path: Path, cfg: DataConfig) -> Dataset:
     history = listed_column(frames[0], (user, item)) if user and item else None
     samples: dict[str, Rows] = {}
     notes = []
-    if history is None:  # rows of interactions: the parts one after another
+    origin = Origin(files.parts[0], 2)
+    if history is None:  # rows of interactions: the parts one after another, each row named by its own file's line
         inter = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        starts = np.cumsum([0] + [len(f) for f in frames[:-1]])
+        origin = Origin(files.parts[0], 2, tuple((int(s), p, 2) for s, p in zip(starts, files.parts, strict=True)))
     else:
         inter, samples, notes = rebuilt(frames, files.parts, user, history, item)
         for note in notes:
@@ -133,7 +137,7 @@ def load_recbole(path: Path, cfg: DataConfig) -> Dataset:
     label = f"{files.parts[0].name}: " if len(files.parts) == 1 else f"{files.parts[0].parent}: {_named(files)}: "
     item_path = files.items if files.items.is_file() else None
     ds = frame_dataset(
-        inter, files.parts[0], 2, cfg, item_path, name=files.name, label=label, read_items=recbole_frame,
+        inter, origin, cfg, item_path, name=files.name, label=label, read_items=recbole_frame,
         no_items=f"no {files.items.name}",
     )  # fmt: skip
     ds.notes[:0] = notes

@@ -30,8 +30,8 @@ from crabrec.data.reading import (
     DATE_CELL,
     KINDS,
     NULLS,
+    Origin,
     exploded,
-    first_row,
     id_cells,
     id_list,
     id_list_column,
@@ -39,13 +39,14 @@ from crabrec.data.reading import (
     item_lines_frame,
     looks_like_a_row,
     parquet_dataset,
+    read_rows,
     read_table,
     row_not_header,
     split_tables,
     table_kind,
     unnested,
 )
-from crabrec.data.times import DAY_MONTH, AmbiguousDates, file_row, timestamps
+from crabrec.data.times import DAY_MONTH, AmbiguousDates, timestamps
 from crabrec.errors import CrabError, listed
 
 log = logging.getLogger("crabrec")
@@ -120,12 +121,13 @@ def time_like(columns: list[str], taken: tuple[str, ...]) -> list[str]:
 
 
 def _found_time(
-    inter: pd.DataFrame, path: Path, taken: tuple[str, ...], first_line: int, time_format: str | None
+    inter: pd.DataFrame, origin: Origin, taken: tuple[str, ...], time_format: str | None
 ) -> tuple[str | None, np.ndarray | None]:
     """With none of TIME_NAMES present: the one column named for a time (:func:`time_like`), else the one whose
     first cells are all dates (:func:`dated`: H&M's ``t_dat``), and its Unix seconds. Several columns named for a
     time are an error asking for one, several of dates a warning; a column whose values are not times (a duration,
     ``2 days``) is passed over with a warning; the rows are then taken in file order."""
+    path = origin.path
     candidates = time_like(list(inter.columns), taken)
     if not candidates:
         candidates = dated(inter, taken)
@@ -146,14 +148,14 @@ def _found_time(
     if column not in time_like([column], ()):
         log.info("%s: column %s holds dates: read as the time (--set data.time_col=null to ignore it)", path, column)
     try:
-        seconds = timestamps(inter[column], path, column, first_line, time_format)
+        seconds = timestamps(inter[column], origin, column, time_format)
     except AmbiguousDates:  # dates, only their day and month order unknown
         raise
     except CrabError as exc:  # "<path>: row 7: delivery_time '2 days' is neither Unix time nor a date (...); ..."
-        return _passed_over(path, column, str(exc).removeprefix(f"{path}: ").partition(";")[0])
+        return _passed_over(path, column, str(exc).removeprefix(f"{path}: ").removeprefix(f"{path}/").partition(";")[0])
     if len(seconds) and float(np.median(seconds)) < EARLIEST:
         if time_format is None and _dates_as_numbers(inter[column]):  # 20230106: a date, as some exports write it
-            return column, timestamps(inter[column], path, column, first_line, "%Y%m%d")
+            return column, timestamps(inter[column], origin, column, "%Y%m%d")
         return _passed_over(path, column, "its values are too small for Unix time (a duration or a count?)")
     return column, seconds
 
@@ -347,13 +349,14 @@ def _unfilled(cells: pd.Series) -> np.ndarray:
 
 
 def filled_rows(
-    inter: pd.DataFrame, path: Path, first_line: int, read: dict[str, str | None], drop: bool, others: dict[str, str]
+    inter: pd.DataFrame, origin: Origin, read: dict[str, str | None], drop: bool, others: dict[str, str]
 ) -> tuple[pd.DataFrame, list[str]]:
     """The rows whose cells in the columns crabrec reads (``read``: what each holds -> its column, None where not
     read) are all filled; an empty cell (a null in Parquet or JSON, or written out as ``NA``) is an error naming its
     row and ``others[what]`` (the setting that picks another column, if any), or with ``drop``
     (``data.incomplete_rows=drop``) its row is left out, counted in the log and in the returned note. The rows kept
-    keep their index (their place in the file), which later messages name them by."""
+    keep their index (their place among the rows read), which later messages name them by (``origin``)."""
+    path = origin.path
     blank = np.zeros(len(inter), dtype=bool)
     for what, col in read.items():
         if col is None:
@@ -365,7 +368,7 @@ def filled_rows(
             cell = inter[col].iloc[row].strip()
             held = f"{what} {cell!r} (a missing value)" if cell else f"empty {what}"
             raise CrabError(
-                f"{path}: {file_row(inter[col], row, first_line)}: {held} in column {col!r} ({n:,} of "
+                f"{origin.row(inter.index[row])}: {held} in column {col!r} ({n:,} of "
                 f"{len(empty):,} rows); fill it, "
                 + (f"{others[what]}, " if others.get(what) else "")
                 + "or --set data.incomplete_rows=drop to leave out the rows with an empty cell"
@@ -394,8 +397,9 @@ def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
         has_user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES) is not None
         (inter if has_user else others).append(p)
     names = ", ".join(p.name for p in tables) or "none"
-    if len(inter) > 1 and sorted(inter) == sorted(split_tables(path)):  # one table's train, valid and test rows
-        inter = [path]
+    split = split_tables(path)
+    if split and set(inter) <= set(split):  # one table's train, valid and test rows (sessions: no user column)
+        inter, others = [path], [p for p in others if p not in split]
     if len(inter) != 1:
         raise CrabError(
             f"{path}: expected one interaction table (user and item columns) among {names}, found {len(inter)}; "
@@ -422,12 +426,13 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     notes = []
     if sep is not None:  # one line per user: its id, then its items
         inter, empty = item_lines_frame(path, sep)
+        origin = Origin(path, 1)
         notes.append("one line per user: the user's id, then the user's items in order")
         if empty:
             notes.append(f"left out {empty:,} line(s) of a user id without items")
         log.info("%s: %s", path, "; ".join(notes))
     else:
-        inter = read_table(path, names=cfg.columns)
+        inter, origin = read_rows(path, cfg.columns)
     label = f"{path.name}: "
     if folder:
         parts = ", ".join(p.name for p in split_tables(path)) + " (as one table; crabrec splits it)"
@@ -435,16 +440,14 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
             f"{path.parent if path.is_file() else path}: interactions from {parts if path.is_dir() else path.name}, "
             + (f"items from {item_path.name}; " if item_path else "no item table; ")
         )
-    first_line = first_row(path, headerless=cfg.columns is not None or sep is not None)
-    ds = frame_dataset(inter, path, first_line, cfg, item_path, name=dataset_name(path), label=label)
+    ds = frame_dataset(inter, origin, cfg, item_path, name=dataset_name(path), label=label)
     ds.notes[:0] = notes
     return ds
 
 
 def frame_dataset(
     inter: pd.DataFrame,
-    path: Path,
-    first_line: int,
+    origin: Origin,
     cfg: DataConfig,
     item_path: Path | None,
     *,
@@ -453,14 +456,13 @@ def frame_dataset(
     read_items: Callable[[Path], pd.DataFrame] = _read_csv,
     no_items: str = "no item table",
 ) -> Dataset:
-    """The dataset of an interaction table read from ``path`` (its first row on line ``first_line``) and the item
-    table at ``item_path`` (read with ``read_items``; None: ids-only data, noted as ``no_items``): its columns found
-    by name (:func:`find_column`), rows with empty cells and below ``data.min_rating`` handled, each user's rows in
-    time order. ``label`` starts the log line that names the columns found."""
+    """The dataset of an interaction table (``origin``: where its rows were read, its index each row's label) and
+    the item table at ``item_path`` (read with ``read_items``; None: ids-only data, noted as ``no_items``): its
+    columns found by name (:func:`find_column`), rows with empty cells and below ``data.min_rating`` handled, each
+    user's rows in time order. ``label`` starts the log line that names the columns found."""
+    path = origin.path
     cols = list(inter.columns)
-    if not _user_and_item(cols, cfg) and (
-        found := unnested(inter, path, first_line, lambda k: _user_and_item(cols + k, cfg))
-    ):
+    if not _user_and_item(cols, cfg) and (found := unnested(inter, origin, lambda k: _user_and_item(cols + k, cfg))):
         inter, nested = found
         log.info("%s: one row per record of column %s", path, nested)
         cols = list(inter.columns)
@@ -473,12 +475,12 @@ def frame_dataset(
         then = None
         if user is None:  # a table of sessions (Amazon-M2): each row one user, named by its line
             user, then = SESSION, _next_item(inter, cols, listed_items)
-            inter[SESSION] = [str(int(row) + first_line) for row in inter.index]
+            inter[SESSION] = [origin.session(row) for row in inter.index]
             log.info(
                 "%s: no user column: each row is one session, named by its line (its items: %s%s)", path,
                 listed_items, f", then {then}" if then else "",
             )  # fmt: skip
-        inter = exploded(inter, listed_items, path, first_line, then)
+        inter = exploded(inter, listed_items, origin, then)
         log.info("%s: one row per item of the lists in column %s", path, listed_items)
     table = read_items(item_path) if item_path is not None else None
     item = listed_items or _item_column(cols, cfg, None if table is None else list(table.columns))
@@ -498,13 +500,13 @@ def frame_dataset(
     read = {"user id": user, "item id": item, "time": time or (named[0] if len(named) == 1 else None), "rating": rating}
     others = {what: _other_columns(cols, col, names, key) for what, col, names, key in (
         ("user id", user, USER_NAMES, "data.user_col"), ("item id", item, ITEM_NAMES, "data.item_col"))}  # fmt: skip
-    inter, dropped = filled_rows(inter, path, first_line, read, cfg.incomplete_rows == "drop", others)
-    ts = timestamps(inter[time], path, time, first_line, cfg.time_format) if time else None
+    inter, dropped = filled_rows(inter, origin, read, cfg.incomplete_rows == "drop", others)
+    ts = timestamps(inter[time], origin, time, cfg.time_format) if time else None
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
-        time, ts = _found_time(inter, path, (user, item), first_line, cfg.time_format)
+        time, ts = _found_time(inter, origin, (user, item), cfg.time_format)
     if rating is not None:
         keep = rated_at_least(
-            inter[rating], cfg.min_rating, str(path), rating, lambda row: int(inter.index[row]) + first_line
+            inter[rating], cfg.min_rating, str(path), rating, lambda row: origin.row(inter.index[row])
         )
         inter, ts = inter[keep], ts[keep] if ts is not None else None
     detected = {k: v for k, v in (("user", user), ("item", item), ("time", time), ("rating", rating)) if v}

@@ -5,27 +5,26 @@ are read as such; a date that writes its day and month as numbers is read in the
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from crabrec.data.reading import Origin
 from crabrec.errors import CrabError, clip
 
 # a date that writes its day and month as numbers, either first: 04/12/1997, 4.12.97 15:55, 04-12-1997
 DAY_MONTH = re.compile(r"^(?P<first>\d{1,2})(?P<sep>[./-])(?P<second>\d{1,2})(?P=sep)\d{2,4}(?!\d)")
 
 
-def timestamps(
-    values: pd.Series, path: Path, column: str, first_line: int = 2, time_format: str | None = None
-) -> np.ndarray:
+def timestamps(values: pd.Series, origin: Origin, column: str, time_format: str | None = None) -> np.ndarray:
     """Unix seconds from a column of numbers (seconds; milliseconds, microseconds or nanoseconds when every value is
-    too large to be seconds) or of dates (:func:`_dates`); ``first_line``: the file line of the first value (2 after
-    a header line); ``time_format``: a strftime format every value is read with (``data.time_format``)."""
+    too large to be seconds) or of dates (:func:`_dates`); ``origin``: where the values' rows stand (their index:
+    each row's label), for messages; ``time_format``: a strftime format every value is read with
+    (``data.time_format``)."""
     text = values.astype(str).str.strip()
     if time_format is not None:
         dates = pd.to_datetime(text, errors="coerce", utc=True, format=time_format)
-        _no_date(dates, values, path, column, first_line, f"does not match data.time_format {time_format!r}")
+        _no_date(dates, values, origin, column, f"does not match data.time_format {time_format!r}")
         return _seconds(dates)
     numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)  # NaN: not a number; inf stays
     parsed = ~np.isnan(numbers)
@@ -35,7 +34,7 @@ def timestamps(
             row = int(bad[0])
             kind = "is not a finite number" if parsed[row] else "is not a number"
             raise CrabError(
-                f"{path}: {file_row(values, row, first_line)}: {column} {clip(repr(values.iloc[row]))} {kind} (the "
+                f"{_at(values, row, origin)}: {column} {clip(repr(values.iloc[row]))} {kind} (the "
                 "other rows are Unix time); fix the row, or --set data.time_col=null to order each user's rows as "
                 "they appear"
             )
@@ -47,16 +46,16 @@ def timestamps(
     if parsed.any():  # "1001" among dates would be read as the year 1001
         row = int(np.flatnonzero(parsed)[0])
         raise CrabError(
-            f"{path}: {file_row(values, row, first_line)}: {column} {clip(repr(values.iloc[row]))} is a number, but "
+            f"{_at(values, row, origin)}: {column} {clip(repr(values.iloc[row]))} is a number, but "
             f"{int((~parsed).sum())} of the {len(parsed)} rows are dates; write every time the same way (all Unix "
             "time or all dates), or --set data.time_col=null to order each user's rows as they appear"
         )
-    dates = _dates(text, values, path, column, first_line)
-    _no_date(dates, values, path, column, first_line, "is neither Unix time nor a date (e.g. 2023-01-06 05:00:00)")
+    dates = _dates(text, values, origin, column)
+    _no_date(dates, values, origin, column, "is neither Unix time nor a date (e.g. 2023-01-06 05:00:00)")
     return _seconds(dates)
 
 
-def _dates(text: pd.Series, values: pd.Series, path: Path, column: str, first_line: int) -> pd.Series:
+def _dates(text: pd.Series, values: pd.Series, origin: Origin, column: str) -> pd.Series:
     """The dates of a column (NaT where a value is none): ISO 8601, else each value as pandas reads it, with a day
     and a month written as numbers (``04/12/1997``, ``04.12.1997``) read in the one order the column's values show:
     day first when a first number is above 12, month first when a second one is. Values of both orders, or none that
@@ -71,19 +70,21 @@ def _dates(text: pd.Series, values: pd.Series, path: Path, column: str, first_li
     day_first, month_first = (np.flatnonzero(numeric & (n > 12)) for n in (first, second))
 
     def shown(rows: np.ndarray) -> str:
-        return f"{file_row(values, int(rows[0]), first_line)}: {clip(repr(values.iloc[int(rows[0])]))}"
+        path, n = origin.line(values.index[int(rows[0])])
+        where = f"{path.name} row {n}" if origin.parts else f"row {n}"
+        return f"{where}: {clip(repr(values.iloc[int(rows[0])]))}"
 
     fix = "set data.time_format (e.g. --set data.time_format=%d/%m/%Y for day first)"
     if len(day_first) and len(month_first):
         raise AmbiguousDates(
-            f"{path}: {column} writes dates day first ({shown(day_first)}) and month first ({shown(month_first)}); "
-            f"write them one way, or {fix}"
+            f"{origin.path}: {column} writes dates day first ({shown(day_first)}) and month first "
+            f"({shown(month_first)}); write them one way, or {fix}"
         )
     unclear = np.flatnonzero(numeric & (first != second))
     if not len(day_first) and not len(month_first) and len(unclear):
         raise AmbiguousDates(
-            f"{path}: {column}: no date tells whether the day or the month comes first ({shown(unclear)} has both "
-            f"at most 12); {fix}"
+            f"{origin.path}: {column}: no date tells whether the day or the month comes first ({shown(unclear)} has "
+            f"both at most 12); {fix}"
         )
     for rows, dayfirst in ((numeric, len(day_first) > 0), (rest & ~numeric, False)):
         if rows.any():
@@ -102,20 +103,20 @@ class AmbiguousDates(CrabError):
     """A column of dates whose day and month order is not known (``data.time_format`` tells it)."""
 
 
-def _no_date(dates: pd.Series, values: pd.Series, path: Path, column: str, first_line: int, why: str) -> None:
+def _no_date(dates: pd.Series, values: pd.Series, origin: Origin, column: str, why: str) -> None:
     bad = np.flatnonzero(dates.isna().to_numpy())
     if len(bad):
         row = int(bad[0])
         raise CrabError(
-            f"{path}: {file_row(values, row, first_line)}: {column} {clip(repr(values.iloc[row]))} {why}; fix the "
+            f"{_at(values, row, origin)}: {column} {clip(repr(values.iloc[row]))} {why}; fix the "
             "row, or --set data.time_col=null to order each user's rows as they appear"
         )
 
 
-def file_row(values: pd.Series, row: int, first_line: int) -> str:
-    """``row N``: where the value at position ``row`` of ``values`` stands in its file (its index is the row's place
-    among the file's rows, kept when rows are dropped)."""
-    return f"row {int(values.index[row]) + first_line}"
+def _at(values: pd.Series, row: int, origin: Origin) -> str:
+    """``FILE: row N``: where the value at position ``row`` of ``values`` stands (its index is the row's place among
+    the rows read, kept when rows are dropped)."""
+    return origin.row(values.index[row])
 
 
 def _seconds(dates: pd.Series) -> np.ndarray:
