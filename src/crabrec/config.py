@@ -116,7 +116,17 @@ class DataConfig(Strict):
     """Where the data comes from and how it is split into (history -> next item) samples."""
 
     format: Literal[
-        "auto", "lcrec", "minionerec", "recbole", "table", "movielens", "mind", "amazon14", "amazon18", "amazon23"
+        "auto",
+        "lcrec",
+        "minionerec",
+        "recbole",
+        "table",
+        "movielens",
+        "mind",
+        "netflix",
+        "amazon14",
+        "amazon18",
+        "amazon23",
     ] = Field("auto", description="the on-disk layout of `path` (--format); auto = detected from the files")
     path: str | None = Field(None, description="dataset directory or file; None = the embedded Office dataset")
     name: str | None = Field(None, description="file stem inside `path` (e.g. 'Office'); inferred when unique")

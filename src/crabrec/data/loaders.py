@@ -54,7 +54,7 @@ def embedded_path() -> Path:
     return Path(str(resources.files("crabrec.datasets").joinpath("office")))
 
 
-RATED = ("table", "movielens", "recbole")  # the layouts whose ratings data.min_rating reads
+RATED = ("table", "movielens", "recbole", "netflix")  # the layouts whose ratings data.min_rating reads
 
 
 def load_dataset(cfg: DataConfig) -> Dataset:
@@ -86,6 +86,7 @@ def load_dataset(cfg: DataConfig) -> Dataset:
         "table": _load_table,
         "movielens": _load_movielens,
         "mind": _load_mind,
+        "netflix": _load_netflix,
         **{raw: functools.partial(_load_raw, fmt=raw) for raw in RAW_FORMATS},
     }
     ds = drop_repeats(loader[fmt](path, cfg), cfg.repeats)
@@ -101,11 +102,14 @@ def load_dataset(cfg: DataConfig) -> Dataset:
 def detect_format(path: Path) -> str:
     from crabrec.data.mind import is_mind
     from crabrec.data.movielens import is_movielens
+    from crabrec.data.netflix import is_netflix
 
     if is_movielens(path):
         return "movielens"
     if is_mind(path):
         return "mind"
+    if is_netflix(path):
+        return "netflix"
     if path.is_file():
         name = path.name
         if name.endswith(".inter.json"):
@@ -150,7 +154,7 @@ def detect_format(path: Path) -> str:
     raise CrabError(
         f"{path}: no known layout found (expected <name>.inter.json, <name>.inter, train|valid|test/ folders, "
         "CSV/TSV/JSON-lines/Parquet tables, raw Amazon review + meta_<Category> files, a MovieLens release, or "
-        "MIND's behaviors.tsv + news.tsv); set data.format"
+        "MIND's behaviors.tsv + news.tsv, or Netflix Prize's combined_data_*.txt); set data.format"
     )
 
 
@@ -158,9 +162,15 @@ def companion_files(path: Path) -> list[Path]:
     """The files a layout reads beside a dataset given as one file, so that a run's cache key covers them too:
     ``X.inter.json`` -> ``X.item.json``, ``X.inter`` -> ``X.item``, MovieLens' ``u.data`` -> ``u.item`` and
     ``u.genre``, ``ratings.dat`` -> ``movies.dat``, MIND's behaviors file -> ``news.tsv``, a RecBole benchmark's
-    part -> its other parts and ``X.item``; none for anything else (or a folder, which is hashed whole)."""
+    part -> its other parts and ``X.item``, a Netflix Prize rating file -> ``movie_titles.csv``; none for anything
+    else (or a folder, which is hashed whole)."""
     if not path.is_file():
         return []
+    if path.suffix.lower() == ".txt":
+        from crabrec.data.netflix import is_netflix, titles_file
+
+        titles = titles_file(path) if is_netflix(path) else None
+        return [titles] if titles else []
     name = path.name
     beside = {"u.data": ["u.item", "u.genre"], "ratings.dat": ["movies.dat"]}.get(name, [])
     if path.suffix.lower() == ".tsv":
@@ -405,6 +415,12 @@ def _load_mind(path: Path, cfg: DataConfig) -> Dataset:
     return load_mind(path, cfg)
 
 
+def _load_netflix(path: Path, cfg: DataConfig) -> Dataset:
+    from crabrec.data.netflix import load_netflix
+
+    return load_netflix(path, cfg)
+
+
 def joined_list(value: Any) -> str | None:
     """A cell holding a list of words (a Parquet list, or its JSON text: ``["Office", "Pens"]``, as Amazon 2023's
     metadata writes categories and descriptions) as the text ``Office, Pens``; None for any other cell."""
@@ -464,6 +480,16 @@ def _stripped(codes: np.ndarray, uniques: pd.Index) -> tuple[np.ndarray, pd.Inde
     return merged[codes], kept
 
 
+def _factorized(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Each value's code and the distinct values as ``values.astype(str)`` spells them; a column of integers is
+    factorized before its distinct values are spelled, which spares a string a row (100 million of them in the
+    Netflix Prize data)."""
+    if values.dtype.kind in "iu":
+        codes, uniques = pd.factorize(values, sort=False)
+        return codes, np.asarray([str(v) for v in uniques], dtype=object)
+    return pd.factorize(values.astype(str), sort=False)
+
+
 def _group_interactions(
     name: str,
     source: Path,
@@ -480,7 +506,7 @@ def _group_interactions(
     Array operations throughout: a 25M-row table groups in seconds."""
     if len(inter) == 0:
         raise CrabError(f"{where}: no interactions")
-    user_codes, user_ids = _stripped(*pd.factorize(inter[user_col].astype(str), sort=False))
+    user_codes, user_ids = _stripped(*_factorized(inter[user_col]))
     ids = np.asarray(user_ids, dtype=object)
     by_id = np.argsort(ids, kind="stable")
     rank = np.empty(len(ids), dtype=np.int64)
@@ -489,7 +515,7 @@ def _group_interactions(
     rows = np.arange(len(inter))
     order = np.lexsort((rows, ts, user) if ts is not None else (rows, user))
     item_ids = _catalogue_order(list(items))
-    item_codes, raw_items = _stripped(*pd.factorize(inter[item_col].astype(str), sort=False))
+    item_codes, raw_items = _stripped(*_factorized(inter[item_col]))
     codes = pd.Index(item_ids, dtype=object).get_indexer(raw_items)[item_codes]
     codes, user = codes[order], user[order]
     missing = np.flatnonzero(codes < 0)
