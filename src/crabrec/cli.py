@@ -9,11 +9,11 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
 
-from crabrec.config import RunConfig
+from crabrec.config import DataConfig, RunConfig
 from crabrec.errors import CrabError, clip, printable, reason
 from crabrec.runner import RunOptions
 
@@ -53,7 +53,7 @@ DataPathOpt = Annotated[
     typer.Option(
         "--data",
         help="Dataset: a file (CSV/TSV/JSON lines/Parquet, also .gz etc.; .inter, .inter.json; MovieLens u.data, "
-        "ratings.dat; MIND behaviors.tsv) or folder (default: Office).",
+        "ratings.dat; MIND behaviors.tsv; Netflix combined_data_1.txt) or folder (default: Office).",
     ),
 ]
 ItemsOpt = Annotated[
@@ -61,7 +61,7 @@ ItemsOpt = Annotated[
 ]
 FormatOpt = Annotated[
     str | None,
-    typer.Option("--format", help="auto|lcrec|minionerec|recbole|table|movielens|mind|amazon14|amazon18|amazon23."),
+    typer.Option("--format", help="|".join(get_args(DataConfig.model_fields["format"].annotation)) + "."),
 ]
 NameOpt = Annotated[str | None, typer.Option("--name", help="Run name: artifacts go to <runs_dir>/<name>/.")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for every random choice.")]
