@@ -1030,6 +1030,9 @@ def test_names_guessed_for_a_row_follow_what_its_cells_hold():
     assert guess_columns(["196", "242", "881250949"]) == ["user", "item", "timestamp"]
     assert guess_columns(["7", "12", "4.5", "1600000000000"]) == ["user", "item", "rating", "timestamp"]
     assert guess_columns(["u1", "i1", "23/05/2021", "x", "99"]) == ["user", "item", "timestamp", "column4", "column5"]
+    # Amazon's ratings-only files: an ISBN is an item, the Unix time comes last
+    assert guess_columns(["A39HTATAQ9V7YF", "0205616461", "5.0", "1369699200"]) == ["user", "item", "rating", "timestamp"]
+    assert guess_columns(["A39HTATAQ9V7YF", "1304351475", "5.0", "1369699200"]) == ["user", "item", "rating", "timestamp"]
 
 
 def test_one_row_per_user_with_a_list_of_items_reads_as_one_row_per_item(tmp_path):

@@ -651,14 +651,14 @@ DATE_CELL = re.compile(r"\d{4}-\d{1,2}-\d{1,2}([T ].*)?|\d{1,2}/\d{1,2}/\d{2,4}(
 
 def guess_columns(cells: list) -> list[str]:
     """Names for the cells of a row, in order, for the ``data.columns`` an error suggests: the first is the user, a
-    date or a number of 9 to 13 digits (Unix seconds or milliseconds) the timestamp, the next one left the item, a
-    number from 0 to 10 after it the rating, and any other ``columnN``."""
+    date the timestamp, else the last number of 9 to 13 digits not written with a leading zero (Unix seconds or
+    milliseconds; ``0205616461`` is an ISBN), the next one left the item, a number from 0 to 10 after it the rating,
+    and any other ``columnN``."""
     text = [str(c).strip() for c in cells]
     names: list[str | None] = ["user"] + [None] * (len(text) - 1)
-    stamp = next(
-        (i for i in range(1, len(text)) if DATE_CELL.fullmatch(text[i]) or re.fullmatch(r"\d{9,13}(\.\d*)?", text[i])),
-        None,
-    )
+    dates = [i for i in range(1, len(text)) if DATE_CELL.fullmatch(text[i])]
+    seconds = [i for i in range(1, len(text)) if re.fullmatch(r"[1-9]\d{8,12}(\.\d*)?", text[i])]
+    stamp = dates[0] if dates else seconds[-1] if seconds else None
     if stamp is not None:
         names[stamp] = "timestamp"
     if (item := next((i for i in range(1, len(text)) if names[i] is None), None)) is not None:
