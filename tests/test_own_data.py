@@ -1031,8 +1031,26 @@ def test_names_guessed_for_a_row_follow_what_its_cells_hold():
     assert guess_columns(["7", "12", "4.5", "1600000000000"]) == ["user", "item", "rating", "timestamp"]
     assert guess_columns(["u1", "i1", "23/05/2021", "x", "99"]) == ["user", "item", "timestamp", "column4", "column5"]
     # Amazon's ratings-only files: an ISBN is an item, the Unix time comes last
-    assert guess_columns(["A39HTATAQ9V7YF", "0205616461", "5.0", "1369699200"]) == ["user", "item", "rating", "timestamp"]
-    assert guess_columns(["A39HTATAQ9V7YF", "1304351475", "5.0", "1369699200"]) == ["user", "item", "rating", "timestamp"]
+    assert guess_columns(["A39HTATAQ9V7YF", "0205616461", "5.0", "1369699200"]) == [
+        "user",
+        "item",
+        "rating",
+        "timestamp",
+    ]
+    assert guess_columns(["A39HTATAQ9V7YF", "1304351475", "5.0", "1369699200"]) == [
+        "user",
+        "item",
+        "rating",
+        "timestamp",
+    ]
+    assert guess_columns(["0205616461", "A39HTATAQ9V7YF", "5.0", "1369699200"]) == [
+        "item",
+        "user",
+        "rating",
+        "timestamp",
+    ]
+    assert guess_columns(["B00004U9V2", "A1YJWEXHQBWK2B", "5.0", "1369699200"])[:2] == ["item", "user"]
+    assert guess_columns(["7"]) == ["user"] and guess_columns(["1304351475", "u7", "i7"])[:2] == ["user", "item"]
 
 
 def test_one_row_per_user_with_a_list_of_items_reads_as_one_row_per_item(tmp_path):

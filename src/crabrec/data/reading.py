@@ -649,19 +649,28 @@ UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-
 DATE_CELL = re.compile(r"\d{4}-\d{1,2}-\d{1,2}([T ].*)?|\d{1,2}/\d{1,2}/\d{2,4}( .*)?")
 
 
+ASIN = re.compile(r"B[0-9A-Z]{9}|\d{9}[\dX]")  # an Amazon item id: B0... or an ISBN-10
+REVIEWER = re.compile(r"A[0-9A-Z]{9,21}")  # an Amazon reviewer id
+
+
 def guess_columns(cells: list) -> list[str]:
     """Names for the cells of a row, in order, for the ``data.columns`` an error suggests: the first is the user, a
     date the timestamp, else the last number of 9 to 13 digits not written with a leading zero (Unix seconds or
     milliseconds; ``0205616461`` is an ISBN), the next one left the item, a number from 0 to 10 after it the rating,
-    and any other ``columnN``."""
+    and any other ``columnN``; a row that starts with an Amazon item id (ASIN) and a reviewer id is item first, as
+    Amazon's 2018 ratings-only files are written."""
     text = [str(c).strip() for c in cells]
-    names: list[str | None] = ["user"] + [None] * (len(text) - 1)
-    dates = [i for i in range(1, len(text)) if DATE_CELL.fullmatch(text[i])]
-    seconds = [i for i in range(1, len(text)) if re.fullmatch(r"[1-9]\d{8,12}(\.\d*)?", text[i])]
+    item_first = len(text) > 1 and bool(ASIN.fullmatch(text[0])) and bool(REVIEWER.fullmatch(text[1]))
+    names: list[str | None] = (["item", "user"] if item_first else ["user"]) + [None] * len(text)
+    names = names[: len(text)]
+    free = [i for i in range(len(text)) if names[i] is None]
+    dates = [i for i in free if DATE_CELL.fullmatch(text[i])]
+    seconds = [i for i in free if re.fullmatch(r"[1-9]\d{8,12}(\.\d*)?", text[i])]
     stamp = dates[0] if dates else seconds[-1] if seconds else None
     if stamp is not None:
         names[stamp] = "timestamp"
-    if (item := next((i for i in range(1, len(text)) if names[i] is None), None)) is not None:
+    item = 0 if item_first else next((i for i in free if names[i] is None), None)
+    if item is not None:
         names[item] = "item"
         rating = next((i for i in range(item + 1, len(text)) if names[i] is None and NUMBER.fullmatch(text[i])
                        and 0 <= float(text[i]) <= 10), None)  # fmt: skip
