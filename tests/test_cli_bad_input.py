@@ -49,7 +49,7 @@ def case_duplicate_item_json(tmp: Path) -> tuple[list[str], str]:
 
 def case_duplicate_key_in_a_json_lines_row(tmp: Path) -> tuple[list[str], str]:
     (tmp / "inter.jsonl").write_text('{"user": "a", "item": "x"}\n{"user": "a", "item": "y", "user": "b"}\n')
-    return ["--data", str(tmp / "inter.jsonl")], "inter.jsonl line 2: duplicate key 'user' (a key given twice"
+    return ["--data", str(tmp / "inter.jsonl")], "inter.jsonl: line 2: duplicate key 'user' (a key given twice"
 
 
 def case_duplicate_key_in_a_json_array_row(tmp: Path) -> tuple[list[str], str]:

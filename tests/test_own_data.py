@@ -512,9 +512,9 @@ BAD = {  # name -> (files to write {name: (header, rows)}, extra CLI args, what 
     "not a table": ({"d.csv": ("user,item", [('"unclosed', 2)])}, [], "cannot parse table"),
     "a column named twice": ({"d.csv": ("user,item,item", [(1, 2, 3)])}, [], "header: column 'item' is given twice"),
     "not JSON lines": ({"d.jsonl": ('{"user": 1, "item": 2}', [("{oops",)])}, ["--data", "{d.jsonl}"],
-                       "d.jsonl line 2: not JSON"),
+                       "d.jsonl: line 2: not JSON"),
     "JSON line not an object": ({"d.jsonl": ('{"user": 1, "item": 2}', [("[1, 2]",)])}, ["--data", "{d.jsonl}"],
-                                "d.jsonl line 2: expected an object of columns, got list"),
+                                "d.jsonl: line 2: expected an object of columns, got list"),
     "not gzip": ({"d.csv.gz": ("user,item", [(1, 2)])}, ["--data", "{d.csv.gz}"], "d.csv.gz: cannot decompress"),
     "unknown key without section": ({"d.csv": ("user,item", [(1, 2)])}, ["--set", "user_col=u"],
                                     "did you mean data.user_col?"),
@@ -751,7 +751,7 @@ def test_one_line_per_user_with_a_list_of_records_reads_as_one_row_per_record(tm
     (tmp_path / "sets.jsonl").write_text("{'user': 'u1', 'item': 'a', 'tags': {'x'}}\n{'user': 'u1', 'item': 'b'}\n")
     assert load(tmp_path / "sets.jsonl").n_interactions == 2  # a set in a literal: its text (it was a traceback)
     (tmp_path / "bad.json").write_text("{'user_id': 'u1', 'reviews': [}\n")
-    with pytest.raises(CrabError, match=r"bad.json line 1: not JSON"):
+    with pytest.raises(CrabError, match=r"bad.json: line 1: not JSON"):
         load(tmp_path / "bad.json")
 
 

@@ -297,7 +297,7 @@ def test_a_spreadsheets_csv_export_reads_as_a_plain_csv(tmp_path):
     plain = tmp_path / "plain.csv"
     plain.write_text("user_id,history\nA7,1000 1001\nB2,1002\n")
     expected = read_histories(plain)
-    assert expected == ([["1000", "1001"], ["1002"]], None, ["A7", "B2"])
+    assert expected == ([["1000", "1001"], ["1002"]], None, ["A7", "B2"], ["line 2", "line 3"])
     exports = {
         "bom.csv": "\ufeffuser_id,history\r\nA7,1000 1001\r\nB2,1002\r\n",
         "semicolons.csv": "\ufeffuser_id;history\r\nA7;1000,1001\r\nB2;1002\r\n",
@@ -400,19 +400,19 @@ def bad_files(tmp_path, item: str, user: str):
     return [
         (["--input", "nohist.csv", "--output", "o.csv"], "nohist.csv: no `history` or `user_id` column"),
         (["--input", "both.jsonl", "--output", "o.csv"], "both.jsonl: both `user` and `user_id` columns"),
-        (["--input", "booluser.jsonl", "--output", "o.csv"], "booluser.jsonl row 0: user_id True: expected a user id"),
-        (["--input", "nouser.csv", "--output", "o.csv"], "nouser.csv: user_ids[1] 'zz': not a user of this run"),
+        (["--input", "booluser.jsonl", "--output", "o.csv"], "booluser.jsonl: line 1: user_id True: expected a"),
+        (["--input", "nouser.csv", "--output", "o.csv"], "nouser.csv: line 3: user_id 'zz': not a user of this run"),
         (["--user-id", "zz"], "user_id 'zz': not a user of this run"),
         (["--user-id", "zz", "--user", "1"], "give --user-id (the data's user id) or --user"),
         (["--user", "u3"], "--user u3: expected the run's user index, a whole number; for a user of the data by"),
         (["--user", "u3"], "a whole number; for a user of the data by their id, give --user-id u3"),
-        (["--input", "unknown.jsonl", "--output", "o.csv"], "unknown.jsonl: history 1: 1 item id(s) not in"),
-        (["--input", "notjson.jsonl", "--output", "o.csv"], "notjson.jsonl line 2: not JSON"),
+        (["--input", "unknown.jsonl", "--output", "o.csv"], "unknown.jsonl: line 2: history: 1 item id(s) not in"),
+        (["--input", "notjson.jsonl", "--output", "o.csv"], "notjson.jsonl: line 2: not JSON"),
         (["--input", "empty.csv", "--output", "o.csv"], "empty.csv: no rows"),
-        (["--input", "users.jsonl", "--output", "o.csv"], "users.jsonl row 0: user -3: expected a user index"),
+        (["--input", "users.jsonl", "--output", "o.csv"], "users.jsonl: line 1: user -3: expected a user index"),
         (["--input", "struser.jsonl", "--output", "o.csv"], "(users of the data by their ids go in a `user_id` column"),
         (["--input", "partial.jsonl", "--output", "o.csv"], "partial.jsonl: `user` is missing on some rows"),
-        (["--input", "cell.jsonl", "--output", "o.csv"], "cell.jsonl row 0: history {'a': 1}: expected item ids"),
+        (["--input", "cell.jsonl", "--output", "o.csv"], "cell.jsonl: line 1: history {'a': 1}: expected item ids"),
         (["--input", "h.txt", "--output", "o.csv"], "h.txt: unknown extension '.txt'"),
         (["--input", "missing.csv", "--output", "o.csv"], "missing.csv: file not found"),
         (["--input", ".", "--output", "o.csv"], ".: a folder, not a file of histories"),
@@ -426,7 +426,7 @@ def bad_files(tmp_path, item: str, user: str):
         (["--history", item, "-k", "0"], "k=0: expected an integer from 1 to"),
         (["--history", item, "--method", "bogus"], "method 'bogus': expected one of"),
         (["--history", f"[{item}, 2"], f"--history '[{item}, 2': expected item ids separated by spaces or commas"),
-        (["--input", "brokenlist.csv", "--output", "o.csv"], "brokenlist.csv row 0: history '[" + item + ", [1]]': "),
+        (["--input", "brokenlist.csv", "--output", "o.csv"], "brokenlist.csv: line 2: history '[" + item + ", [1]]': "),
     ]
 
 
@@ -512,3 +512,19 @@ def test_a_histories_file_in_utf16_reads_like_its_utf8_copy(tiny_run, tmp_path, 
         code, _, err = run_cli(["recommend", str(tiny_run), "--method", "sasrec", *paths], capsys)
         assert code == 0, err
     assert (tmp_path / "h16.out.csv").read_bytes() == (tmp_path / "h8.out.csv").read_bytes()
+
+
+def test_an_input_files_rows_are_named_by_their_line(tmp_path):
+    """Errors named a history file's row by its place counted from 0 (``history 1``, ``row 0``): a text file's
+    row is named by the line it starts on (blank lines and multi-line quoted cells counted), a Parquet file's by
+    its place, as the output's ``row`` column numbers it."""
+    import pandas as pd
+
+    from crabrec.histories import read_histories
+
+    (tmp_path / "h.csv").write_text('user_id,history\n\nA7,"1000\n1001"\nB2,1002\n')
+    assert read_histories(tmp_path / "h.csv").rows == ["line 3", "line 5"]
+    (tmp_path / "h.jsonl").write_text('{"history": [1]}\n\n{"history": [2]}\n')
+    assert read_histories(tmp_path / "h.jsonl").rows == ["line 1", "line 3"]
+    pd.DataFrame({"history": [["1"], ["2"]]}).to_parquet(tmp_path / "h.parquet")
+    assert read_histories(tmp_path / "h.parquet").rows == ["row 0", "row 1"]

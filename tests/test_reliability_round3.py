@@ -352,6 +352,7 @@ def test_a_csv_history_with_unquoted_commas_keeps_every_item(tmp_path):
 
     cases = {
         "history\n1000,1001\n1002 1003\n": ([["1000", "1001"], ["1002", "1003"]], None, None),
+        'history\n"1000,\n1001"\n\n1002\n': ([["1000", "1001"], ["1002"]], None, None),
         'history\n"1000,1001"\n': ([["1000", "1001"]], None, None),
         "user,history\n3,1000,1001,1002\n4.0,7\n": ([["1000", "1001", "1002"], ["7"]], [3, 4], None),
         "user_id,history\nA7,1000,1001\nB2,\n": ([["1000", "1001"], None], None, ["A7", "B2"]),
@@ -359,10 +360,10 @@ def test_a_csv_history_with_unquoted_commas_keeps_every_item(tmp_path):
     for n, (text, expect) in enumerate(cases.items()):
         path = tmp_path / f"h{n}.csv"
         path.write_text(text)
-        assert read_histories(path) == expect, text
+        assert read_histories(path)[:3] == expect, text
     path = tmp_path / "ambiguous.csv"
     path.write_text("history,user\n1000,1001,3\n")
-    with pytest.raises(CrabError, match=r"ambiguous.csv row 0: 3 fields for 2 columns; quote the history"):
+    with pytest.raises(CrabError, match=r"ambiguous.csv: line 2: 3 fields for 2 columns; quote the history"):
         read_histories(path)
 
 

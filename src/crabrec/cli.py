@@ -812,12 +812,12 @@ def recommend(
         found = rec.recommend(ids, k, user=user, user_id=user_id, drop_unknown=drop_unknown, exclude_seen=exclude_seen)
         typer.echo(format_recommendations(found))
         return
-    histories, users, user_ids = read_histories(input_file)
+    asked = read_histories(input_file)
     rec = load(run_dir, method, beam=beam)
     try:
         rows = rec.recommend_batch(
-            histories, k, users=users, user_ids=user_ids, drop_unknown=drop_unknown, exclude_seen=exclude_seen,
-            progress=True,
+            asked.histories, k, users=asked.users, user_ids=asked.user_ids, drop_unknown=drop_unknown,
+            exclude_seen=exclude_seen, progress=True, rows=asked.rows,
         )  # fmt: skip
     except CrabError as exc:
         raise CrabError(f"{input_name(input_file)}: {exc}") from None

@@ -6,7 +6,8 @@ such as ``[1, 2]``, the file's delimiter a comma, tab, semicolon or bar, whichev
 parquet: a list column or such a string; JSONL: ``{"history": [...]}`` per line), and optionally
 a ``user_id`` column (a user of the run's data by their id in it: a row without a history gets their known one) or a
 ``user`` column (the run's user index); TIGER reads the user. Output: one row per input row: ``row`` (0-based),
-``items``, ``scores``, ``groups`` (CSV and TSV: space-separated), written atomically.
+``items``, ``scores``, ``groups`` (CSV and TSV: space-separated), written atomically. An error names the input's row
+by its line in a text file (``line 3``), else by its place (``row 0``, as the output numbers it).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,12 +35,27 @@ def file_format(path: Path) -> str:
     return suffix
 
 
-def read_histories(source: str | Path) -> tuple[list[list[str] | None], list[int] | None, list[str] | None]:
-    """``(histories, users, user_ids)`` of a history file: users None without a ``user`` column, user_ids None
-    without a ``user_id`` column, and a history None where a row names a user id and no history. ``-`` reads
-    standard input; it and a pipe (``<(...)``) hold JSON lines, parquet or CSV, told apart by their content."""
+class Requests(NamedTuple):
+    """What a history file asks: its histories, users (None without a ``user`` column), user ids (None without a
+    ``user_id`` column; a history None where a row names a user id and no history), and how errors name each row
+    (``line 3``, or ``row 0`` in a Parquet file)."""
+
+    histories: list[list[str] | None]
+    users: list[int] | None
+    user_ids: list[str] | None
+    rows: list[str]
+
+
+def read_histories(source: str | Path) -> Requests:
+    """The requests of a history file. ``-`` reads standard input; it and a pipe (``<(...)``) hold JSON lines,
+    parquet or CSV, told apart by their content."""
     path, data, kind = _input(source)
-    records = _jsonl(path, data) if kind == ".jsonl" else _table(path, kind, data)
+    if kind == ".jsonl":
+        numbered = [(f"line {n}", rec) for n, rec in json_object_lines(path, data.splitlines(), "with a `history`")]
+    else:
+        numbered = _table(path, kind, data)
+    rows = [where for where, _ in numbered]
+    records = [rec for _, rec in numbered]
     if not records:
         raise CrabError(f"{path}: no rows; expected one history (or user_id) per row")
     users = _column(path, records, "user", _scalar)
@@ -49,18 +65,20 @@ def read_histories(source: str | Path) -> tuple[list[list[str] | None], list[int
     for r, u in enumerate(users or []):
         if not is_user_index(u):
             hint = " (users of the data by their ids go in a `user_id` column)" if isinstance(u, str) else ""
-            raise CrabError(f"{path} row {r}: user {clip(repr(u), 40)}: expected a user index from 0 to 2^63 - 1{hint}")
+            raise CrabError(
+                f"{path}: {rows[r]}: user {clip(repr(u), 40)}: expected a user index from 0 to 2^63 - 1{hint}"
+            )
     for r, u in enumerate(user_ids or []):
         if not isinstance(u, str) or not u.strip():
-            raise CrabError(f"{path} row {r}: user_id {clip(repr(u), 40)}: expected a user id (a string)")
+            raise CrabError(f"{path}: {rows[r]}: user_id {clip(repr(u), 40)}: expected a user id (a string)")
     histories: list[list[str] | None] = []
     for r, rec in enumerate(records):
         value = rec.get("history")
         if (value is None or isinstance(value, str) and not value.strip()) and user_ids is not None:
             histories.append(None)  # the user's known history
         else:
-            histories.append(_history(path, r, value))
-    return histories, users, user_ids
+            histories.append(_history(f"{path}: {rows[r]}", value))
+    return Requests(histories, users, user_ids, rows)
 
 
 def input_name(source: str | Path) -> str:
@@ -110,10 +128,11 @@ def _column(path: str, records: list[dict[str, Any]], name: str, convert) -> lis
     return values if given else None
 
 
-def _csv(path: str, kind: str, data: bytes) -> list[dict[str, Any]]:
-    """The rows of a CSV (or TSV) of histories. An unquoted history with commas (``history\\n1000,1001``) has more
-    fields than the header has columns: they are its ids when ``history`` is the last column, else the row is an error
-    (a reader that took the first id for a row label would silently drop it)."""
+def _csv(path: str, kind: str, data: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """The rows of a CSV (or TSV) of histories, each with its line (``line 3``). An unquoted history with commas
+    (``history\\n1000,1001``) has more fields than the header has columns: they are its ids when ``history`` is the
+    last column, else the row is an error (a reader that took the first id for a row label would silently drop
+    it)."""
     import csv
     import io
 
@@ -121,21 +140,26 @@ def _csv(path: str, kind: str, data: bytes) -> list[dict[str, Any]]:
 
     text = input_text(path, data)
     sep = "\t" if kind == ".tsv" else delimiter(text.partition("\n")[0])
+    rows, line = [], 1  # (the line each row starts on, the row); blank rows are left out
     try:
-        rows = [r for r in csv.reader(io.StringIO(text), delimiter=sep) if any(c.strip() for c in r)]
+        reader = csv.reader(io.StringIO(text), delimiter=sep)
+        for row in reader:
+            if any(c.strip() for c in row):
+                rows.append((line, row))
+            line = reader.line_num + 1
     except csv.Error as exc:
         raise CrabError(f"{path}: unreadable csv ({reason(exc)})") from None
     if not rows:
         return []
-    header = [h.strip() for h in rows[0]]
+    header = [h.strip() for h in rows[0][1]]
     _need_history(path, header)
     at = header.index("history") if "history" in header else len(header)
     records = []
-    for r, row in enumerate(rows[1:]):
+    for line, row in rows[1:]:
         if len(row) > len(header):
             if at != len(header) - 1:
                 raise CrabError(
-                    f"{path} row {r}: {len(row)} fields for {len(header)} columns; quote the history "
+                    f"{path}: line {line}: {len(row)} fields for {len(header)} columns; quote the history "
                     '("1000,1001") or separate its ids with spaces'
                 )
             row = [*row[:at], ",".join(row[at:])]
@@ -143,7 +167,7 @@ def _csv(path: str, kind: str, data: bytes) -> list[dict[str, Any]]:
         rec["user"] = _number(rec["user"]) if rec.get("user") else None
         rec["user_id"] = rec.get("user_id") or None
         rec["history"] = rec.get("history") or None
-        records.append(rec)
+        records.append((f"line {line}", rec))
     return records
 
 
@@ -158,7 +182,8 @@ def _number(text: str) -> int | float | str:
     return int(value) if value.is_integer() else value
 
 
-def _table(path: str, kind: str, data: bytes) -> list[dict[str, Any]]:
+def _table(path: str, kind: str, data: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """The rows of a CSV, TSV or Parquet file of histories, each with how errors name it."""
     import io
 
     import pandas as pd
@@ -171,16 +196,13 @@ def _table(path: str, kind: str, data: bytes) -> list[dict[str, Any]]:
         raise CrabError(f"{path}: unreadable {kind[1:]} ({reason(exc)})") from None
     _need_history(path, list(map(str, frame.columns)))
     columns = [c for c in ("history", "user", "user_id") if c in frame.columns]
-    return frame[columns].astype(object).where(frame[columns].notna(), None).to_dict("records")
+    records = frame[columns].astype(object).where(frame[columns].notna(), None).to_dict("records")
+    return [(f"row {r}", rec) for r, rec in enumerate(records)]
 
 
 def _need_history(path: str, columns: list[str]) -> None:
     if "history" not in columns and "user_id" not in columns:
         raise CrabError(f"{path}: no `history` or `user_id` column (columns: {clip(', '.join(columns), 80)})")
-
-
-def _jsonl(path: str, data: bytes) -> list[dict[str, Any]]:
-    return [rec for _, rec in json_object_lines(path, data.splitlines(), "with a `history`")]
 
 
 def history_ids(text: str) -> list[str]:
@@ -198,18 +220,19 @@ def history_ids(text: str) -> list[str]:
     return [v for v in SPLIT.split(text) if v]
 
 
-def _history(path: str, row: int, value: Any) -> list[str]:
-    """One history cell: a list of ids, or a string as :func:`history_ids` reads it."""
+def _history(where: str, value: Any) -> list[str]:
+    """One history cell (``where``: its file and row, for errors): a list of ids, or a string as
+    :func:`history_ids` reads it."""
     if hasattr(value, "tolist") and not isinstance(value, str):
         value = value.tolist()
     if isinstance(value, str):
         try:
             return history_ids(value)
         except ValueError as exc:
-            raise CrabError(f"{path} row {row}: history {exc}") from None
+            raise CrabError(f"{where}: history {exc}") from None
     if isinstance(value, list) and all(isinstance(v, str | int) and not isinstance(v, bool) for v in value):
         return [str(v) for v in value]
-    raise CrabError(f"{path} row {row}: history {clip(repr(value), 40)}: expected item ids (a list or a string)")
+    raise CrabError(f"{where}: history {clip(repr(value), 40)}: expected item ids (a list or a string)")
 
 
 def recommendation_lines(rows: list[list[Any]]) -> str:

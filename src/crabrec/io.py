@@ -305,13 +305,13 @@ def json_object_lines(
         try:
             rec = loads_unique(line)
         except DuplicateKeyError as exc:
-            raise CrabError(f"{path} line {n}: {exc}") from None
+            raise CrabError(f"{path}: line {n}: {exc}") from None
         except (ValueError, RecursionError) as exc:
             rec = _dict_literal(line)
             if rec is None:
-                raise CrabError(f"{path} line {n}: not JSON ({reason(exc, 80)})") from None
+                raise CrabError(f"{path}: line {n}: not JSON ({reason(exc, 80)})") from None
         if not isinstance(rec, dict):
-            raise CrabError(f"{path} line {n}: expected an object {expected}, got {type(rec).__name__}")
+            raise CrabError(f"{path}: line {n}: expected an object {expected}, got {type(rec).__name__}")
         yield n, rec
 
 

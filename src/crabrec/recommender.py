@@ -111,11 +111,13 @@ class Recommender:
         drop_unknown: bool = False,
         exclude_seen: bool = True,
         progress: bool = False,
+        rows: Sequence[str] | None = None,
     ) -> list[list[Recommendation]]:
         """:meth:`recommend` for many histories (or users: ``user_ids``, a None history for a user's known one),
-        ranked in batches of ``evaluate.batch_size`` (one vectorized beam search per batch, as ``evaluate`` does)."""
+        ranked in batches of ``evaluate.batch_size`` (one vectorized beam search per batch, as ``evaluate`` does);
+        ``rows``: how errors name each history (:meth:`samples`)."""
         self.check_k(k)
-        rows = self.samples(histories, users, drop_unknown, exclude_seen, user_ids=user_ids)
+        rows = self.samples(histories, users, drop_unknown, exclude_seen, user_ids=user_ids, rows=rows)
         items, scores = self.ranker.rank(rows, desc=f"recommend {self.method}", progress=progress)
         return [self.top(items[r], scores[r], k) for r in range(len(rows))]
 
@@ -134,10 +136,12 @@ class Recommender:
         exclude_seen: bool = True,
         *,
         user_ids: Sequence[str | int] | None = None,
+        rows: Sequence[str] | None = None,
     ) -> Samples:
         """Histories of item ids -> the rows the rankers read (errors name the history and its unknown ids); with
         ``exclude_seen`` each row carries its whole history as the items it must not get back. With ``user_ids``,
-        a history that is None (or ``histories`` None) is the user's known one."""
+        a history that is None (or ``histories`` None) is the user's known one. ``rows``: how errors name each
+        history's row (a file's ``row 2``); by default ``history 0``, ``history 1`` ..."""
         user_ids = _listed(user_ids)
         if user_ids is not None and (isinstance(user_ids, str | bytes) or not isinstance(user_ids, Sequence)):
             raise CrabError(f"user_ids: expected a list of user ids, got {type(user_ids).__name__}")
@@ -149,24 +153,34 @@ class Recommender:
         for name, given in (("users", users), ("user_ids", user_ids)):
             if given is not None and len(given) != len(histories):
                 raise CrabError(f"{name}: expected one per history ({len(histories)}), got {len(given)}")
-        one = len(histories) == 1
+        one = len(histories) == 1 and rows is None
+        if rows is not None and len(rows) != len(histories):
+            raise CrabError(f"rows: expected one per history ({len(histories)}), got {len(rows)}")
+
+        def named(r: int, what: str, many: str | None = None) -> str:  # history, history 3, user_ids[3], row 5: history
+            if rows is not None:
+                return f"{rows[r]}: {what}"
+            return what if one else f"{many}[{r}]" if many else f"{what} {r}"
+
         if user_ids is not None:
             known = self.known_users()
-            user = [known.user(u, "user_id" if one else f"user_ids[{r}]") for r, u in enumerate(user_ids)]
+            user = [known.user(u, named(r, "user_id", "user_ids")) for r, u in enumerate(user_ids)]
         else:
             user = [0] * len(histories) if users is None else [self.user_index(u, r) for r, u in enumerate(users)]
-        rows = []
+        found = []
         for r, h in enumerate(histories):
             if h is None and user_ids is None:
-                raise CrabError(("history" if one else f"history {r}") + ": missing; give item ids (or a user id)")
-            rows.append(
-                self.known_users().sequence(user[r]) if h is None else self.indices(h, None if one else r, drop_unknown)
+                raise CrabError(named(r, "history") + ": missing; give item ids (or a user id)")
+            found.append(
+                self.known_users().sequence(user[r])
+                if h is None
+                else self.indices(h, named(r, "history"), drop_unknown)
             )
-        seen = rows if exclude_seen else None
-        return Samples.from_rows(user, rows, [0] * len(rows), self.max_history, seen=seen)
+        seen = found if exclude_seen else None
+        return Samples.from_rows(user, found, [0] * len(found), self.max_history, seen=seen)
 
-    def indices(self, history: Sequence[ItemId], row: int | None, drop_unknown: bool) -> list[int]:
-        where = "history" if row is None else f"history {row}"
+    def indices(self, history: Sequence[ItemId], where: str, drop_unknown: bool) -> list[int]:
+        """The catalogue indices of a history's item ids (``where``: how errors name the history)."""
         history = _listed(history)
         if isinstance(history, str | bytes) or not isinstance(history, Sequence):
             raise CrabError(f"{where}: expected a list of item ids, got {type(history).__name__}")
