@@ -111,3 +111,9 @@ def test_a_bad_title_line_and_a_table_that_is_no_netflix_file(tmp_path):
     assert not ds.has_text and ds.item_ids == ["1", "2", "3"] and ds.users == ["5", "6"]
     (tmp_path / "plain.txt").write_text("1,2\n3,4\n")
     assert detect_format(tmp_path / "plain.txt") == "table"
+
+
+def test_a_file_that_is_no_netflix_data_asked_to_read_as_one_says_so(tmp_path):
+    (tmp_path / "ratings.csv").write_text("user,item\n1,2\n")
+    with pytest.raises(CrabError, match=r"ratings.csv: not Netflix Prize data \(expected combined_data_\*.txt"):
+        load(tmp_path / "ratings.csv", format="netflix")
