@@ -109,6 +109,9 @@ def test_a_bad_title_line_and_a_table_that_is_no_netflix_file(tmp_path):
     (tmp_path / "movie_titles.csv").unlink()
     ds = load(tmp_path)
     assert not ds.has_text and ds.item_ids == ["1", "2", "3"] and ds.users == ["5", "6"]
+    (tmp_path / "probe.txt").write_text("1:\n30878\n")
+    with pytest.raises(CrabError, match=r"probe.txt: Netflix's probe set lists pairs to predict, without ratings"):
+        load(tmp_path / "probe.txt")
     (tmp_path / "plain.txt").write_text("1,2\n3,4\n")
     assert detect_format(tmp_path / "plain.txt") == "table"
 

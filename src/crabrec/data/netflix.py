@@ -30,6 +30,7 @@ log = logging.getLogger("crabrec")
 
 MOVIE_LINE = re.compile(r"\s*(\d+):\s*")  # the line that starts a movie's ratings
 TITLES = ("movie_titles.csv", "movie_titles.txt")
+NO_RATINGS = ("probe.txt", "qualifying.txt")  # the pairs to predict, as the prize shipped them
 CHUNK_ROWS = 2_000_000  # the lines read at a time: the four Kaggle files hold 100 million ratings
 EXPECTED = "expected a movie line 'ID:' or a rating 'customer,rating,date' (e.g. 1488844,3,2005-09-06)"
 
@@ -80,6 +81,12 @@ def load_netflix(path: Path, cfg: DataConfig) -> Dataset:
         raise CrabError(
             f"{path}: not Netflix Prize data (expected combined_data_*.txt or training_set/mv_*.txt, each starting "
             "with a movie line '1:'); set --format"
+        )
+    unrated = [f for f in files if f.name.lower() in NO_RATINGS]
+    if unrated:
+        raise CrabError(
+            f"{unrated[0]}: Netflix's {unrated[0].stem} set lists pairs to predict, without ratings; give the training "
+            "data (combined_data_*.txt, training_set/, or their folder)"
         )
     frames = [_ratings(f) for f in files]
     inter = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
