@@ -1050,6 +1050,12 @@ def test_names_guessed_for_a_row_follow_what_its_cells_hold():
         "timestamp",
     ]
     assert guess_columns(["B00004U9V2", "A1YJWEXHQBWK2B", "5.0", "1369699200"])[:2] == ["item", "user"]
+    # check-ins: Gowalla's (user, time, latitude, longitude, place) and Foursquare's (user, venue, ..., date)
+    assert guess_columns(["196", "2010-10-19T23:55:27Z", "30.2359091167", "-97.7951395833", "22847"]) == [
+        "user", "timestamp", "column3", "column4", "item"]  # fmt: skip
+    four = ["470", "49bbd6c0f964a520f4531fe3", "4bf58dd8d48988d127951735", "Arts & Crafts Store", "40.71981037548",
+            "-74.00258103213994", "-240", "Tue Apr 03 18:00:09 +0000 2012"]  # fmt: skip
+    assert guess_columns(four) == ["user", "item", *(f"column{n}" for n in range(3, 8)), "timestamp"]
     assert guess_columns(["7"]) == ["user"] and guess_columns(["1304351475", "u7", "i7"])[:2] == ["user", "item"]
 
 

@@ -645,8 +645,12 @@ def looks_like_a_row(cells: list) -> bool:
 
 
 UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")  # a MusicBrainz id
-# a cell holding a date: 2014-04-07, 2014-04-07T10:51:09Z, 4/7/2014
-DATE_CELL = re.compile(r"\d{4}-\d{1,2}-\d{1,2}([T ].*)?|\d{1,2}/\d{1,2}/\d{2,4}( .*)?")
+# a cell holding a date: 2014-04-07, 2014-04-07T10:51:09Z, 4/7/2014, Tue Apr 03 18:00:09 +0000 2012 (as Twitter and
+# Foursquare's check-ins write it)
+DATE_CELL = re.compile(
+    r"\d{4}-\d{1,2}-\d{1,2}([T ].*)?|\d{1,2}/\d{1,2}/\d{2,4}( .*)?"
+    r"|(Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} \d{1,2} \d{2}:\d{2}:\d{2} [+-]\d{4} \d{4}"
+)
 
 
 ASIN = re.compile(r"B[0-9A-Z]{9}|\d{9}[\dX]")  # an Amazon item id: B0... or an ISBN-10
@@ -656,9 +660,9 @@ REVIEWER = re.compile(r"A[0-9A-Z]{9,21}")  # an Amazon reviewer id
 def guess_columns(cells: list) -> list[str]:
     """Names for the cells of a row, in order, for the ``data.columns`` an error suggests: the first is the user, a
     date the timestamp, else the last number of 9 to 13 digits not written with a leading zero (Unix seconds or
-    milliseconds; ``0205616461`` is an ISBN), the next one left the item, a number from 0 to 10 after it the rating,
-    and any other ``columnN``; a row that starts with an Amazon item id (ASIN) and a reviewer id is item first, as
-    Amazon's 2018 ratings-only files are written."""
+    milliseconds; ``0205616461`` is an ISBN), the next one left that is no decimal fraction (``32.42``: a latitude)
+    the item, a number from 0 to 10 after it the rating, and any other ``columnN``; a row that starts with an Amazon
+    item id (ASIN) and a reviewer id is item first, as Amazon's 2018 ratings-only files are written."""
     text = [str(c).strip() for c in cells]
     item_first = len(text) > 1 and bool(ASIN.fullmatch(text[0])) and bool(REVIEWER.fullmatch(text[1]))
     names: list[str | None] = (["item", "user"] if item_first else ["user"]) + [None] * len(text)
@@ -669,7 +673,8 @@ def guess_columns(cells: list) -> list[str]:
     stamp = dates[0] if dates else seconds[-1] if seconds else None
     if stamp is not None:
         names[stamp] = "timestamp"
-    item = 0 if item_first else next((i for i in free if names[i] is None), None)
+    measures = {i for i in free if re.fullmatch(r"[-+]?\d*\.\d*[1-9]\d*", text[i])}  # 32.42: a latitude, no id
+    item = 0 if item_first else next((i for i in free if names[i] is None and i not in measures), None)
     if item is not None:
         names[item] = "item"
         rating = next((i for i in range(item + 1, len(text)) if names[i] is None and NUMBER.fullmatch(text[i])
