@@ -474,7 +474,7 @@ def unnested(
 ) -> tuple[pd.DataFrame, str] | None:
     """A table with one row per user and the user's interactions as a list of records in one column (UCSD's Steam
     reviews: ``{"user_id": "u1", "reviews": [{"item_id": "10", ...}, ...]}``; a Parquet list of structs), as one row
-    per record: the row's other columns and the record's fields, each row keeping its index (its line in the file);
+    per record: the row's other columns and the record's fields, each row keeping its index (its label, ``origin``);
     ``(table, column)``, or None when no column's first list of records has fields that ``has_item``."""
     for col in frame.columns:
         sample = next((r for r in map(_records, frame[col].iloc[:GLANCE]) if r), None)
@@ -532,7 +532,7 @@ def id_list_column(frame: pd.DataFrame, columns: list[str]) -> str | None:
 
 def exploded(frame: pd.DataFrame, col: str, origin: Origin, then: str | None = None) -> pd.DataFrame:
     """One row per id of column ``col``'s lists, in their order (``then``: followed by that column's id, when the row
-    has one), each keeping its row's index (its line in the file) and other cells; a cell that holds no list is an
+    has one), each keeping its row's index (its label, ``origin``) and other cells; a cell that holds no list is an
     error naming its row."""
     lists = []
     after = id_cells(frame[then]).str.strip() if then else pd.Series("", index=frame.index)
