@@ -841,6 +841,12 @@ def test_an_item_tables_lists_of_words_are_text_not_json(tmp_path):
         "details"] == '{"Brand": "Acme"}'  # fmt: skip
     cfg = load_config(overrides={"data": {"path": str(inter), "item_table": str(tmp_path / "meta.jsonl")}})
     assert RunContext(config=cfg, stages=registry()).revision("data") == 32
+    # Amazon 2014's metadata: category paths, a list of lists, written as a Python literal
+    paths = [
+        {"asin": i, "title": f"Pen {i}", "categories": [["Office", "Pens"], ["Office", "Ink"]]} for i in range(1, 13)
+    ]
+    (tmp_path / "meta_Office.json").write_text("".join(repr(m) + "\n" for m in paths))
+    assert load(inter, item_table=str(tmp_path / "meta_Office.json")).item_text[0]["categories"] == "Office, Pens, Ink"
 
 
 def test_a_folder_of_parquet_parts_is_one_table(tmp_path):

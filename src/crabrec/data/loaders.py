@@ -423,8 +423,14 @@ def _load_netflix(path: Path, cfg: DataConfig) -> Dataset:
 
 def joined_list(value: Any) -> str | None:
     """A cell holding a list of words (a Parquet list, or its JSON text: ``["Office", "Pens"]``, as Amazon 2023's
-    metadata writes categories and descriptions) as the text ``Office, Pens``; None for any other cell."""
+    metadata writes categories and descriptions) as the text ``Office, Pens``; a list of such lists (Amazon 2014's
+    category paths, ``[["Beauty", "Makeup"], ["Beauty", "Nails"]]``) as each word once, in order
+    (``Beauty, Makeup, Nails``); None for any other cell."""
     items = cell_list(value)
+    if items is not None and items and all(isinstance(x, list) for x in items):
+        items = list(dict.fromkeys(x for inner in items for x in inner if isinstance(x, str | int | float)))
+        if not items:
+            return None
     if items is None or not all(isinstance(x, str | int | float) for x in items):
         return None
     return ", ".join(" ".join(str(x).split()) for x in items if str(x).strip())

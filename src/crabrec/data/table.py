@@ -201,7 +201,8 @@ def table_revision(cfg: DataConfig) -> int:
     - 4: its item column is detected among both ``asin`` and ``parent_asin`` (``asin`` was taken);
     - 8: a user or item cell writes out a missing value (``NA``), or in a RecBole file is empty (read as an id);
     - 16: a time column found by its name writes dates as numbers (``20230106``: passed over);
-    - 32: the item table holds lists of words (``["Office", "Pens"]``: their brackets and quotes were embedded);
+    - 32: the item table holds lists of words (``["Office", "Pens"]``), or lists of them (Amazon 2014's category
+      paths): their brackets and quotes were embedded;
     - 64: the item column holds lists of ids, one row per user (each list was read as one item id);
     - 128: a RecBole benchmark's files make one dataset, or its rows' lists of the items before make the sequences
       (the file given was read alone, a row as one interaction);
