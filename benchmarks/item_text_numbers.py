@@ -1,12 +1,13 @@
-"""Columns of numbers in an item table's text: the semantic IDs with them embedded and with them left out.
+"""Columns of numbers and of codes in an item table's text: the semantic IDs with them embedded and left out.
 
     python benchmarks/item_text_numbers.py [--runs-dir /tmp/item-text] [--encoder all-MiniLM-L6-v2] [--train]
 
 The shared MovieLens-100K written as a Goodbooks-shaped item table (``books.csv``: title, the genres as
-``authors``, the year, and beside them ids, an ISBN-13, an average rating and a ratings count drawn at random with
-seed 0, as Goodbooks ships such columns) with its ratings as the interactions. The data, embed and tokenize stages
-run twice, side by side: with the default text, which leaves the columns of numbers out, and with every column
-embedded (``embed.fields`` set to all of them).
+``authors``, the year, and beside them ids, an ISBN-10 (some end in X: codes, not numbers), an ISBN-13, an average
+rating and a ratings count drawn at random with seed 0, as Goodbooks ships such columns) with its ratings as the
+interactions. The data, embed and tokenize stages run three times, side by side: with the default text, which leaves
+the columns of numbers out and keeps the ISBN-10s, with the ISBN-10s left out too (``embed.fields`` set to the
+title, authors and year), and with every column embedded.
 ``--train`` also trains and evaluates MOR on each (the quick preset, one thread each).
 
 It prints, for each, how often two items under the same first SID token share a genre, against two items drawn at
@@ -38,6 +39,7 @@ def write_books(folder: Path) -> tuple[Path, Path]:
     n = len(items)
     books = pd.DataFrame({
         "book_id": items["item_id"], "goodreads_book_id": rng.integers(1, 3 * 10**7, n),
+        "isbn": [isbn10(d) for d in rng.integers(0, 10**9, n)],
         "isbn13": rng.integers(10**12, 10**13, n).astype(float), "authors": items["class"],
         "original_publication_year": items["release_year"], "title": items["movie_title"],
         "average_rating": rng.uniform(3, 5, n).round(2), "ratings_count": rng.integers(100, 10**6, n),
@@ -48,6 +50,13 @@ def write_books(folder: Path) -> tuple[Path, Path]:
     books.to_csv(folder / "books.csv", index=False)
     ratings.to_csv(folder / "ratings.csv", index=False)
     return folder / "ratings.csv", folder / "books.csv"
+
+
+def isbn10(digits: int) -> str:
+    """The ISBN-10 of nine digits: their check digit after them (``X`` for 10)."""
+    body = f"{digits:09d}"
+    check = sum((10 - k) * int(d) for k, d in enumerate(body)) * 10 % 11  # makes the weighted sum a multiple of 11
+    return body + ("X" if check == 10 else str(check))
 
 
 def book_genres(books: Path) -> dict[str, set[str]]:
@@ -116,11 +125,12 @@ def main() -> None:
     args = arguments(__doc__, "/tmp/item-text")
     runs = Path(args.runs_dir)
     ratings, books = write_books(runs / "data")
-    every = ["title", "goodreads_book_id", "isbn13", "authors", "original_publication_year", "average_rating",
+    every = ["title", "goodreads_book_id", "isbn", "isbn13", "authors", "original_publication_year", "average_rating",
              "ratings_count"]  # fmt: skip
     data = ["--data", str(ratings), "--items", str(books)]
     variants = {
-        "columns of numbers left out (the default)": data,
+        "columns of numbers left out (the default; the ISBN-10s stay)": data,
+        "the ISBN-10s left out too": [*data, "--set", "embed.fields=[title,authors,original_publication_year]"],
         "every column": [*data, "--set", f"embed.fields=[{','.join(every)}]"],
     }
     done = side_by_side(variants, runs, args.train, args.encoder)
