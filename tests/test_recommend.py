@@ -289,6 +289,28 @@ def test_cli_recommend_file(tiny_run, tmp_path, capsys, suffix):
     assert got == [[r.item for r in recs] for recs in expected]
 
 
+def test_cli_recommend_a_file_of_one_user_a_line(tiny_run, tmp_path, capsys):
+    """S3-Rec's and P5's layout (``user item item ...``) was "unknown extension '.txt'": each line is a user id and
+    the history after it (none: the user's known history), the same answers as a CSV of user_id and history."""
+    rec = crabrec.load(tiny_run, "sasrec")
+    histories, users, _ = histories_of(tiny_run, 6)
+    ids = [rec.known_users().ids[u] for u in users]
+    lines = [f"{u} {' '.join(h)}" for u, h in zip(ids[:4], histories[:4], strict=True)] + ["", f"{ids[4]}"]
+    (tmp_path / "in.txt").write_text("\n".join([*lines[:2], lines[2].replace(" ", ","), *lines[3:]]) + "\n")
+    out = tmp_path / "out.jsonl"
+    code, _, err = run_cli(["recommend", str(tiny_run), "--method", "sasrec", "--input", str(tmp_path / "in.txt"),
+                            "--output", str(out), "-k", "3"], capsys)  # fmt: skip
+    assert code == 0, err
+    expected = rec.recommend_batch([*histories[:4], None], k=3, user_ids=ids[:5])
+    assert [json.loads(line)["items"] for line in out.read_text().splitlines()] == [
+        [r.item for r in recs] for recs in expected
+    ]
+    (tmp_path / "bad.txt").write_text(f"{ids[0]} {histories[0][0]}\nnobody {histories[0][0]}\n")
+    code, _, err = run_cli(["recommend", str(tiny_run), "--input", str(tmp_path / "bad.txt"), "--output", str(out)],
+                           capsys)  # fmt: skip
+    assert code == 2 and "bad.txt: line 2: user_id 'nobody': not a user of this run" in err
+
+
 def test_a_spreadsheets_csv_export_reads_as_a_plain_csv(tmp_path):
     """Excel's "CSV UTF-8" starts with a byte-order mark, and where the decimal mark is a comma it separates fields
     with semicolons: the same histories as a plain CSV (the header was read as "\\ufeffhistory", or as one column)."""
@@ -390,7 +412,7 @@ def bad_files(tmp_path, item: str, user: str):
     (tmp_path / "struser.jsonl").write_text(json.dumps({"history": [item], "user": "u3"}) + "\n")
     (tmp_path / "partial.jsonl").write_text(json.dumps({"history": [item], "user": 1}) + '\n{"history": ["1"]}\n')
     (tmp_path / "cell.jsonl").write_text(json.dumps({"history": {"a": 1}}) + "\n")
-    (tmp_path / "h.txt").write_text("x")
+    (tmp_path / "h.xlsx").write_text("x")
     (tmp_path / "both.jsonl").write_text(json.dumps({"history": [item], "user": 1, "user_id": "a"}) + "\n")
     (tmp_path / "booluser.jsonl").write_text(json.dumps({"user_id": True}) + "\n")
     (tmp_path / "nouser.csv").write_text(f"user_id,history\n{user},\nzz,{item}\n")
@@ -413,7 +435,8 @@ def bad_files(tmp_path, item: str, user: str):
         (["--input", "struser.jsonl", "--output", "o.csv"], "(users of the data by their ids go in a `user_id` column"),
         (["--input", "partial.jsonl", "--output", "o.csv"], "partial.jsonl: `user` is missing on some rows"),
         (["--input", "cell.jsonl", "--output", "o.csv"], "cell.jsonl: line 1: history {'a': 1}: expected item ids"),
-        (["--input", "h.txt", "--output", "o.csv"], "h.txt: unknown extension '.txt'"),
+        (["--input", "h.xlsx", "--output", "o.csv"], "h.xlsx: unknown extension '.xlsx'; expected one of .csv, .tsv"),
+        (["--input", "ok.csv", "--output", "o.txt"], "o.txt: unknown extension '.txt'"),
         (["--input", "missing.csv", "--output", "o.csv"], "missing.csv: file not found"),
         (["--input", ".", "--output", "o.csv"], ".: a folder, not a file of histories"),
         (["--input", "empty.csv"], "--input needs --output"),

@@ -738,8 +738,8 @@ def recommend(
         str | None,
         typer.Option(
             "--input",
-            help="A file of histories or user ids (.csv, .tsv, .parquet, .jsonl; - : standard input; "
-            "docs/guides/serve.md).",
+            help="A file of histories or user ids (.csv, .tsv, .parquet, .jsonl; .txt: a user id then the items, a "
+            "line; - : standard input; docs/guides/serve.md).",
         ),
     ] = None,
     output: Annotated[

@@ -5,7 +5,9 @@ Input: one history per row in a ``history`` column (CSV: item ids separated by s
 such as ``[1, 2]``, the file's delimiter a comma, tab, semicolon or bar, whichever its header line has most; TSV: tab;
 parquet: a list column or such a string; JSONL: ``{"history": [...]}`` per line), and optionally
 a ``user_id`` column (a user of the run's data by their id in it: a row without a history gets their known one) or a
-``user`` column (the run's user index); TIGER reads the user. Output: one row per input row: ``row`` (0-based),
+``user`` column (the run's user index); TIGER reads the user. A ``.txt`` file holds one user a line, as S3-Rec's
+``Beauty.txt`` and P5's ``sequential_data.txt`` write them: the user's id, then the history's item ids (spaces,
+tabs or commas; none: the user's known history). Output: one row per input row: ``row`` (0-based),
 ``items``, ``scores``, ``groups`` (CSV and TSV: space-separated), written atomically. An error names the input's row
 by its line in a text file (``line 3``), else by its place (``row 0``, as the output numbers it).
 """
@@ -23,15 +25,16 @@ import numpy as np
 from crabrec.errors import CrabError, clip, reason
 from crabrec.io import atomic_path, input_text, json_object_lines, list_literal, read_input_bytes
 
-FORMATS = (".csv", ".tsv", ".parquet", ".jsonl")
+FORMATS = (".csv", ".tsv", ".parquet", ".jsonl")  # what --output writes; --input reads .txt too
+INPUT_FORMATS = (*FORMATS, ".txt")
 STDIN_NAME = "standard input"
 SPLIT = re.compile(r"[\s,]+")
 
 
-def file_format(path: Path) -> str:
+def file_format(path: Path, formats: tuple[str, ...] = FORMATS) -> str:
     suffix = path.suffix.lower()
-    if suffix not in FORMATS:
-        raise CrabError(f"{path}: unknown extension {suffix or '(none)'!r}; expected one of {', '.join(FORMATS)}")
+    if suffix not in formats:
+        raise CrabError(f"{path}: unknown extension {suffix or '(none)'!r}; expected one of {', '.join(formats)}")
     return suffix
 
 
@@ -52,6 +55,8 @@ def read_histories(source: str | Path) -> Requests:
     path, data, kind = _input(source)
     if kind == ".jsonl":
         numbered = [(f"line {n}", rec) for n, rec in json_object_lines(path, data.splitlines(), "with a `history`")]
+    elif kind == ".txt":
+        numbered = _user_lines(path, data)
     else:
         numbered = _table(path, kind, data)
     rows = [where for where, _ in numbered]
@@ -95,7 +100,7 @@ def _input(source: str | Path) -> tuple[str, bytes, str]:
     if path.is_dir():
         raise CrabError(f"{path}: a folder, not a file of histories")
     stream = path.exists() and not path.is_file()  # a pipe: <(...) has no extension to read
-    kind = "" if stream and path.suffix.lower() not in FORMATS else file_format(path)
+    kind = "" if stream and path.suffix.lower() not in INPUT_FORMATS else file_format(path, INPUT_FORMATS)
     data = read_input_bytes(path)
     return str(path), data, kind or _sniff(data)
 
@@ -198,6 +203,16 @@ def _table(path: str, kind: str, data: bytes) -> list[tuple[str, dict[str, Any]]
     columns = [c for c in ("history", "user", "user_id") if c in frame.columns]
     records = frame[columns].astype(object).where(frame[columns].notna(), None).to_dict("records")
     return [(f"row {r}", rec) for r, rec in enumerate(records)]
+
+
+def _user_lines(path: str, data: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """The rows of a ``.txt`` file of one user a line: the user's id, then the history's item ids (none: the user's
+    known history); blank lines are left out."""
+    rows = []
+    for n, line in enumerate(input_text(path, data).splitlines(), start=1):
+        if fields := [f for f in SPLIT.split(line.strip()) if f]:
+            rows.append((f"line {n}", {"user_id": fields[0], "history": fields[1:] or None}))
+    return rows
 
 
 def _need_history(path: str, columns: list[str]) -> None:
