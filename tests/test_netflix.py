@@ -72,11 +72,12 @@ def test_both_layouts_read_as_the_same_ratings_written_as_a_table(netflix):
 def test_one_rating_file_reads_with_the_titles_beside_it(netflix):
     part = netflix["kaggle"] / "combined_data_2.txt"
     ds = load(part)
-    assert ds.has_text and ds.n_items == 1682 - 841 and ds.name == "netflix"
+    assert ds.has_text and ds.n_items == 1682 - 841 and ds.name == "combined_data_2"
     assert companion_files(part) == [netflix["kaggle"] / "movie_titles.csv"]
     movie = netflix["original"] / "training_set" / "mv_0000050.txt"
     assert companion_files(movie) == [netflix["original"] / "movie_titles.txt"]
-    assert load(movie.parent).has_text  # training_set/ given: the titles beside it
+    beside = load(movie.parent)  # training_set/ given: the titles beside it, the dataset named for its folder
+    assert beside.has_text and beside.name == "original"
 
 
 @pytest.mark.parametrize(

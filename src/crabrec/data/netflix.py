@@ -24,6 +24,7 @@ from crabrec.config import DataConfig
 from crabrec.data.dataset import Dataset
 from crabrec.data.loaders import _group_interactions
 from crabrec.data.ratings import rated_at_least
+from crabrec.data.table import dataset_name
 from crabrec.errors import CrabError, clip, reason
 
 log = logging.getLogger("crabrec")
@@ -97,8 +98,9 @@ def load_netflix(path: Path, cfg: DataConfig) -> Dataset:
     ts = inter["day"].to_numpy(dtype=np.float64) * 86_400.0
     titles = titles_file(path)
     items = _titles(titles) if titles else {str(raw): {} for raw in pd.unique(inter["item"])}
-    name = path.name if path.is_dir() else "netflix"
-    ds = _group_interactions(name, path, inter, "user", "item", ts, items, where, cfg.missing_items == "drop")
+    ds = _group_interactions(
+        dataset_name(path), path, inter, "user", "item", ts, items, where, cfg.missing_items == "drop"
+    )
     if titles is None:
         ds.has_text = False
         ds.notes.append("no movie_titles.csv: ids-only data, semantic IDs come from SASRec's item embeddings")

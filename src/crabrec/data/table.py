@@ -607,8 +607,10 @@ def item_text_glance(cfg: DataConfig) -> list[dict[str, str]]:
 def dataset_name(path: Path) -> str:
     """``ratings.csv`` -> ``ratings``; ``ml-100k.inter.json`` -> ``ml-100k``; a MovieLens release's ratings file
     (``ml-1m/ratings.dat``) -> its folder's name; a folder of ``Office.train.csv``, ``Office.valid.csv`` and
-    ``Office.test.csv`` -> ``Office``."""
+    ``Office.test.csv`` -> ``Office``; the Netflix Prize's ``training_set/`` -> the folder holding it."""
     name = path.name or path.resolve().name
+    if name == "training_set" and path.is_dir():
+        return dataset_name(path.resolve().parent)
     if split := split_tables(path):  # the files' common stem, else the folder's name (train.csv ...)
         return re.sub(r"[._\- ]*train$", "", dataset_name(split[0]), flags=re.IGNORECASE) or name
     if name in ("u.data", "ratings.dat") and path.parent.name:
