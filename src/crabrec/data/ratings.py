@@ -24,12 +24,15 @@ def rated_at_least(
     """The rows whose rating in ``values`` is at least ``min_rating``. A cell that is not a number is a one-line
     error naming where its row stands (``at(row)``: ``FILE: line N``); keeping no row is one too (naming
     ``where``)."""
-    numbers = pd.to_numeric(values.astype(str).str.strip(), errors="coerce").to_numpy(dtype=np.float64)
+    if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype):
+        numbers = values.to_numpy(dtype=np.float64, na_value=np.nan)  # (Netflix's, Parquet's: no text a row)
+    else:
+        numbers = pd.to_numeric(values.astype(str).str.strip(), errors="coerce").to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(numbers))
     if len(bad):
         row = int(bad[0])
         raise CrabError(
-            f"{at(row)}: {column} {clip(repr(values.iloc[row]))} is not a number; data.min_rating "
+            f"{at(row)}: {column} {clip(repr(str(values.iloc[row])))} is not a number; data.min_rating "
             "reads every interaction's rating (fix the row, or remove data.min_rating)"
         )
     keep = numbers >= min_rating

@@ -665,8 +665,8 @@ def guess_columns(cells: list) -> list[str]:
     item id (ASIN) and a reviewer id is item first, as Amazon's 2018 ratings-only files are written."""
     text = [str(c).strip() for c in cells]
     item_first = len(text) > 1 and bool(ASIN.fullmatch(text[0])) and bool(REVIEWER.fullmatch(text[1]))
-    names: list[str | None] = (["item", "user"] if item_first else ["user"]) + [None] * len(text)
-    names = names[: len(text)]
+    first: list[str | None] = ["item", "user"] if item_first else ["user"]
+    names = first + [None] * (len(text) - len(first))
     free = [i for i in range(len(text)) if names[i] is None]
     dates = [i for i in free if DATE_CELL.fullmatch(text[i])]
     seconds = [i for i in free if re.fullmatch(r"[1-9]\d{8,12}(\.\d*)?", text[i])]
