@@ -755,6 +755,77 @@ def test_one_line_per_user_with_a_list_of_records_reads_as_one_row_per_record(tm
         load(tmp_path / "bad.json")
 
 
+def test_otto_sessions_with_their_events_as_records_read_as_one_row_per_event(tmp_path):
+    """OTTO's ``train.jsonl`` holds one line per session, ``{"session": 0, "events": [{"aid": .., "ts": .., "type":
+    "clicks"}]}`` (times in milliseconds): it was 'no user column (... found session, events)'. ``session`` and
+    OTTO's ``aid`` are known names; ``data.keep_rows`` filters on a record's field; a file named for a split is named
+    after its folder; a missing column's error names the fields of the records."""
+    flat = load(write(tmp_path / "flat.csv", "user,item,timestamp", EVENTS))
+    otto = tmp_path / "otto"
+    otto.mkdir()
+    kinds = ("clicks", "carts")
+    by_user: dict[int, list] = {}
+    for n, (u, i, t) in enumerate(EVENTS):
+        by_user.setdefault(u, []).append({"aid": i, "ts": t * 1000, "type": kinds[n % 2]})
+    lines = [json.dumps({"session": u, "events": recs}) + "\n" for u, recs in by_user.items()]
+    (otto / "train.jsonl").write_text("".join(lines))
+    ds = load(otto / "train.jsonl")
+    assert ds.name == "otto" and ds.users == flat.users
+    assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in flat.sequences]
+    assert ds.timestamps is not None and [t.tolist() for t in ds.timestamps] == [t.tolist() for t in flat.timestamps]
+    clicks = load(otto / "train.jsonl", keep_rows={"type": ["clicks"]})
+    assert clicks.n_interactions == sum(1 for n in range(len(EVENTS)) if n % 2 == 0)
+    (otto / "train.jsonl").write_text("".join(lines[:4]))  # OTTO's folder: later sessions in test.jsonl
+    (otto / "test.jsonl").write_text("".join(lines[4:]))
+    ds = load(otto)
+    assert ds.name == "otto" and [s.tolist() for s in ds.sequences] == [s.tolist() for s in flat.sequences]
+    renamed = "".join(ln.replace('"session"', '"sess"').replace('"aid"', '"article"') for ln in lines)
+    (tmp_path / "renamed.jsonl").write_text(renamed)
+    with pytest.raises(CrabError, match=r"found sess, events; events holds records of article, ts, type\); name it"):
+        load(tmp_path / "renamed.jsonl")
+    assert load(tmp_path / "renamed.jsonl", user_col="sess", item_col="article").users == flat.users
+
+
+def test_unnested_records_of_different_fields_fill_the_gaps_and_override_the_row():
+    """One row per record: a field a record lacks is empty (or the row's column of that name), a record's field
+    over the row's column of the same name, rows without records left out, each row keeping its line's label."""
+    from crabrec.data.reading import unnested
+
+    frame = pd.DataFrame(
+        {"user": ["a", "b", "c"], "src": ["web", "app", "web"],
+         "events": [[{"item": 1, "src": "ad"}, {"item": 2}], [], [{"item": 3, "kind": "buy"}]]},
+        index=[5, 6, 7],
+    )  # fmt: skip
+    table, col = unnested(frame, Origin(Path("e.jsonl"), 1), lambda k: "item" in k)
+    assert col == "events" and table.index.tolist() == [5, 5, 7]
+    assert table.to_dict("list") == {
+        "user": ["a", "a", "c"], "src": ["ad", "web", "web"], "item": ["1", "2", "3"], "kind": ["", "", "buy"]
+    }  # fmt: skip
+
+
+def test_book_crossing_folder_reads_its_ratings_with_its_books_and_leaves_its_users_table_out(tmp_path):
+    """Book-Crossing ships ``BX-Book-Ratings.csv``, ``BX-Books.csv`` and ``BX-Users.csv`` (semicolons, every cell
+    quoted, Latin-1, no times): the folder was 'expected one interaction table ..., found 2', the users table having
+    a user column too. The one table with user and item columns holds the interactions."""
+    bx = tmp_path / "bx"
+    bx.mkdir()
+
+    def quoted(path: Path, header: tuple, rows) -> None:
+        lines = [";".join(f'"{c}"' for c in r) for r in (header, *rows)]
+        path.write_bytes(("\n".join(lines) + "\n").encode("latin-1"))
+
+    isbn = {i: f"0{i:09d}" for i in range(1, 13)}
+    quoted(bx / "BX-Book-Ratings.csv", ("User-ID", "ISBN", "Book-Rating"), [(u, isbn[i], 0) for u, i, _ in EVENTS])
+    quoted(bx / "BX-Books.csv", ("ISBN", "Book-Title", "Book-Author"), [(isbn[i], f"Caf\u00e9 {i}", "A") for i in isbn])
+    quoted(bx / "BX-Users.csv", ("User-ID", "Location", "Age"), [(u, "m\u00fcnchen, germany", 30) for u in range(1, 7)])
+    ds = load(bx)
+    assert ds.name == "BX-Book-Ratings" and ds.n_items == 12 and ds.timestamps is None
+    assert [[ds.item_ids[j] for j in s] for s in ds.sequences] == [
+        [isbn[i] for v, i, _ in EVENTS if v == u] for u in range(1, 7)
+    ]
+    assert ds.item_text[0]["Book-Title"] == "Caf\u00e9 1"
+
+
 def test_a_time_column_found_by_its_name_may_write_dates_as_numbers(tmp_path):
     """``order_date`` holding ``20230106``: too small for Unix time, it was passed over as a duration and the rows
     taken in file order. Dates written as numbers are read as dates (revision 1 + 16 for such a table)."""

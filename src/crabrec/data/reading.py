@@ -476,26 +476,51 @@ def unnested(
     reviews: ``{"user_id": "u1", "reviews": [{"item_id": "10", ...}, ...]}``; a Parquet list of structs), as one row
     per record: the row's other columns and the record's fields, each row keeping its index (its label, ``origin``);
     ``(table, column)``, or None when no column's first list of records has fields that ``has_item``."""
-    for col in frame.columns:
-        sample = next((r for r in map(_records, frame[col].iloc[:GLANCE]) if r), None)
-        if sample is None or not has_item(list(dict.fromkeys(k for rec in sample for k in rec))):
+    for col, fields in record_fields(frame).items():
+        if not has_item(fields):
             continue
-        outer = [c for c in frame.columns if c != col]
-        rows, index = [], []
-        for label, cells in zip(frame.index, frame[[*outer, col]].itertuples(index=False, name=None)):
-            records = _records(cells[-1])
-            if records is None and isinstance(cells[-1], str) and cells[-1].strip() not in ("", "[]"):
+        fields: dict[str, list[str | None]] = {}  # each field's cells, record by record (None: not in the record)
+        counts, n = [], 0
+        for label, cell in zip(frame.index, frame[col]):
+            records = _records(cell)
+            if records is None and isinstance(cell, str) and cell.strip() not in ("", "[]"):
                 raise CrabError(
                     f"{origin.row(label)}: column {col!r} holds no list of records; the first rows hold one there"
                 )
             for rec in records or []:
-                rows.append({**dict(zip(outer, map(_cell, cells))), **{str(k): _cell(v) for k, v in rec.items()}})
-                index.append(label)
-        return pd.DataFrame(rows, index=index, dtype=object).fillna(""), col
+                for key, value in rec.items():
+                    cells = fields.get(key := str(key))
+                    if cells is None:
+                        cells = fields[key] = [None] * n
+                    cells.append(_cell(value))
+                n += 1
+                for cells in fields.values():
+                    if len(cells) < n:
+                        cells.append(None)
+            counts.append(len(records or ()))
+        outer = {c: np.repeat(np.array([_cell(v) for v in frame[c]], dtype=object), counts) for c in frame if c != col}
+        table = pd.DataFrame(outer, index=np.repeat(frame.index.to_numpy(), counts), dtype=object)
+        for key, cells in fields.items():  # a record's field over the row's column of that name, where it has one
+            had = table[key].to_numpy() if key in table else np.full(n, "", dtype=object)
+            table[key] = np.array([h if c is None else c for c, h in zip(cells, had)], dtype=object)
+        return table, col
     return None
 
 
 GLANCE = 1000  # the cells unnested looks at for a first list of records
+
+
+def record_fields(frame: pd.DataFrame) -> dict[str, list[str]]:
+    """Each column whose first rows hold a list of records (OTTO's ``events``: ``[{"aid": ..., "ts": ...}]``): the
+    fields of its first such list, in order."""
+    out = {}
+    for col in frame.columns:
+        sample = next((r for r in map(_records, frame[col].iloc[:GLANCE]) if r), None)
+        if sample is not None:
+            out[col] = list(dict.fromkeys(str(k) for rec in sample for k in rec))
+    return out
+
+
 _NUMPY_LIST = re.compile(r"\[\s*(?:'[^']*'\s*)*\]")  # NumPy's print of an array of strings: ['B01' 'B02']
 
 

@@ -30,6 +30,7 @@ from crabrec.data.reading import (
     DATE_CELL,
     KINDS,
     NULLS,
+    SPLIT_WORDS,
     Origin,
     exploded,
     id_cells,
@@ -41,6 +42,7 @@ from crabrec.data.reading import (
     parquet_dataset,
     read_rows,
     read_table,
+    record_fields,
     row_not_header,
     split_tables,
     table_kind,
@@ -53,13 +55,13 @@ log = logging.getLogger("crabrec")
 
 USER_NAMES = (
     "user", "user_id", "userid", "uid", "customer_id", "reviewer_id", "reviewerid", "visitor_id", "member_id",
-    "client_id", "account_id", "session_id",
+    "client_id", "account_id", "session_id", "session",
 )  # fmt: skip
 ITEM_NAMES = (
     "item", "item_id", "itemid", "iid", "movie_id", "movieid", "product_id", "productid", "parent_asin", "asin",
     "article_id", "book_id", "isbn", "track_id", "song_id", "business_id", "recipe_id", "anime_id", "app_id", "game_id",
     "news_id", "video_id", "course_id", "poi_id", "artist_id", "album_id", "hotel_id", "restaurant_id", "post_id",
-    "sku", "stock_code", "product_code",
+    "sku", "stock_code", "product_code", "aid",
 )  # fmt: skip
 TIME_NAMES = ("timestamp", "time", "date", "datetime", "ts", "unix_time", "unixreviewtime", "event_time", "created_at")
 # a column named for a time by its last word (``order_date``, ``eventTimestamp``, ``created_at``), when none of
@@ -299,8 +301,12 @@ def _other_columns(cols: list[str], taken: str, names: tuple[str, ...], key: str
     return f"use another column (--set {key}={' or '.join(other)})" if other else ""
 
 
-def _missing(path: Path, what: str, key: str, configured: str | None, names: tuple[str, ...], cols) -> CrabError:
-    found = listed(cols) or "none"
+def _missing(
+    path: Path, what: str, key: str, configured: str | None, names: tuple[str, ...], cols, frame=None
+) -> CrabError:
+    """The error for a column not found; ``frame``'s columns of lists of records are named with their fields."""
+    nested = record_fields(frame) if frame is not None else {}
+    found = (listed(cols) or "none") + "".join(f"; {c} holds records of {listed(f, 120)}" for c, f in nested.items())
     if configured != DEFAULTS.get(key.rpartition(".")[2]):
         return CrabError(f"{path}: {key}={configured!r}: no such column (found {found}); set {key} to one of them")
     looked = ", ".join(names[:6]) + ", ..."
@@ -392,15 +398,21 @@ def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
     if parquet_dataset(path):  # the folder is one table, in parts
         return path, Path(cfg.item_table) if cfg.item_table else None
     tables = sorted(p for p in path.iterdir() if table_kind(p) and p.is_file() or parquet_dataset(p))
-    inter, others = [], []
+    inter, others, both = [], [], []
     for p in tables:
         cols = list(_read_csv(p, header_only=True).columns)
         has_user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES) is not None
         (inter if has_user else others).append(p)
+        if has_user and _user_and_item(cols, cfg):
+            both.append(p)
     names = ", ".join(p.name for p in tables) or "none"
     split = split_tables(path)
     if split and set(inter) <= set(split):  # one table's train, valid and test rows (sessions: no user column)
         inter, others = [path], [p for p in others if p not in split]
+    if len(inter) > 1 and len(both) == 1:  # the others are user tables (Book-Crossing's BX-Users.csv): no item column
+        log.info("%s: interactions from %s (%s: no item column)", path, both[0].name,
+                 ", ".join(p.name for p in inter if p != both[0]))  # fmt: skip
+        inter = both
     if len(inter) != 1:
         raise CrabError(
             f"{path}: expected one interaction table (user and item columns) among {names}, found {len(inter)}; "
@@ -471,7 +483,7 @@ def frame_dataset(
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     listed_items = _listed_items(inter, cols, cfg, user)
     if user is None and listed_items is None:
-        raise _missing(path, "user", "data.user_col", cfg.user_col, USER_NAMES, cols)
+        raise _missing(path, "user", "data.user_col", cfg.user_col, USER_NAMES, cols, inter)
     if listed_items is not None:
         then = None
         if user is None:  # a table of sessions (Amazon-M2): each row one user, named by its line
@@ -486,7 +498,7 @@ def frame_dataset(
     table = read_items(item_path) if item_path is not None else None
     item = listed_items or _item_column(cols, cfg, None if table is None else list(table.columns))
     if item is None:
-        raise _missing(path, "item", "data.item_col", cfg.item_col, ITEM_NAMES, cols)
+        raise _missing(path, "item", "data.item_col", cfg.item_col, ITEM_NAMES, cols, inter)
     time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES) if cfg.time_col else None
     if cfg.time_col and cfg.time_col != DEFAULTS["time_col"] and time is None:
         raise _missing(path, "time", "data.time_col", cfg.time_col, TIME_NAMES, cols)
@@ -606,16 +618,24 @@ def item_text_glance(cfg: DataConfig) -> list[dict[str, str]]:
 
 def dataset_name(path: Path) -> str:
     """``ratings.csv`` -> ``ratings``; ``ml-100k.inter.json`` -> ``ml-100k``; a MovieLens release's ratings file
-    (``ml-1m/ratings.dat``) -> its folder's name; a folder of ``Office.train.csv``, ``Office.valid.csv`` and
-    ``Office.test.csv`` -> ``Office``; the Netflix Prize's ``training_set/`` -> the folder holding it."""
+    (``ml-1m/ratings.dat``) or a file named for a split (``otto/train.jsonl``) -> its folder's name; a folder of
+    ``Office.train.csv``, ``Office.valid.csv`` and ``Office.test.csv`` -> ``Office``; the Netflix Prize's
+    ``training_set/`` -> the folder holding it."""
     name = path.name or path.resolve().name
     if name == "training_set" and path.is_dir():
         return dataset_name(path.resolve().parent)
     if split := split_tables(path):  # the files' common stem, else the folder's name (train.csv ...)
-        return re.sub(r"[._\- ]*train$", "", dataset_name(split[0]), flags=re.IGNORECASE) or name
-    if name in ("u.data", "ratings.dat") and path.parent.name:
-        return path.parent.name
+        return re.sub(r"[._\- ]*train$", "", _stem(split[0].name), flags=re.IGNORECASE) or name
+    stem = _stem(name)
+    parent = path.resolve().parent.name
+    if (name in ("u.data", "ratings.dat") or stem.lower() in {w for ws in SPLIT_WORDS for w in ws}) and parent:
+        return parent
+    return stem or "data"
+
+
+def _stem(name: str) -> str:
+    """A file's name without its table, compression and dataset suffixes (``ml-100k.inter.json`` -> ``ml-100k``)."""
     for suffix in (*COMPRESSIONS, *KINDS, ".json", ".inter", ".item", ".txt", ".dat"):
         if name.endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]
-    return name or "data"
+    return name
