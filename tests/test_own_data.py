@@ -786,6 +786,24 @@ def test_otto_sessions_with_their_events_as_records_read_as_one_row_per_event(tm
     assert load(tmp_path / "renamed.jsonl", user_col="sess", item_col="article").users == flat.users
 
 
+def test_a_column_of_clicks_that_holds_zeros_is_warned_about_and_noted(tmp_path, caplog):
+    """Tenrec's and KuaiRand's tables hold a row for every item shown, ``click`` 0 or 1: every row was read as an
+    interaction, silently. Such a column named like feedback warns (and notes) how many rows are 0 and how to keep
+    the others; with ``data.keep_rows`` set, or a column of ones only, nothing is said."""
+    rows = [(u, i, t, int(i % 3 > 0), 1) for u, i, t in EVENTS]
+    path = write(tmp_path / "shown.csv", "user_id,item_id,timestamp,is_click,like", rows)
+    zeros = sum(1 for r in rows if r[3] == 0)
+    with caplog.at_level("WARNING", logger="crabrec"):
+        ds = load(path)
+    said = f"is_click is 0 in {zeros} of {len(rows)} rows ({zeros / len(rows):.0%}): every row is read as"
+    assert said in caplog.text and "--set 'data.keep_rows={is_click: [1]}'" in caplog.text
+    assert any(said in n for n in ds.notes) and "like is 0" not in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="crabrec"):
+        ds = load(path, keep_rows={"is_click": ["1"]})
+    assert ds.n_interactions == len(rows) - zeros and "is 0 in" not in caplog.text
+
+
 def test_unnested_records_of_different_fields_fill_the_gaps_and_override_the_row():
     """One row per record: a field a record lacks is empty (or the row's column of that name), a record's field
     over the row's column of the same name, rows without records left out, each row keeping its line's label."""

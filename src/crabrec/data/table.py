@@ -344,6 +344,36 @@ def _kept_rows(inter: pd.DataFrame, path: Path, keep: dict[str, list[str]]) -> t
     return inter, [note]
 
 
+# columns that may mark a row shown but not acted on (0) among rows acted on (1): KuaiRand's is_click, Tenrec's click
+FEEDBACK_NAMES = (
+    "click", "clicked", "is_click", "is_clicked", "clk", "label", "like", "liked", "is_like", "purchase",
+    "purchased", "is_purchase", "buy", "is_buy", "converted", "conversion", "is_positive", "positive",
+)  # fmt: skip
+_ZERO, _ONE = {"0", "0.0", "false"}, {"1", "1.0", "true"}
+
+
+def _feedback_zeros(inter: pd.DataFrame, path: Path, keep: dict[str, list[str]]) -> list[str]:
+    """A note (and a warning) for columns named like feedback (:data:`FEEDBACK_NAMES`) that hold only 0 and 1, some
+    rows 0, when ``data.keep_rows`` is not set: every row is an interaction, perhaps one shown and not clicked."""
+    flagged = []
+    for col in inter.columns if not keep else ():
+        if _norm(col) not in {_norm(n) for n in FEEDBACK_NAMES}:
+            continue
+        cells = id_cells(inter[col]).str.lower()
+        held = set(cells.unique())
+        if held <= _ZERO | _ONE and held & _ZERO and held & _ONE:
+            flagged.append((col, int(cells.isin(_ZERO).sum())))
+    if not flagged:
+        return []
+    zeros = ", ".join(f"{col} is 0 in {n:,} of {len(inter):,} rows ({n / len(inter):.0%})" for col, n in flagged)
+    note = (
+        f"{zeros}: every row is read as an interaction; if 0 marks an item shown but not acted on, keep the other "
+        f"rows with --set 'data.keep_rows={{{flagged[0][0]}: [1]}}'"
+    )
+    log.warning("%s: %s", path, note)
+    return [note]
+
+
 def _written_null(cells: pd.Series) -> np.ndarray:
     """The cells that write out a missing value (``NA``, ``null``, ``None`` ...)."""
     return cells.str.strip().str.lower().isin(NULLS).to_numpy()
@@ -480,6 +510,7 @@ def frame_dataset(
         log.info("%s: one row per record of column %s", path, nested)
         cols = list(inter.columns)
     inter, kept = _kept_rows(inter, path, cfg.keep_rows or {})
+    kept += _feedback_zeros(inter, path, cfg.keep_rows or {})
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     listed_items = _listed_items(inter, cols, cfg, user)
     if user is None and listed_items is None:
