@@ -201,12 +201,38 @@ def test_a_table_of_day_first_dates_orders_its_rows_as_the_same_iso_dates(tmp_pa
     assert (revision(tmp_path / "iso.csv"), revision(tmp_path / "eu.csv"), revision(named)) == (0, 2, 3)
 
 
-@pytest.mark.parametrize("scale", [1, 1_000, 1_000_000])
-def test_unix_milliseconds_and_microseconds_read_as_seconds(tmp_path, scale):
-    rows = [(u, i, t * scale) for u, i, _, t in RATINGS]
-    ds = load(write(tmp_path / "r.csv", "user,item,ts", rows))
-    seconds = load(write(tmp_path / "s.csv", "user,item,ts", [(u, i, t) for u, i, _, t in RATINGS]))
+@pytest.mark.parametrize("scale", [1, 1_000, 1_000_000, 1_000_000_000])
+@pytest.mark.parametrize("start", [1_600_000_000, 880_000_000])  # 2020, and 1997 (ms below 1e12: read as seconds)
+def test_unix_milliseconds_and_microseconds_read_as_seconds(tmp_path, scale, start):
+    rows = [(u, i, t - 1_600_000_000 + start) for u, i, _, t in RATINGS]
+    ds = load(write(tmp_path / "r.csv", "user,item,ts", [(u, i, t * scale) for u, i, t in rows]))
+    seconds = load(write(tmp_path / "s.csv", "user,item,ts", rows))
     assert all(np.array_equal(a, b) for a, b in zip(ds.timestamps, seconds.timestamps))
+    assert min(t.min() for t in ds.timestamps) == min(t for *_, t in rows)
+
+
+def test_a_date_column_of_days_gives_way_to_a_finer_time_column(tmp_path):
+    """KuaiRand's log has ``date`` (``20220408``, a number) and ``time_ms``. ``date`` was read as Unix seconds
+    (1970-08-23, the order within a day lost). A ``date`` of days is read as dates, and a column named for a time
+    holding times of those days orders the rows; ``data.time_col=date`` keeps the days (revision 16 + 512)."""
+    from crabrec.config import load_config
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+
+    when = pd.to_datetime([t for _, _, t in EVENTS], unit="s", utc=True) + pd.Timedelta(hours=9)
+    days_of = when.strftime("%Y%m%d").astype(int)
+    rows = [(u, i, day, t * 1000, 1) for (u, i, t), day in zip(EVENTS, days_of)][::-1]  # latest first
+    path = write(tmp_path / "log.csv", "user_id,video_id,date,time_ms,is_click", rows)
+    ds, want = load(path), load(write(tmp_path / "flat.csv", "user,item,timestamp", EVENTS))
+    assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    assert all(np.array_equal(a, b) for a, b in zip(ds.timestamps, want.timestamps))
+    days = load(path, time_col="date")
+    alone = load(write(tmp_path / "days.csv", "user_id,video_id,date", [r[:3] for r in rows]))
+    assert [t.tolist() for t in alone.timestamps] == [t.tolist() for t in days.timestamps]
+    assert {float(t % 86400) for s in days.timestamps for t in s} == {0.0}
+    assert min(t.min() for t in days.timestamps) == pd.Timestamp(when.min().date(), tz="UTC").timestamp()
+    cfg = load_config(overrides={"data": {"path": str(path)}})
+    assert RunContext(config=cfg, stages=registry()).revision("data") == 16 + 512
 
 
 def test_timestamp_parsing_known_answers():

@@ -11,6 +11,7 @@ other columns are the item text. Without an item table the data is ids-only. A f
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Callable
@@ -150,16 +151,44 @@ def _found_time(
     if column not in time_like([column], ()):
         log.info("%s: column %s holds dates: read as the time (--set data.time_col=null to ignore it)", path, column)
     try:
-        seconds = timestamps(inter[column], origin, column, time_format)
+        seconds = _times(inter[column], origin, column, time_format)
     except AmbiguousDates:  # dates, only their day and month order unknown
         raise
     except CrabError as exc:  # "<path>: row 7: delivery_time '2 days' is neither Unix time nor a date (...); ..."
         return _passed_over(path, column, str(exc).removeprefix(f"{path}: ").removeprefix(f"{path}/").partition(";")[0])
     if len(seconds) and float(np.median(seconds)) < EARLIEST:
-        if time_format is None and _dates_as_numbers(inter[column]):  # 20230106: a date, as some exports write it
-            return column, timestamps(inter[column], origin, column, "%Y%m%d")
         return _passed_over(path, column, "its values are too small for Unix time (a duration or a count?)")
     return column, seconds
+
+
+DAY = 86_400
+
+
+def _finer_time(
+    inter: pd.DataFrame, origin: Origin, column: str, seconds: np.ndarray, taken: tuple[str, ...]
+) -> tuple[str, np.ndarray] | None:
+    """When ``column`` (read as ``seconds``) holds days only: another column named for a time (:func:`time_like`)
+    holding times within the day, on the same day give or take a time zone for 95% of the rows (KuaiRand's ``date``
+    and ``time_ms``), and its Unix seconds; else None."""
+    if not len(seconds) or np.any(seconds % DAY):
+        return None
+    for other in time_like(list(inter.columns), (*taken, column)):
+        try:
+            finer = _times(inter[other], origin, other, None)
+        except CrabError:
+            continue
+        if np.any(finer % DAY) and np.mean(np.abs(finer - seconds - DAY / 2) <= 1.5 * DAY) >= 0.95:
+            return other, finer
+    return None
+
+
+def _times(values: pd.Series, origin: Origin, column: str, time_format: str | None) -> np.ndarray:
+    """:func:`timestamps`, with dates written as numbers (``20230106``, as KuaiRand's ``date`` and some exports
+    write them; too small for Unix time) read as dates."""
+    seconds = timestamps(values, origin, column, time_format)
+    if time_format is None and len(seconds) and float(np.median(seconds)) < EARLIEST and _dates_as_numbers(values):
+        return timestamps(values, origin, column, "%Y%m%d")
+    return seconds
 
 
 def _time_glanced(head: pd.DataFrame, taken: tuple[str, ...]) -> str | None:
@@ -202,14 +231,19 @@ def table_revision(cfg: DataConfig) -> int:
     - 2: that column writes day and month as numbers (``04/12/1997``: read month first when it could be);
     - 4: its item column is detected among both ``asin`` and ``parent_asin`` (``asin`` was taken);
     - 8: a user or item cell writes out a missing value (``NA``), or in a RecBole file is empty (read as an id);
-    - 16: a time column found by its name writes dates as numbers (``20230106``: passed over);
+    - 16: its time column writes dates as numbers (``20230106``: passed over when found by :func:`time_like`, read
+      as Unix seconds when named as TIME_NAMES are or configured);
     - 32: the item table holds lists of words (``["Office", "Pens"]``), or lists of them (Amazon 2014's category
       paths): their brackets and quotes were embedded;
     - 64: the item column holds lists of ids, one row per user (each list was read as one item id);
     - 128: a RecBole benchmark's files make one dataset, or its rows' lists of the items before make the sequences
       (the file given was read alone, a row as one interaction);
     - 256: without an item table, the interactions have columns of words, which may be item text
-      (:mod:`crabrec.data.inline_text`; the data was ids-only).
+      (:mod:`crabrec.data.inline_text`; the data was ids-only);
+    - 512: its time column named as TIME_NAMES are holds days only and another one named for a time holds times of
+      the day (KuaiRand's ``date`` and ``time_ms``: the days were read);
+    - 1024: its times are milliseconds (microseconds, nanoseconds) of dates from 1973-03 to 2001-09 (read as
+      seconds).
 
     0 for any other layout or a file it cannot read (the data stage reports those)."""
     from crabrec.data.loaders import detect_format, embedded_path, joined_list
@@ -244,7 +278,16 @@ def table_revision(cfg: DataConfig) -> int:
         by_name = _time_glanced(head, (user or "", item or ""))
     column = time or by_name
     numeric_dates = column is not None and bool(head[column].astype(str).str.strip().str.match(DAY_MONTH).any())
-    as_numbers = by_name is not None and _dates_as_numbers(head[by_name])
+    as_numbers = column is not None and cfg.time_format is None and _dates_as_numbers(head[column])
+    finer = early = False
+    if column is not None and cfg.time_format is None:
+        numbers = pd.to_numeric(head[column], errors="coerce").abs()
+        early = any(scale <= numbers.min() < 10 * scale for scale in (1e11, 1e14, 1e17))
+    if time is not None and cfg.time_col == DEFAULTS["time_col"] and cfg.time_format is None:
+        with contextlib.suppress(CrabError):
+            seconds = _times(head[time], Origin(path, 2), time, None)
+            finer = _finer_time(head, Origin(path, 2), time, seconds, (user or "", item or "")) is not None
+    revision += 512 * int(finer) + 1024 * int(early)
     return revision + int(by_name is not None) + 2 * int(numeric_dates) + 16 * int(as_numbers)
 
 
@@ -545,7 +588,12 @@ def frame_dataset(
     others = {what: _other_columns(cols, col, names, key) for what, col, names, key in (
         ("user id", user, USER_NAMES, "data.user_col"), ("item id", item, ITEM_NAMES, "data.item_col"))}  # fmt: skip
     inter, dropped = filled_rows(inter, origin, read, cfg.incomplete_rows == "drop", others)
-    ts = timestamps(inter[time], origin, time, cfg.time_format) if time else None
+    ts = _times(inter[time], origin, time, cfg.time_format) if time else None
+    by_day = time and cfg.time_col == DEFAULTS["time_col"] and cfg.time_format is None
+    if by_day and (finer := _finer_time(inter, origin, time, ts, (user, item))):
+        log.info("%s: time=%s, finer than %s (days only; --set data.time_col=%s orders by it)", path, finer[0], time,
+                 time)  # fmt: skip
+        time, ts = finer
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
         time, ts = _found_time(inter, origin, (user, item), cfg.time_format)
     if rating is not None:

@@ -39,9 +39,9 @@ def timestamps(values: pd.Series, origin: Origin, column: str, time_format: str 
                 "they appear"
             )
         smallest = float(np.abs(numbers).min()) if len(numbers) else 0.0
-        for scale in (1e18, 1e15, 1e12):  # ns, µs, ms: no date before 2001 is that large in seconds
-            if smallest >= scale:
-                return numbers / (scale / 1e9)
+        for scale in (1e17, 1e14, 1e11):  # ns, µs, ms: no date before the year 5138 is that large in seconds,
+            if smallest >= scale:  # and every one after 1973-03-03 is, in milliseconds (µs, ns)
+                return numbers / (scale / 1e8)
         return numbers
     if parsed.any():  # "1001" among dates would be read as the year 1001
         row = int(np.flatnonzero(parsed)[0])
