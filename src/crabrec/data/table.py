@@ -56,7 +56,7 @@ log = logging.getLogger("crabrec")
 
 USER_NAMES = (
     "user", "user_id", "userid", "uid", "customer_id", "reviewer_id", "reviewerid", "visitor_id", "member_id",
-    "client_id", "account_id", "session_id", "session",
+    "client_id", "account_id", "session_id", "session", "household_key", "household_id",
 )  # fmt: skip
 ITEM_NAMES = (
     "item", "item_id", "itemid", "iid", "movie_id", "movieid", "product_id", "productid", "parent_asin", "asin",
