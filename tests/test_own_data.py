@@ -211,6 +211,23 @@ def test_unix_milliseconds_and_microseconds_read_as_seconds(tmp_path, scale, sta
     assert min(t.min() for t in ds.timestamps) == min(t for *_, t in rows)
 
 
+def test_milliseconds_beside_a_stray_zero_and_of_the_1990s_are_milliseconds(tmp_path):
+    """A 0 placeholder among milliseconds made every value seconds (the year 52,000), as did milliseconds of a date
+    before 2001-09: the unit follows the median. Such tables get revision 1024 (their data stage recomputes)."""
+    from crabrec.config import load_config
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+
+    rows = [(u, i, t * 1000) for u, i, t in EVENTS]
+    ds = load(write(tmp_path / "zero.csv", "user,item,timestamp", [*rows[:-1], (*rows[-1][:2], 0)]))
+    assert sorted({float(t) for s in ds.timestamps for t in s})[:2] == [0.0, float(EVENTS[0][2])]
+    old = write(tmp_path / "old.csv", "user,item,timestamp", [(u, i, (t - 700_000_000) * 1000) for u, i, t in EVENTS])
+    assert min(t.min() for t in load(old).timestamps) == EVENTS[0][2] - 700_000_000  # 1997
+    for path, want in ((old, 1024), (write(tmp_path / "new.csv", "user,item,timestamp", rows), 0)):
+        cfg = load_config(overrides={"data": {"path": str(path)}})
+        assert RunContext(config=cfg, stages=registry()).revision("data") == want
+
+
 def test_a_date_column_of_days_gives_way_to_a_finer_time_column(tmp_path):
     """KuaiRand's log has ``date`` (``20220408``, a number) and ``time_ms``. ``date`` was read as Unix seconds
     (1970-08-23, the order within a day lost). A ``date`` of days is read as dates, and a column named for a time

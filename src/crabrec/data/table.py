@@ -49,7 +49,7 @@ from crabrec.data.reading import (
     table_kind,
     unnested,
 )
-from crabrec.data.times import DAY_MONTH, AmbiguousDates, timestamps
+from crabrec.data.times import DAY_MONTH, AmbiguousDates, per_second, timestamps
 from crabrec.errors import CrabError, listed
 
 log = logging.getLogger("crabrec")
@@ -242,8 +242,8 @@ def table_revision(cfg: DataConfig) -> int:
       (:mod:`crabrec.data.inline_text`; the data was ids-only);
     - 512: its time column named as TIME_NAMES are holds days only and another one named for a time holds times of
       the day (KuaiRand's ``date`` and ``time_ms``: the days were read);
-    - 1024: its times are milliseconds (microseconds, nanoseconds) of dates from 1973-03 to 2001-09 (read as
-      seconds).
+    - 1024: its times are milliseconds (microseconds, nanoseconds) read as seconds: of dates from 1973-03 to
+      2001-09, or beside a stray 0 (:func:`~crabrec.data.times.per_second`: every value had to be at least 1e12).
 
     0 for any other layout or a file it cannot read (the data stage reports those)."""
     from crabrec.data.loaders import detect_format, embedded_path, joined_list
@@ -281,8 +281,11 @@ def table_revision(cfg: DataConfig) -> int:
     as_numbers = column is not None and cfg.time_format is None and _dates_as_numbers(head[column])
     finer = early = False
     if column is not None and cfg.time_format is None:
-        numbers = pd.to_numeric(head[column], errors="coerce").abs()
-        early = any(scale <= numbers.min() < 10 * scale for scale in (1e11, 1e14, 1e17))
+        numbers = pd.to_numeric(head[column], errors="coerce").dropna().abs().to_numpy()
+        smallest = numbers.min() if len(numbers) else 0.0  # the unit read before: 1e3 when every value was >= 1e12
+        early = len(numbers) > 0 and per_second(numbers) != next(
+            (s / 1e9 for s in (1e18, 1e15, 1e12) if smallest >= s), 1.0
+        )
     if time is not None and cfg.time_col == DEFAULTS["time_col"] and cfg.time_format is None:
         with contextlib.suppress(CrabError):
             seconds = _times(head[time], Origin(path, 2), time, None)

@@ -16,9 +16,17 @@ from crabrec.errors import CrabError, clip
 DAY_MONTH = re.compile(r"^(?P<first>\d{1,2})(?P<sep>[./-])(?P<second>\d{1,2})(?P=sep)\d{2,4}(?!\d)")
 
 
+def per_second(numbers: np.ndarray) -> float:
+    """How many units of a column of Unix times make a second: 1e3 (milliseconds), 1e6 or 1e9 when the median is
+    too large for seconds (no date before the year 5138 is, every one after 1973-03-03 is in milliseconds); the
+    median, so that a stray 0 or small placeholder does not make the others seconds; else 1."""
+    middle = float(np.median(np.abs(numbers))) if len(numbers) else 0.0
+    return next((scale / 1e8 for scale in (1e17, 1e14, 1e11) if middle >= scale), 1.0)
+
+
 def timestamps(values: pd.Series, origin: Origin, column: str, time_format: str | None = None) -> np.ndarray:
-    """Unix seconds from a column of numbers (seconds; milliseconds, microseconds or nanoseconds when every value is
-    too large to be seconds) or of dates (:func:`_dates`); ``origin``: where the values' rows stand (their index:
+    """Unix seconds from a column of numbers (seconds; milliseconds, microseconds or nanoseconds when their median
+    is too large to be seconds) or of dates (:func:`_dates`); ``origin``: where the values' rows stand (their index:
     each row's label), for messages; ``time_format``: a strftime format every value is read with
     (``data.time_format``)."""
     text = values.astype(str).str.strip()
@@ -38,11 +46,7 @@ def timestamps(values: pd.Series, origin: Origin, column: str, time_format: str 
                 "other rows are Unix time); fix the row, or --set data.time_col=null to order each user's rows as "
                 "they appear"
             )
-        smallest = float(np.abs(numbers).min()) if len(numbers) else 0.0
-        for scale in (1e17, 1e14, 1e11):  # ns, µs, ms: no date before the year 5138 is that large in seconds,
-            if smallest >= scale:  # and every one after 1973-03-03 is, in milliseconds (µs, ns)
-                return numbers / (scale / 1e8)
-        return numbers
+        return numbers / per_second(numbers)
     if parsed.any():  # "1001" among dates would be read as the year 1001
         row = int(np.flatnonzero(parsed)[0])
         raise CrabError(
