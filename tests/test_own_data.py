@@ -470,6 +470,27 @@ def test_json_lines_table_reads_as_the_csv(tmp_path):
     assert all(np.array_equal(a, b) for a, b in zip(ds.timestamps, csv_ds.timestamps))
 
 
+def test_ids_written_as_whole_numbers_with_a_zero_fraction_match_the_integers(tmp_path):
+    """pandas writes a float column of integer ids as ``7.0``: an item table so written matched none of the
+    interactions' ``7`` ("item '1' is not in the item table ... the item table has '1.0'"). A column whose every id is
+    a whole number so written reads as integers, in either file (revision 2048); ``1.5`` among them keeps them all."""
+    from crabrec.config import load_config
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+
+    inter = write(tmp_path / "r.csv", "user,item,timestamp", EVENTS)
+    floats = write(tmp_path / "f.csv", "user,item,timestamp", [(f"{u}.0", f"{i}.0", t) for u, i, t in EVENTS])
+    want = load(inter, item_table=str(movies(tmp_path / "m.csv", id_col="item")))
+    items = write(tmp_path / "items.csv", "item,title", [(f"{i}.0", f"Movie {i} &amp; co") for i in range(1, 13)])
+    for path, table in ((inter, items), (floats, tmp_path / "m.csv")):
+        ds = load(path, item_table=str(table))
+        assert (ds.users, ds.item_ids, ds.item_text) == (want.users, want.item_ids, want.item_text)
+        cfg = load_config(overrides={"data": {"path": str(path), "item_table": str(table)}})
+        assert RunContext(config=cfg, stages=registry()).revision("data") == 2048
+    mixed = write(tmp_path / "x.csv", "user,item", [(1, "1.0"), (1, "1.5"), (2, "2.0"), (2, "1.0")])
+    assert load(mixed).item_ids == ["1.0", "1.5", "2.0"]
+
+
 def test_a_table_that_is_not_utf8_is_read_as_windows_1252_with_a_warning(tmp_path, caplog):
     inter = write(tmp_path / "r.csv", "user,item,timestamp", EVENTS)
     items = tmp_path / "items.csv"

@@ -648,12 +648,23 @@ def id_cells(values: pd.Series) -> pd.Series:
         if len(finite) and bool((finite == finite.round()).all()) and float(finite.abs().max()) < 2**53:
             values = values.astype("Int64")
     elif not missing.any():  # (a text table's cells: strings already)
-        return values.astype(str)
+        return whole_numbers(values.astype(str))
     elif values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
         return values.map(lambda v: "" if v is None or (isinstance(v, float) and v != v) else str(v))
     text = values.astype(str).to_numpy(dtype=object)
     text[missing] = ""
     return pd.Series(text, index=values.index, name=values.name, dtype=object)
+
+
+_WHOLE = re.compile(r"-?[0-9]+\.0+")  # 7.0: a whole number as pandas writes a float column
+
+
+def whole_numbers(cells: pd.Series) -> pd.Series:
+    """A text column of ids written as whole numbers with a fraction of zeros (``"7.0"``, as pandas writes a float
+    column of integer ids to CSV), when every cell is one, spelled as integers (``"7"``); else ``cells``."""
+    if not len(cells) or not cells.iloc[0].endswith(".0") or not cells.str.fullmatch(_WHOLE.pattern).all():
+        return cells
+    return cells.str.replace(r"\.0+$", "", regex=True).str.replace(r"^-0$", "0", regex=True)
 
 
 def looks_like_a_row(cells: list) -> bool:

@@ -48,6 +48,7 @@ from crabrec.data.reading import (
     split_tables,
     table_kind,
     unnested,
+    whole_numbers,
 )
 from crabrec.data.times import DAY_MONTH, AmbiguousDates, per_second, timestamps
 from crabrec.errors import CrabError, listed
@@ -243,7 +244,9 @@ def table_revision(cfg: DataConfig) -> int:
     - 512: its time column named as TIME_NAMES are holds days only and another one named for a time holds times of
       the day (KuaiRand's ``date`` and ``time_ms``: the days were read);
     - 1024: its times are milliseconds (microseconds, nanoseconds) read as seconds: of dates from 1973-03 to
-      2001-09, or beside a stray 0 (:func:`~crabrec.data.times.per_second`: every value had to be at least 1e12).
+      2001-09, or beside a stray 0 (:func:`~crabrec.data.times.per_second`: every value had to be at least 1e12);
+    - 2048: a user or item column writes its ids as whole numbers with a fraction of zeros (``7.0``, as pandas writes
+      a float column; the ids were ``7.0``, and did not match an item table's ``7``).
 
     0 for any other layout or a file it cannot read (the data stage reports those)."""
     from crabrec.data.loaders import detect_format, embedded_path, joined_list
@@ -267,7 +270,9 @@ def table_revision(cfg: DataConfig) -> int:
     asin = {"asin", "parentasin"} <= {_norm(c) for c in cols} and cfg.item_col not in cols
     nulls = any(_written_null(id_cells(head[c])).any() for c in (user, item) if c)
     id_lists = item is not None and id_list_column(head, [item]) is not None
-    revision = 4 * int(asin) + 8 * int(nulls) + 32 * int(lists) + 64 * int(id_lists)
+    id_columns = [head[c] for c in (user, item) if c] + [items[c] for c in (item,) if c in items.columns]
+    whole = any(whole_numbers(text := cells.astype(str)) is not text for cells in id_columns)
+    revision = 4 * int(asin) + 8 * int(nulls) + 32 * int(lists) + 64 * int(id_lists) + 2048 * int(whole)
     if not item_path:
         revision += 256 * int(_may_hold_item_text(head, cfg, (user, item)))
     if not cfg.time_col:
