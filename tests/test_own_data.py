@@ -470,6 +470,23 @@ def test_json_lines_table_reads_as_the_csv(tmp_path):
     assert all(np.array_equal(a, b) for a, b in zip(ds.timestamps, csv_ds.timestamps))
 
 
+def test_spaces_around_header_names_a_comment_line_and_excels_sep_hint(tmp_path):
+    """``user , item , timestamp`` kept the spaces in its column names, and the ids-only catalogue kept the space after
+    each id: "item '1' is not in the item table ... has '1 '". A first line ``# exported ...`` made the file read as
+    one line per user (61 lines left out, silently), and Excel's ``sep=;`` was the header: both are one-line errors."""
+    want = load(write(tmp_path / "r.csv", "user,item,timestamp", EVENTS))
+    spaced = write(tmp_path / "s.csv", "user , item , timestamp", EVENTS, sep=" , ")
+    ds = load(spaced)
+    assert ds.users == want.users and [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    body = "user,item,timestamp\n" + "".join(",".join(map(str, r)) + "\n" for r in EVENTS)
+    (tmp_path / "c.csv").write_text("# exported 2024\n" + body)
+    with pytest.raises(CrabError, match=r"c.csv: line 1 \(# exported 2024\) is a comment, not a header line; delete"):
+        load(tmp_path / "c.csv")
+    (tmp_path / "e.csv").write_text("sep=;\n" + body.replace(",", ";"))
+    with pytest.raises(CrabError, match=r"e.csv: line 1 \(sep=;\) is Excel's delimiter hint \(the columns are parted"):
+        load(tmp_path / "e.csv")
+
+
 def test_ids_written_as_whole_numbers_with_a_zero_fraction_match_the_integers(tmp_path):
     """pandas writes a float column of integer ids as ``7.0``: an item table so written matched none of the
     interactions' ``7`` ("item '1' is not in the item table ... the item table has '1.0'"). A column whose every id is

@@ -324,10 +324,22 @@ def refuse_spreadsheet(path: Path) -> None:
         )
 
 
+def _refuse_preamble(path: Path, first: str) -> None:
+    """A first line that is a comment (``# exported ...``) or Excel's delimiter hint (``sep=;``) is an error: line 1
+    is read as the header (or the first row), and messages count lines from it."""
+    hint = re.fullmatch(r"\s*sep=(.)\s*", first)
+    if hint or first.lstrip().startswith("#"):
+        what = f"Excel's delimiter hint (the columns are parted by {hint.group(1)!r})" if hint else "a comment"
+        raise CrabError(
+            f"{path}: line 1 ({clip(first.strip())}) is {what}, not a header line; delete the line(s) above the header"
+        )
+
+
 def _delimited(path: Path, sep: str | None, first_rows: int | None, names: list[str] | None) -> pd.DataFrame:
     glance = first_rows is not None
     encoding = _bom_encoding(path) or ("utf-8" if glance else _encoding(path))  # (pandas skips a byte-order mark)
     header = _head(path).decode(encoding, errors="replace").removeprefix("\ufeff").partition("\n")[0].rstrip("\r")
+    _refuse_preamble(path, header)
     if sep is None:
         sep = delimiter(header)
     if sep == " ":  # columns parted by runs of spaces
@@ -350,7 +362,7 @@ def _delimited(path: Path, sep: str | None, first_rows: int | None, names: list[
         _refuse_twice(path, first)
     try:
         with _opened(path) as f:
-            return pd.read_csv(
+            frame = pd.read_csv(
                 f if path.suffix.lower() in COMPRESSIONS else path,  # a plain file: pandas reads it fastest itself
                 sep=sep, dtype=str, keep_default_na=False, nrows=first_rows, encoding=encoding,
                 engine="python" if sep == "::" else "c",
@@ -360,6 +372,9 @@ def _delimited(path: Path, sep: str | None, first_rows: int | None, names: list[
             )  # fmt: skip
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
         raise CrabError(f"{path}: cannot parse table ({reason(exc)})") from None
+    if names is None and len(first) == len(frame.columns):  # `user , item`: the names without the spaces around
+        frame.columns = [name or column for name, column in zip(first, frame.columns)]  # "": pandas' "Unnamed: 3"
+    return frame
 
 
 def item_lines(path: Path) -> str | None:
@@ -381,8 +396,9 @@ def item_lines(path: Path) -> str | None:
         return None
     if any(not cell.strip() or " " in cell.strip() or DATE_CELL.fullmatch(cell.strip()) for f in fields for cell in f):
         return None
-    lengths = {len(f) for f in fields}
-    return sep if max(lengths) >= 2 and len(lengths) > 1 else None
+    lengths = [len(f) for f in fields]
+    listing = sum(n >= 2 for n in lengths) >= len(lengths) / 2  # a user without items is the exception
+    return sep if listing and len(set(lengths)) > 1 else None
 
 
 def _fields(line: str, sep: str) -> list[str]:

@@ -613,7 +613,7 @@ def frame_dataset(
     found = label + "columns " + ", ".join(f"{k}={v}" for k, v in detected.items())
     if item_path is None:
         inline = inline_items(inter, item, (user, time, rating, *named))
-        items = inline[0] if inline else {raw: {} for raw in inter[item].astype(str).unique()}
+        items = inline[0] if inline else {raw: {} for raw in inter[item].astype(str).str.strip().unique()}
         ds = _group_interactions(name, path, inter, user, item, ts, items, str(path))
         ds.notes[:0] = kept + dropped
         if inline:
