@@ -62,6 +62,8 @@ def test_recommendation_fields_come_from_the_run(tiny_run):
         assert r.group == pop.group[i] and r.popular == bool(pop.popular[i])
     assert [r.score for r in out] == sorted((r.score for r in out), reverse=True)
     assert set(out[0].as_dict()) == {"rank", "item", "title", "score", "group", "popular"}
+    n = len(items["item_ids"])
+    assert repr(rec) == f"Recommender(run={str(tiny_run)!r}, method='mor', items={n:,}, max_k={rec.max_k})"
 
 
 def test_single_history_equals_its_row_in_a_batch(tiny_run):

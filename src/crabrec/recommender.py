@@ -69,6 +69,12 @@ class Recommender:
         ]
         self.max_history = max_history
 
+    def __repr__(self) -> str:
+        return (
+            f"Recommender(run={str(self.run_dir)!r}, method={self.method!r}, items={len(self.item_ids):,}, "
+            f"max_k={self.max_k})"
+        )
+
     @property
     def max_k(self) -> int:
         """The longest list this recommender ranks: the beam width of a generative method."""
