@@ -259,6 +259,29 @@ def test_timestamp_parsing_known_answers():
     assert got.tolist() == [86400.0, 60.0]
 
 
+@pytest.mark.parametrize("cells", [
+    [" 1600000000", "1.6e9 ", "+1600000001", "001600000002", "1600000003.50"],
+    ["1600000000000", "0", "1600000001000"],
+    ["1600000000", "nan"], ["1600000000", "inf"], ["1600000000", "x"], ["1600000000", ""],
+])  # fmt: skip
+def test_numbers_read_by_arrow_equal_those_read_by_pandas(cells):
+    """A column of Arrow strings (how pandas reads a table) is cast by Arrow when every cell is a finite number; the
+    seconds, or the error, are those of the object column's path (``pd.to_numeric``)."""
+    pa = pytest.importorskip("pyarrow")
+    from crabrec.data import times
+
+    arrow = pd.Series(pd.arrays.ArrowStringArray(pa.array(cells)))
+    plain = pd.Series(cells, dtype=object)
+    assert (times._all_numbers(arrow) is not None) == all(c.strip() not in ("nan", "inf", "x", "") for c in cells)
+    results = []
+    for values in (arrow, plain):
+        try:
+            results.append(timestamps(values, Origin(Path("f"), 2), "t").tolist())
+        except CrabError as exc:
+            results.append(str(exc))
+    assert results[0] == results[1]
+
+
 def test_item_table_has_its_own_id_column(tmp_path):
     inter = write(tmp_path / "events.tsv", "user_id,item_id,timestamp", EVENTS, sep="\t")
     ds = load(inter, item_table=str(movies(tmp_path / "items.csv", id_col="id")))

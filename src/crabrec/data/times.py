@@ -8,6 +8,8 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from crabrec.data.reading import Origin
 from crabrec.errors import CrabError, clip
@@ -24,11 +26,26 @@ def per_second(numbers: np.ndarray) -> float:
     return next((scale / 1e8 for scale in (1e17, 1e14, 1e11) if middle >= scale), 1.0)
 
 
+def _all_numbers(values: pd.Series) -> np.ndarray | None:
+    """A column of text (Arrow strings, as pandas reads a table) whose every cell is a finite number, as floats, cast
+    by Arrow (a tenth of the time and memory of ``pd.to_numeric``, which makes a Python string a row); else None."""
+    chunks = getattr(values.array, "_pa_array", None)
+    if chunks is None or not pa.types.is_string(chunks.type) and not pa.types.is_large_string(chunks.type):
+        return None
+    try:
+        numbers = pc.cast(pc.utf8_trim_whitespace(chunks), pa.float64()).to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return numbers if len(numbers) and np.isfinite(numbers).all() else None
+
+
 def timestamps(values: pd.Series, origin: Origin, column: str, time_format: str | None = None) -> np.ndarray:
     """Unix seconds from a column of numbers (seconds; milliseconds, microseconds or nanoseconds when their median
     is too large to be seconds) or of dates (:func:`_dates`); ``origin``: where the values' rows stand (their index:
     each row's label), for messages; ``time_format``: a strftime format every value is read with
     (``data.time_format``)."""
+    if time_format is None and (numbers := _all_numbers(values)) is not None:
+        return numbers / per_second(numbers)
     text = values.astype(str).str.strip()
     if time_format is not None:
         dates = pd.to_datetime(text, errors="coerce", utc=True, format=time_format)
