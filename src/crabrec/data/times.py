@@ -29,8 +29,10 @@ def per_second(numbers: np.ndarray) -> float:
 def _all_numbers(values: pd.Series) -> np.ndarray | None:
     """A column of text (Arrow strings, as pandas reads a table) whose every cell is a finite number, as floats, cast
     by Arrow (a tenth of the time and memory of ``pd.to_numeric``, which makes a Python string a row); else None."""
-    chunks = getattr(values.array, "_pa_array", None)
-    if chunks is None or not pa.types.is_string(chunks.type) and not pa.types.is_large_string(chunks.type):
+    if not isinstance(values.dtype, pd.StringDtype) or values.dtype.storage != "pyarrow":
+        return None
+    chunks = values.array.__arrow_array__()
+    if not pa.types.is_string(chunks.type) and not pa.types.is_large_string(chunks.type):
         return None
     try:
         numbers = pc.cast(pc.utf8_trim_whitespace(chunks), pa.float64()).to_numpy()
