@@ -662,11 +662,11 @@ def test_json_files_of_lines_or_of_an_array_read_as_tables(tmp_path):
     ds = load(reviews, item_table=str(business))
     assert (ds.n_users, ds.n_items) == (3, 3)
     assert [ds.item_ids[i] for i in ds.sequences[0]] == ["b1", "b2", "b3", "b1"]
-    assert ds.item_text[0]["title"] == "Cafe 1" and ds.item_text[0]["attributes"] == '{"WiFi": "free"}'
+    assert ds.item_text[0]["title"] == "Cafe 1" and ds.item_text[0]["attributes"] == "WiFi: free"
     from crabrec.config import EmbedConfig
     from crabrec.embed import item_texts
 
-    assert item_texts(ds.item_text, EmbedConfig())[0] == "Cafe 1. Food, Coffee. {WiFi: free}."
+    assert item_texts(ds.item_text, EmbedConfig())[0] == "Cafe 1. Food, Coffee. WiFi: free."
 
 
 def test_a_file_without_a_header_line_reads_with_named_columns(tmp_path):
@@ -925,6 +925,42 @@ def test_unnested_records_of_different_fields_fill_the_gaps_and_override_the_row
     }  # fmt: skip
 
 
+def test_a_yelp_folder_reads_its_reviews_with_its_businesses(tmp_path):
+    """Yelp's dataset unpacks to five JSON-lines ``.json`` files: the folder was 'no known layout found'. A folder
+    without other tables reads its JSON-lines files as tables; of the two with user and item columns the one named
+    for reviews holds the interactions (``tip.json`` is the other), of the two keyed by ``business_id`` the one named
+    ``business`` the items (``checkin.json`` is the other); ``user.json`` has no item column. An item's JSON object
+    (``attributes``) is its ``key: value`` pairs in the text."""
+    from crabrec.data.loaders import joined_record
+
+    yelp = tmp_path / "yelp"
+    yelp.mkdir()
+
+    def lines(name: str, rows: list[dict]) -> Path:
+        path = yelp / f"yelp_academic_dataset_{name}.json"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return path
+
+    when = lambda t: pd.Timestamp(t, unit="s").strftime("%Y-%m-%d %H:%M:%S")  # noqa: E731
+    review = lines("review", [{"review_id": f"r{n}", "user_id": f"u{u}", "business_id": f"b{i}", "stars": 4.0,
+                               "text": "Good.", "date": when(t)} for n, (u, i, t) in enumerate(EVENTS)])  # fmt: skip
+    lines("tip", [{"user_id": "u1", "business_id": "b2", "text": "Nice", "date": when(EVENTS[0][2])}])
+    lines("user", [{"user_id": f"u{u}", "name": "Sam", "review_count": 3} for u in range(1, 7)])
+    lines("checkin", [{"business_id": f"b{i}", "date": "2016-04-26 19:49:16"} for i in range(1, 13)])
+    business = lines("business", [{"business_id": f"b{i}", "name": f"Cafe {i}", "categories": "Coffee, Tea",
+                                   "attributes": {"WiFi": "free", "Parking": {"garage": False}, "Hours": None}}
+                                  for i in range(1, 13)])  # fmt: skip
+    ds = load(yelp)
+    want = load(review, item_table=str(business))
+    assert (ds.users, ds.item_ids, ds.item_text) == (want.users, want.item_ids, want.item_text)
+    assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences] and ds.n_interactions == 60
+    assert ds.item_text[0]["title"] == "Cafe 1" and ds.item_text[0]["attributes"] == "WiFi: free"
+    assert joined_record('{"Brand": "Pilot", "Color": ["Black", "Blue"], "n": null, "sub": {"a": 1}}') == (
+        "Brand: Pilot, Color: Black, Blue"
+    )
+    assert joined_record("{not json}") is None and joined_record("plain") is None and joined_record({}) == ""
+
+
 def test_book_crossing_folder_reads_its_ratings_with_its_books_and_leaves_its_users_table_out(tmp_path):
     """Book-Crossing ships ``BX-Book-Ratings.csv``, ``BX-Books.csv`` and ``BX-Users.csv`` (semicolons, every cell
     quoted, Latin-1, no times): the folder was 'expected one interaction table ..., found 2', the users table having
@@ -1026,14 +1062,14 @@ def test_an_item_tables_lists_of_words_are_text_not_json(tmp_path):
     meta = [{"item_id": i, "title": f"Pen {i}", "description": [f"A pen {i}.", "Blue ink"], "categories": ["Office",
              "Pens"], "images": [], "details": {"Brand": "Acme"}} for i in range(1, 13)]  # fmt: skip
     (tmp_path / "meta.jsonl").write_text("".join(json.dumps(m) + "\n" for m in meta))
-    pd.DataFrame(meta).drop(columns=["details", "images"]).to_parquet(tmp_path / "meta.parquet")
+    pd.DataFrame(meta).drop(columns=["images"]).to_parquet(tmp_path / "meta.parquet")  # details: a struct
     for name in ("meta.jsonl", "meta.parquet"):
         text = load(inter, item_table=str(tmp_path / name)).item_text[0]
         assert text["description"] == "A pen 1., Blue ink" and text["categories"] == "Office, Pens", name
-    assert text.get("images", "") == "" and load(inter, item_table=str(tmp_path / "meta.jsonl")).item_text[0][
-        "details"] == '{"Brand": "Acme"}'  # fmt: skip
+        assert text["details"] == "Brand: Acme", name  # an object: its key: value pairs (revision 4096)
+    assert load(inter, item_table=str(tmp_path / "meta.jsonl")).item_text[0]["images"] == ""
     cfg = load_config(overrides={"data": {"path": str(inter), "item_table": str(tmp_path / "meta.jsonl")}})
-    assert RunContext(config=cfg, stages=registry()).revision("data") == 32
+    assert RunContext(config=cfg, stages=registry()).revision("data") == 32 + 4096
     # Amazon 2014's metadata: category paths, a list of lists, written as a Python literal
     paths = [
         {"asin": i, "title": f"Pen {i}", "categories": [["Office", "Pens"], ["Office", "Ink"]]} for i in range(1, 13)

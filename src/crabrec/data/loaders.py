@@ -10,6 +10,7 @@ news data, :mod:`crabrec.data.mind`) and the raw Amazon dumps
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import re
 import tarfile
@@ -31,6 +32,7 @@ from crabrec.data.reading import (
     cell_list,
     first_row,
     id_cells,
+    json_tables,
     parquet_dataset,
     read_table,
     refuse_spreadsheet,
@@ -149,7 +151,7 @@ def detect_format(path: Path) -> str:
         return "lcrec"
     if list(path.glob("*.inter")):
         return "recbole"
-    if any(table_kind(p) for p in path.iterdir()):
+    if any(table_kind(p) for p in path.iterdir()) or json_tables(path):
         return "table"
     raise CrabError(
         f"{path}: no known layout found (expected <name>.inter.json, <name>.inter, train|valid|test/ folders, "
@@ -436,6 +438,37 @@ def joined_list(value: Any) -> str | None:
     return ", ".join(" ".join(str(x).split()) for x in items if str(x).strip())
 
 
+def _joined(value: Any) -> Any:
+    """An item table's cell as text: a list of words or an object as :func:`joined_list` and :func:`joined_record`
+    write them, any other cell as it is."""
+    for join in (joined_list, joined_record):
+        if (words := join(value)) is not None:
+            return words
+    return value
+
+
+def joined_record(value: Any) -> str | None:
+    """A cell holding one JSON object (its text, or a Parquet struct: Amazon 2023's ``details``, Yelp's
+    ``attributes``) as its ``key: value`` pairs joined by commas (``Brand: Pilot, Color: Black``), a list value as
+    its words and a nested object or a null left out; None for any other cell."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not (text.startswith("{") and text.endswith("}")):
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    pairs = []
+    for key, v in value.items():
+        v = joined_list(v) if isinstance(v, list | tuple | np.ndarray) else v
+        if v is not None and not isinstance(v, dict) and str(v).strip():
+            pairs.append(f"{' '.join(str(key).split())}: {' '.join(str(v).split())}")
+    return ", ".join(pairs)
+
+
 def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, dict[str, str]]:
     ids = id_cells(df[id_col]).str.strip()  # as the interactions' ids: without spaces around them
     empty = np.flatnonzero(ids.to_numpy() == "")
@@ -450,7 +483,7 @@ def _items_from_frame(df: pd.DataFrame, id_col: str, path: Path) -> dict[str, di
     text = df[text_cols]
     records = text.astype(object).where(text.notna(), "").to_dict("records")  # a Parquet null: no text
     for raw_id, rec in zip(ids, records):
-        rec = {str(k): _text(v if (words := joined_list(v)) is None else words) for k, v in rec.items()}
+        rec = {str(k): _text(_joined(v)) for k, v in rec.items()}
         if title_col and "title" not in rec:
             rec["title"] = rec[title_col]
         items[raw_id] = rec

@@ -61,6 +61,22 @@ def table_kind(path: Path, named: bool = False) -> str | None:
 UNREADABLE = (OSError, zipfile.BadZipFile, zlib.error, EOFError)  # a file or an archive member that cannot be read
 
 
+def json_tables(folder: Path) -> list[Path]:
+    """The ``.json`` files of a folder (compressed or not) whose first line is a JSON object: JSON lines, as Yelp
+    ships its dataset (``yelp_academic_dataset_review.json``, ``..._business.json`` ...)."""
+    found = []
+    for p in sorted(folder.iterdir()):
+        if not p.is_file() or table_kind(p, named=True) != ".json" or table_kind(p):
+            continue
+        try:
+            first = _head(p).decode("utf-8-sig", errors="replace").lstrip().partition("\n")[0]
+            if first.startswith("{") and isinstance(json.loads(first), dict):
+                found.append(p)
+        except (*UNREADABLE, ValueError):
+            continue
+    return found
+
+
 def zip_members(path: Path) -> list[str]:
     """The files a zip archive holds (not its folders, nor macOS' ``__MACOSX`` copies); none if it is no zip."""
     try:

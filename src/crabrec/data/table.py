@@ -39,6 +39,7 @@ from crabrec.data.reading import (
     id_list_column,
     item_lines,
     item_lines_frame,
+    json_tables,
     looks_like_a_row,
     parquet_dataset,
     read_rows,
@@ -246,10 +247,12 @@ def table_revision(cfg: DataConfig) -> int:
     - 1024: its times are milliseconds (microseconds, nanoseconds) read as seconds: of dates from 1973-03 to
       2001-09, or beside a stray 0 (:func:`~crabrec.data.times.per_second`: every value had to be at least 1e12);
     - 2048: a user or item column writes its ids as whole numbers with a fraction of zeros (``7.0``, as pandas writes
-      a float column; the ids were ``7.0``, and did not match an item table's ``7``).
+      a float column; the ids were ``7.0``, and did not match an item table's ``7``);
+    - 4096: the item table holds JSON objects (Amazon 2023's ``details``, Yelp's ``attributes``): their braces and
+      quotes were embedded.
 
     0 for any other layout or a file it cannot read (the data stage reports those)."""
-    from crabrec.data.loaders import detect_format, embedded_path, joined_list
+    from crabrec.data.loaders import detect_format, embedded_path, joined_list, joined_record
 
     path = Path(cfg.path) if cfg.path else embedded_path()
     try:
@@ -264,6 +267,7 @@ def table_revision(cfg: DataConfig) -> int:
     except (CrabError, OSError, ValueError):
         return 0
     lists = any(joined_list(v) is not None for col in items.columns for v in items[col])
+    objects = any(joined_record(v) is not None for col in items.columns for v in items[col])
     cols = list(head.columns)
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
@@ -273,6 +277,7 @@ def table_revision(cfg: DataConfig) -> int:
     id_columns = [head[c] for c in (user, item) if c] + [items[c] for c in (item,) if c in items.columns]
     whole = any(whole_numbers(text := cells.astype(str)) is not text for cells in id_columns)
     revision = 4 * int(asin) + 8 * int(nulls) + 32 * int(lists) + 64 * int(id_lists) + 2048 * int(whole)
+    revision += 4096 * int(objects)
     if not item_path:
         revision += 256 * int(_may_hold_item_text(head, cfg, (user, item)))
     if not cfg.time_col:
@@ -474,14 +479,18 @@ def filled_rows(
 
 
 def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
-    """``(interactions, item table)`` in a folder of tables: the one file with user and item columns, and the one
-    other file with an item column (or ``data.item_table``)."""
+    """``(interactions, item table)`` in a folder of tables (or, with none, of JSON-lines ``.json`` files, as Yelp
+    ships its dataset): the one file with user and item columns, and the one other file with an item column (or
+    ``data.item_table``). Among several, the one named for reviews or ratings holds the interactions (Yelp's
+    ``review.json`` beside ``tip.json``), and the one named for the item column's kind the items (``business.json``
+    for ``business_id``, beside ``checkin.json``); a table of users (no item column) is left out."""
     if parquet_dataset(path):  # the folder is one table, in parts
         return path, Path(cfg.item_table) if cfg.item_table else None
     tables = sorted(p for p in path.iterdir() if table_kind(p) and p.is_file() or parquet_dataset(p))
-    inter, others, both = [], [], []
+    tables = tables or json_tables(path)
+    inter, others, both, columns = [], [], [], {}
     for p in tables:
-        cols = list(_read_csv(p, header_only=True).columns)
+        columns[p] = cols = list(_read_csv(p, header_only=True).columns)
         has_user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES) is not None
         (inter if has_user else others).append(p)
         if has_user and _user_and_item(cols, cfg):
@@ -490,10 +499,14 @@ def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
     split = split_tables(path)
     if split and set(inter) <= set(split):  # one table's train, valid and test rows (sessions: no user column)
         inter, others = [path], [p for p in others if p not in split]
-    if len(inter) > 1 and len(both) == 1:  # the others are user tables (Book-Crossing's BX-Users.csv): no item column
-        log.info("%s: interactions from %s (%s: no item column)", path, both[0].name,
-                 ", ".join(p.name for p in inter if p != both[0]))  # fmt: skip
-        inter = both
+    if len(inter) > 1 and (chosen := _named_for(both, INTERACTION_WORDS) if len(both) > 1 else both[:1]):
+        left = {
+            "no item column": [p.name for p in inter if p not in both],
+            "--data FILE reads one instead": [p.name for p in both if p != chosen[0]],
+        }
+        said = "; ".join(f"{', '.join(names)}: {why}" for why, names in left.items() if names)
+        log.info("%s: interactions from %s (%s)", path, chosen[0].name, said)
+        inter = chosen
     if len(inter) != 1:
         raise CrabError(
             f"{path}: expected one interaction table (user and item columns) among {names}, found {len(inter)}; "
@@ -501,11 +514,25 @@ def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
         )
     if cfg.item_table:
         return inter[0], Path(cfg.item_table)
+    item = find_column(columns.get(inter[0], []), cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    if len(others) > 1 and item and (chosen := _named_for(others, tuple(w for w in _words(item) if w != "id"))):
+        log.info("%s: items from %s (--items FILE reads another)", path, chosen[0].name)
+        others = chosen
     if len(others) > 1:
         raise CrabError(
             f"{path}: several item tables ({', '.join(p.name for p in others)}); name one with --items FILE"
         )
     return inter[0], others[0] if others else None
+
+
+INTERACTION_WORDS = ("review", "rating", "interaction")  # words of a file name that holds the interactions
+
+
+def _named_for(paths: list[Path], words: tuple[str, ...]) -> list[Path]:
+    """The one file whose name holds one of ``words`` (or its plural) as a word, in a list; [] if none or several."""
+    wanted = {*words, *(w + "s" for w in words)}
+    named = [p for p in paths if wanted & set(_words(dataset_name(p) if p.is_dir() else p.name.split(".")[0]))]
+    return named if len(named) == 1 else []
 
 
 def load_table(path: Path, cfg: DataConfig) -> Dataset:
