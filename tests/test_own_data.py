@@ -529,6 +529,8 @@ def test_ids_written_as_whole_numbers_with_a_zero_fraction_match_the_integers(tm
         assert RunContext(config=cfg, stages=registry()).revision("data") == 2048
     mixed = write(tmp_path / "x.csv", "user,item", [(1, "1.0"), (1, "1.5"), (2, "2.0"), (2, "1.0")])
     assert load(mixed).item_ids == ["1.0", "1.5", "2.0"]
+    holes = write(tmp_path / "h.csv", "Customer ID,item", [("", 1), *((f"{u}.0", i) for u, i, _ in EVENTS)])
+    assert load(holes, incomplete_rows="drop").users == want.users  # UCI Online Retail: a float column with blanks
 
 
 def test_a_table_that_is_not_utf8_is_read_as_windows_1252_with_a_warning(tmp_path, caplog):

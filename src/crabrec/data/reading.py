@@ -693,8 +693,10 @@ _WHOLE = re.compile(r"-?[0-9]+\.0+")  # 7.0: a whole number as pandas writes a f
 
 def whole_numbers(cells: pd.Series) -> pd.Series:
     """A text column of ids written as whole numbers with a fraction of zeros (``"7.0"``, as pandas writes a float
-    column of integer ids to CSV), when every cell is one, spelled as integers (``"7"``); else ``cells``."""
-    if not len(cells) or not cells.iloc[0].endswith(".0") or not cells.str.fullmatch(_WHOLE.pattern).all():
+    column of integer ids that held a missing value to CSV), when every filled cell is one, spelled as integers
+    (``"7"``); else ``cells``."""
+    filled = cells[cells != ""]
+    if not len(filled) or not filled.iloc[0].endswith(".0") or not filled.str.fullmatch(_WHOLE.pattern).all():
         return cells
     return cells.str.replace(r"\.0+$", "", regex=True).str.replace(r"^-0$", "0", regex=True)
 
