@@ -1080,6 +1080,35 @@ def test_an_item_tables_lists_of_words_are_text_not_json(tmp_path):
     assert load(inter, item_table=str(tmp_path / "meta_Office.json")).item_text[0]["categories"] == "Office, Pens, Ink"
 
 
+def test_an_item_tables_python_literals_of_lists_and_dicts_are_text(tmp_path):
+    """pandas writes a column of lists or dicts to CSV as Python literals: Food.com's ``RAW_recipes.csv`` has
+    ``tags`` and ``ingredients`` as ``['winter squash', 'mixed spice']``, which were embedded with their brackets and
+    quotes. They read as JSON's lists and objects do (never evaluated as code); the folder pairs
+    ``RAW_interactions.csv`` (``recipe_id``) with ``RAW_recipes.csv`` (``id``)."""
+    from crabrec.config import EmbedConfig
+    from crabrec.embed import item_texts
+
+    food = tmp_path / "food"
+    food.mkdir()
+    write(
+        food / "RAW_interactions.csv", "user_id,recipe_id,date,rating", [(u, i, "2005-09-16", 5) for u, i, _ in EVENTS]
+    )
+    recipes = pd.DataFrame({
+        "name": [f"soup {i}" for i in range(1, 13)], "id": range(1, 13),
+        "tags": [["60-minutes-or-less", f"tag {i}"] for i in range(1, 13)],
+        "ingredients": [["winter squash", "mixed spice"]] * 12, "extra": [{"Brand": "Acme", "n": None}] * 12,
+        "code": ["[__import__('os')]"] * 12,
+    })  # fmt: skip
+    recipes.to_csv(food / "RAW_recipes.csv", index=False)
+    ds = load(food)
+    text = ds.item_text[ds.item_ids.index("1")]
+    assert (text["tags"], text["ingredients"], text["extra"]) == ("60-minutes-or-less, tag 1", "winter squash, "
+                                                                  "mixed spice", "Brand: Acme")  # fmt: skip
+    assert text["code"] == "[__import__('os')]"  # not a literal: kept as written, never run
+    cfg = EmbedConfig(fields=["name", "tags", "ingredients"])
+    assert item_texts([text], cfg) == ["soup 1. 60-minutes-or-less, tag 1. winter squash, mixed spice."]
+
+
 def test_a_folder_of_parquet_parts_is_one_table(tmp_path):
     """Spark, Dask and pandas write a table as a folder of parts (``part-0000N.parquet``, ``_SUCCESS``, hidden
     ``.crc`` files, perhaps partition folders such as ``event=view/``): it was 'expected one interaction table ...

@@ -9,6 +9,7 @@ news data, :mod:`crabrec.data.mind`) and the raw Amazon dumps
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import logging
@@ -448,17 +449,22 @@ def _joined(value: Any) -> Any:
 
 
 def joined_record(value: Any) -> str | None:
-    """A cell holding one JSON object (its text, or a Parquet struct: Amazon 2023's ``details``, Yelp's
-    ``attributes``) as its ``key: value`` pairs joined by commas (``Brand: Pilot, Color: Black``), a list value as
-    its words and a nested object or a null left out; None for any other cell."""
+    """A cell holding one object (its JSON text or Python literal, or a Parquet struct: Amazon 2023's ``details``,
+    Yelp's ``attributes``) as its ``key: value`` pairs joined by commas (``Brand: Pilot, Color: Black``), a list value
+    as its words and a nested object or a null left out; None for any other cell."""
     if isinstance(value, str):
         text = value.strip()
-        if not (text.startswith("{") and text.endswith("}")):
+        if not (text.startswith("{") and text.endswith("}")) or len(text) > 1_000_000:
             return None
         try:
             value = json.loads(text)
-        except ValueError:
+        except RecursionError:
             return None
+        except ValueError:
+            try:  # a Python literal, as pandas writes a column of dicts to CSV (never evaluated as code)
+                value = ast.literal_eval(text)
+            except (SyntaxError, MemoryError, RecursionError, TypeError, ValueError):
+                return None
     if not isinstance(value, dict):
         return None
     pairs = []

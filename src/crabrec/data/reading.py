@@ -9,6 +9,7 @@ after its header.
 
 from __future__ import annotations
 
+import ast
 import bz2
 import codecs
 import contextlib
@@ -606,16 +607,22 @@ def exploded(frame: pd.DataFrame, col: str, origin: Origin, then: str | None = N
 
 
 def cell_list(cell: object) -> list | None:
-    """A cell that holds a list: its JSON text (``["Office", "Pens"]``), a Parquet list (a numpy array) or a list;
-    else None."""
+    """A cell that holds a list: its JSON text (``["Office", "Pens"]``) or Python literal (``['Office', 'Pens']``, as
+    pandas writes a column of lists to CSV: Food.com's ``tags`` and ``ingredients``; never evaluated as code), a
+    Parquet list (a numpy array) or a list; else None."""
     if isinstance(cell, str):
         text = cell.strip()
-        if not (text.startswith("[") and text.endswith("]")):
+        if not (text.startswith("[") and text.endswith("]")) or len(text) > 1_000_000:
             return None
         try:
             cell = json.loads(text)
-        except ValueError:
+        except RecursionError:
             return None
+        except ValueError:
+            try:
+                cell = ast.literal_eval(text)
+            except (SyntaxError, MemoryError, RecursionError, TypeError, ValueError):
+                return None
     if isinstance(cell, np.ndarray):
         cell = cell.tolist()
     return list(cell) if isinstance(cell, list | tuple) else None
