@@ -963,6 +963,27 @@ def test_a_yelp_folder_reads_its_reviews_with_its_businesses(tmp_path):
     assert joined_record("{not json}") is None and joined_record("plain") is None and joined_record({}) == ""
 
 
+def test_a_hetrec_folder_of_dat_tables_names_its_two_interaction_tables(tmp_path):
+    """HetRec's Last.fm ships tab-separated ``.dat`` tables with headers: the folder was 'no known layout found'. Its
+    tables are read by their headers; two hold user and item columns (plays, and tags with times), so the error
+    names both, and one of them given with ``--data`` reads with ``artists.dat`` (keyed by ``id``)."""
+    lastfm = tmp_path / "hetrec2011-lastfm-2k"
+    lastfm.mkdir()
+    write(lastfm / "user_artists.dat", "userID,artistID,weight", [(u, i, 3) for u, i, _ in EVENTS], sep="\t")
+    write(lastfm / "user_taggedartists-timestamps.dat", "userID,artistID,tagID,timestamp",
+          [(u, i, 1, t * 1000) for u, i, t in EVENTS], sep="\t")  # fmt: skip
+    write(lastfm / "user_friends.dat", "userID,friendID", [(1, 2), (2, 1)], sep="\t")
+    write(lastfm / "artists.dat", "id,name,url", [(i, f"Band {i}", "http://www.last.fm/x") for i in range(1, 13)],
+          sep="\t")  # fmt: skip
+    write(lastfm / "tags.dat", "tagID,tagValue", [(1, "rock")], sep="\t")
+    with pytest.raises(CrabError, match=r"found 2: user_artists.dat, user_taggedartists-timestamps.dat; name it"):
+        load(lastfm)
+    ds = load(lastfm / "user_taggedartists-timestamps.dat", item_table=str(lastfm / "artists.dat"))
+    want = load(write(tmp_path / "r.csv", "user,item,timestamp", EVENTS))
+    assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    assert ds.item_text[0]["title"] == "Band 1"
+
+
 def test_book_crossing_folder_reads_its_ratings_with_its_books_and_leaves_its_users_table_out(tmp_path):
     """Book-Crossing ships ``BX-Book-Ratings.csv``, ``BX-Books.csv`` and ``BX-Users.csv`` (semicolons, every cell
     quoted, Latin-1, no times): the folder was 'expected one interaction table ..., found 2', the users table having

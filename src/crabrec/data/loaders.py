@@ -33,7 +33,7 @@ from crabrec.data.reading import (
     cell_list,
     first_row,
     id_cells,
-    json_tables,
+    named_tables,
     parquet_dataset,
     read_table,
     refuse_spreadsheet,
@@ -152,7 +152,7 @@ def detect_format(path: Path) -> str:
         return "lcrec"
     if list(path.glob("*.inter")):
         return "recbole"
-    if any(table_kind(p) for p in path.iterdir()) or json_tables(path):
+    if any(table_kind(p) for p in path.iterdir()) or named_tables(path):
         return "table"
     raise CrabError(
         f"{path}: no known layout found (expected <name>.inter.json, <name>.inter, train|valid|test/ folders, "

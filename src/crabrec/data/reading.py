@@ -62,19 +62,28 @@ def table_kind(path: Path, named: bool = False) -> str | None:
 UNREADABLE = (OSError, zipfile.BadZipFile, zlib.error, EOFError)  # a file or an archive member that cannot be read
 
 
-def json_tables(folder: Path) -> list[Path]:
-    """The ``.json`` files of a folder (compressed or not) whose first line is a JSON object: JSON lines, as Yelp
-    ships its dataset (``yelp_academic_dataset_review.json``, ``..._business.json`` ...)."""
+def named_tables(folder: Path) -> list[Path]:
+    """The files of a folder that are tables though only a file named as one counts as one by its name: ``.json``
+    files whose first line is a JSON object (JSON lines, as Yelp ships its dataset: ``..._review.json``,
+    ``..._business.json``) and ``.txt`` or ``.dat`` files whose first line is a header of delimited columns (as the
+    HetRec sets ship theirs: ``user_artists.dat``, ``artists.dat``)."""
     found = []
     for p in sorted(folder.iterdir()):
-        if not p.is_file() or table_kind(p, named=True) != ".json" or table_kind(p):
+        kind = table_kind(p, named=True) if p.is_file() and not table_kind(p) else None
+        if kind not in (".json", *TEXT_NAMED):
             continue
         try:
-            first = _head(p).decode("utf-8-sig", errors="replace").lstrip().partition("\n")[0]
-            if first.startswith("{") and isinstance(json.loads(first), dict):
-                found.append(p)
-        except (*UNREADABLE, ValueError):
+            first = _head(p).decode("utf-8-sig", errors="replace").lstrip().partition("\n")[0].rstrip("\r")
+            if kind == ".json":
+                table = first.startswith("{") and isinstance(json.loads(first), dict)
+            else:
+                sep = delimiter(first)
+                fields = first.split(sep) if len(sep) == 1 else []
+                table = sep in ",\t;|" and len(fields) > 1 and not looks_like_a_row(fields)
+        except (*UNREADABLE, ValueError, RecursionError):
             continue
+        if table:
+            found.append(p)
     return found
 
 

@@ -39,8 +39,8 @@ from crabrec.data.reading import (
     id_list_column,
     item_lines,
     item_lines_frame,
-    json_tables,
     looks_like_a_row,
+    named_tables,
     parquet_dataset,
     read_rows,
     read_table,
@@ -487,7 +487,7 @@ def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
     if parquet_dataset(path):  # the folder is one table, in parts
         return path, Path(cfg.item_table) if cfg.item_table else None
     tables = sorted(p for p in path.iterdir() if table_kind(p) and p.is_file() or parquet_dataset(p))
-    tables = tables or json_tables(path)
+    tables = tables or named_tables(path)
     inter, others, both, columns = [], [], [], {}
     for p in tables:
         columns[p] = cols = list(_read_csv(p, header_only=True).columns)
@@ -508,9 +508,10 @@ def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
         log.info("%s: interactions from %s (%s)", path, chosen[0].name, said)
         inter = chosen
     if len(inter) != 1:
+        found = f"found {len(both)}: {', '.join(p.name for p in both)}" if len(both) > 1 else f"found {len(inter)}"
         raise CrabError(
-            f"{path}: expected one interaction table (user and item columns) among {names}, found {len(inter)}; "
-            "name it with --data FILE (and the item table with --items FILE)"
+            f"{path}: expected one interaction table (user and item columns) among {names}, {found}; name it with "
+            "--data FILE (and the item table with --items FILE)"
         )
     if cfg.item_table:
         return inter[0], Path(cfg.item_table)
