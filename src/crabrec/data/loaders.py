@@ -9,9 +9,7 @@ news data, :mod:`crabrec.data.mind`) and the raw Amazon dumps
 
 from __future__ import annotations
 
-import ast
 import functools
-import json
 import logging
 import re
 import tarfile
@@ -30,6 +28,7 @@ from crabrec.data.ids import id_key
 from crabrec.data.kcore import kcore
 from crabrec.data.reading import (
     NAMES,
+    bracketed,
     cell_list,
     first_row,
     id_cells,
@@ -453,18 +452,7 @@ def joined_record(value: Any) -> str | None:
     Yelp's ``attributes``) as its ``key: value`` pairs joined by commas (``Brand: Pilot, Color: Black``), a list value
     as its words and a nested object or a null left out; None for any other cell."""
     if isinstance(value, str):
-        text = value.strip()
-        if not (text.startswith("{") and text.endswith("}")) or len(text) > 1_000_000:
-            return None
-        try:
-            value = json.loads(text)
-        except RecursionError:
-            return None
-        except ValueError:
-            try:  # a Python literal, as pandas writes a column of dicts to CSV (never evaluated as code)
-                value = ast.literal_eval(text)
-            except (SyntaxError, MemoryError, RecursionError, TypeError, ValueError):
-                return None
+        value = bracketed(value, "{}")
     if not isinstance(value, dict):
         return None
     pairs = []

@@ -615,23 +615,29 @@ def exploded(frame: pd.DataFrame, col: str, origin: Origin, then: str | None = N
     return out[out[col].notna()].astype({col: str})
 
 
+def bracketed(cell: str, brackets: str) -> object | None:
+    """The value a text cell written between ``brackets`` (``"[]"``, ``"{}"``) holds, as JSON or as a Python
+    literal (as pandas writes a column of lists or dicts to CSV; never evaluated as code); None for any other cell."""
+    text = cell.strip()
+    if not (text.startswith(brackets[0]) and text.endswith(brackets[1])) or len(text) > 1_000_000:
+        return None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return None
+    except ValueError:
+        try:
+            return ast.literal_eval(text)
+        except (SyntaxError, MemoryError, RecursionError, TypeError, ValueError):
+            return None
+
+
 def cell_list(cell: object) -> list | None:
     """A cell that holds a list: its JSON text (``["Office", "Pens"]``) or Python literal (``['Office', 'Pens']``, as
     pandas writes a column of lists to CSV: Food.com's ``tags`` and ``ingredients``; never evaluated as code), a
     Parquet list (a numpy array) or a list; else None."""
     if isinstance(cell, str):
-        text = cell.strip()
-        if not (text.startswith("[") and text.endswith("]")) or len(text) > 1_000_000:
-            return None
-        try:
-            cell = json.loads(text)
-        except RecursionError:
-            return None
-        except ValueError:
-            try:
-                cell = ast.literal_eval(text)
-            except (SyntaxError, MemoryError, RecursionError, TypeError, ValueError):
-                return None
+        cell = bracketed(cell, "[]")
     if isinstance(cell, np.ndarray):
         cell = cell.tolist()
     return list(cell) if isinstance(cell, list | tuple) else None
