@@ -358,7 +358,13 @@ def _other_columns(cols: list[str], taken: str, names: tuple[str, ...], key: str
 
 
 def _missing(
-    path: Path, what: str, key: str, configured: str | None, names: tuple[str, ...], cols, frame=None
+    path: Path,
+    what: str,
+    key: str,
+    configured: str | None,
+    names: tuple[str, ...],
+    cols: list[str],
+    frame: pd.DataFrame | None = None,
 ) -> CrabError:
     """The error for a column not found; ``frame``'s columns of lists of records are named with their fields."""
     nested = record_fields(frame) if frame is not None else {}
@@ -405,6 +411,7 @@ FEEDBACK_NAMES = (
     "click", "clicked", "is_click", "is_clicked", "clk", "label", "like", "liked", "is_like", "purchase",
     "purchased", "is_purchase", "buy", "is_buy", "converted", "conversion", "is_positive", "positive",
 )  # fmt: skip
+_FEEDBACK = {_norm(n) for n in FEEDBACK_NAMES}
 _ZERO, _ONE = {"0", "0.0", "false"}, {"1", "1.0", "true"}
 
 
@@ -413,7 +420,7 @@ def _feedback_zeros(inter: pd.DataFrame, path: Path, keep: dict[str, list[str]])
     rows 0, when ``data.keep_rows`` is not set: every row is an interaction, perhaps one shown and not clicked."""
     flagged = []
     for col in inter.columns if not keep else ():
-        if _norm(col) not in {_norm(n) for n in FEEDBACK_NAMES}:
+        if _norm(col) not in _FEEDBACK:
             continue
         cells = id_cells(inter[col]).str.lower()
         held = set(cells.unique())
@@ -479,11 +486,12 @@ def filled_rows(
 
 
 def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
-    """``(interactions, item table)`` in a folder of tables (or, with none, of JSON-lines ``.json`` files, as Yelp
-    ships its dataset): the one file with user and item columns, and the one other file with an item column (or
-    ``data.item_table``). Among several, the one named for reviews or ratings holds the interactions (Yelp's
-    ``review.json`` beside ``tip.json``), and the one named for the item column's kind the items (``business.json``
-    for ``business_id``, beside ``checkin.json``); a table of users (no item column) is left out."""
+    """``(interactions, item table)`` in a folder of tables (or, with none, of the files :func:`named_tables` reads
+    as tables: Yelp's JSON lines, HetRec's ``.dat`` files): the one file with user and item columns, and the one
+    other file with an item column (or ``data.item_table``). Among several, the one named for reviews or ratings
+    holds the interactions (Yelp's ``review.json`` beside ``tip.json``), and the one named for the item column's kind
+    the items (``business.json`` for ``business_id``, beside ``checkin.json``); a table of users (no item column) is
+    left out."""
     if parquet_dataset(path):  # the folder is one table, in parts
         return path, Path(cfg.item_table) if cfg.item_table else None
     tables = sorted(p for p in path.iterdir() if table_kind(p) and p.is_file() or parquet_dataset(p))
