@@ -521,7 +521,7 @@ def unnested(
     for col, fields in record_fields(frame).items():
         if not has_item(fields):
             continue
-        fields: dict[str, list[str | None]] = {}  # each field's cells, record by record (None: not in the record)
+        columns: dict[str, list[str | None]] = {}  # each field's cells, record by record (None: not in the record)
         counts, n = [], 0
         for label, cell in zip(frame.index, frame[col]):
             records = _records(cell)
@@ -531,18 +531,18 @@ def unnested(
                 )
             for rec in records or []:
                 for key, value in rec.items():
-                    cells = fields.get(key := str(key))
+                    cells = columns.get(key := str(key))
                     if cells is None:
-                        cells = fields[key] = [None] * n
+                        cells = columns[key] = [None] * n
                     cells.append(_cell(value))
                 n += 1
-                for cells in fields.values():
+                for cells in columns.values():
                     if len(cells) < n:
                         cells.append(None)
             counts.append(len(records or ()))
         outer = {c: np.repeat(np.array([_cell(v) for v in frame[c]], dtype=object), counts) for c in frame if c != col}
         table = pd.DataFrame(outer, index=np.repeat(frame.index.to_numpy(), counts), dtype=object)
-        for key, cells in fields.items():  # a record's field over the row's column of that name, where it has one
+        for key, cells in columns.items():  # a record's field over the row's column of that name, where it has one
             had = table[key].to_numpy() if key in table else np.full(n, "", dtype=object)
             table[key] = np.array([h if c is None else c for c, h in zip(cells, had)], dtype=object)
         return table, col
@@ -717,8 +717,10 @@ def whole_numbers(cells: pd.Series) -> pd.Series:
     """A text column of ids written as whole numbers with a fraction of zeros (``"7.0"``, as pandas writes a float
     column of integer ids that held a missing value to CSV), when every filled cell is one, spelled as integers
     (``"7"``); else ``cells``."""
+    if not next((c for c in cells.iloc[:GLANCE] if c), "").endswith(".0"):  # (most columns: a glance suffices)
+        return cells
     filled = cells[cells != ""]
-    if not len(filled) or not filled.iloc[0].endswith(".0") or not filled.str.fullmatch(_WHOLE.pattern).all():
+    if not filled.str.fullmatch(_WHOLE.pattern).all():
         return cells
     return cells.str.replace(r"\.0+$", "", regex=True).str.replace(r"^-0$", "0", regex=True)
 
