@@ -485,13 +485,13 @@ def filled_rows(
     return inter[~blank], [note]
 
 
-def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
+def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path, Path | None]:
     """``(interactions, item table)`` in a folder of tables (or, with none, of the files :func:`named_tables` reads
     as tables: Yelp's JSON lines, HetRec's ``.dat`` files): the one file with user and item columns, and the one
     other file with an item column (or ``data.item_table``). Among several, the one named for reviews or ratings
     holds the interactions (Yelp's ``review.json`` beside ``tip.json``), and the one named for the item column's kind
     the items (``business.json`` for ``business_id``, beside ``checkin.json``); a table of users (no item column) is
-    left out."""
+    left out. ``say``: log which tables were chosen (the data stage does; a glance at the folder does not)."""
     if parquet_dataset(path):  # the folder is one table, in parts
         return path, Path(cfg.item_table) if cfg.item_table else None
     tables = sorted(p for p in path.iterdir() if table_kind(p) and p.is_file() or parquet_dataset(p))
@@ -513,7 +513,8 @@ def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
             "--data FILE reads one instead": [p.name for p in both if p != chosen[0]],
         }
         said = "; ".join(f"{', '.join(names)}: {why}" for why, names in left.items() if names)
-        log.info("%s: interactions from %s (%s)", path, chosen[0].name, said)
+        if say:
+            log.info("%s: interactions from %s (%s)", path, chosen[0].name, said)
         inter = chosen
     if len(inter) != 1:
         found = f"found {len(both)}: {', '.join(p.name for p in both)}" if len(both) > 1 else f"found {len(inter)}"
@@ -525,7 +526,8 @@ def resolve_folder(path: Path, cfg: DataConfig) -> tuple[Path, Path | None]:
         return inter[0], Path(cfg.item_table)
     item = find_column(columns.get(inter[0], []), cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
     if len(others) > 1 and item and (chosen := _named_for(others, tuple(w for w in _words(item) if w != "id"))):
-        log.info("%s: items from %s (--items FILE reads another)", path, chosen[0].name)
+        if say:
+            log.info("%s: items from %s (--items FILE reads another)", path, chosen[0].name)
         others = chosen
     if len(others) > 1:
         raise CrabError(
@@ -549,7 +551,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     if folder and cfg.columns is not None:
         raise CrabError(f"{path}: data.columns names the columns of one file: give it with --data FILE")
     if folder:
-        path, item_path = resolve_folder(path, cfg)
+        path, item_path = resolve_folder(path, cfg, say=True)
     else:
         item_path = Path(cfg.item_table) if cfg.item_table else None
     sep = item_lines(path) if cfg.columns is None and not folder else None
