@@ -963,6 +963,24 @@ def test_a_yelp_folder_reads_its_reviews_with_its_businesses(tmp_path):
     assert joined_record("{not json}") is None and joined_record("plain") is None and joined_record({}) == ""
 
 
+def test_an_item_table_without_a_header_line_reads_its_first_column_as_the_id(tmp_path):
+    """MicroLens ships its titles as ``1,Video about cats`` lines, no header: the folder was "no item id column
+    (... found 1, Video about cats 1)". An item table whose first line is a row is read without a header, the item
+    id first and the title second, in a folder or named with --items; the embed stage's glance reads it so too."""
+    from crabrec.data.table import item_text_glance
+
+    folder = tmp_path / "microlens"
+    folder.mkdir()
+    write(folder / "MicroLens-100k_pairs.csv", "user,item,timestamp", EVENTS)
+    titles = folder / "MicroLens-100k_title_en.csv"
+    titles.write_text("".join(f'{i},"Cats, part {i}"\n' for i in range(1, 13)))
+    ds = load(folder)
+    assert ds.n_items == 12 and ds.item_text[ds.item_ids.index("1")]["title"] == "Cats, part 1"
+    assert load(folder / "MicroLens-100k_pairs.csv", item_table=str(titles)).item_text == ds.item_text
+    glance = item_text_glance(DataConfig(path=str(folder), kcore=0))
+    assert [g["title"] for g in glance[:2]] == ["Cats, part 1", "Cats, part 2"]
+
+
 def test_a_hetrec_folder_of_dat_tables_names_its_two_interaction_tables(tmp_path):
     """HetRec's Last.fm ships tab-separated ``.dat`` tables with headers: the folder was 'no known layout found'. Its
     tables are read by their headers; two hold user and item columns (plays, and tags with times), so the error

@@ -263,7 +263,7 @@ def table_revision(cfg: DataConfig) -> int:
             return 0
         path, item_path = resolve_folder(path, cfg) if path.is_dir() else (path, cfg.item_table)
         head = read_table(path, names=cfg.columns, first_rows=GLANCE_ROWS)
-        items = read_table(Path(item_path), first_rows=GLANCE_ROWS) if item_path else pd.DataFrame()
+        items = read_item_table(Path(item_path), first_rows=GLANCE_ROWS) if item_path else pd.DataFrame()
     except (CrabError, OSError, ValueError):
         return 0
     lists = any(joined_list(v) is not None for col in items.columns for v in items[col])
@@ -585,13 +585,14 @@ def frame_dataset(
     *,
     name: str,
     label: str,
-    read_items: Callable[[Path], pd.DataFrame] = _read_csv,
+    read_items: Callable[[Path], pd.DataFrame] | None = None,
     no_items: str = "no item table",
 ) -> Dataset:
     """The dataset of an interaction table (``origin``: where its rows were read, its index each row's label) and
-    the item table at ``item_path`` (read with ``read_items``; None: ids-only data, noted as ``no_items``): its
-    columns found by name (:func:`find_column`), rows with empty cells and below ``data.min_rating`` handled, each
-    user's rows in time order. ``label`` starts the log line that names the columns found."""
+    the item table at ``item_path`` (read with ``read_items``, else :func:`read_item_table`; None: ids-only data,
+    noted as ``no_items``): its columns found by name (:func:`find_column`), rows with empty cells and below
+    ``data.min_rating`` handled, each user's rows in time order. ``label`` starts the log line that names the columns
+    found."""
     path = origin.path
     cols = list(inter.columns)
     if not _user_and_item(cols, cfg) and (found := unnested(inter, origin, lambda k: _user_and_item(cols + k, cfg))):
@@ -615,7 +616,7 @@ def frame_dataset(
             )  # fmt: skip
         inter = exploded(inter, listed_items, origin, then)
         log.info("%s: one row per item of the lists in column %s", path, listed_items)
-    table = read_items(item_path) if item_path is not None else None
+    table = (read_items or read_item_table)(item_path) if item_path is not None else None
     item = listed_items or _item_column(cols, cfg, None if table is None else list(table.columns))
     if item is None:
         raise _missing(path, "item", "data.item_col", cfg.item_col, ITEM_NAMES, cols, inter)
@@ -690,6 +691,20 @@ def _listed_items(inter: pd.DataFrame, cols: list[str], cfg: DataConfig, user: s
     return id_list_column(inter, [item] if item else named)
 
 
+def read_item_table(path: Path, first_rows: int | None = None) -> pd.DataFrame:
+    """An item table (:func:`~crabrec.data.reading.read_table`); a delimited one whose first line is a row, not a
+    header (MicroLens' ``1,Video about cats``), is read without one: its first column the item id (``item_id``), its
+    second the ``title``, any others ``column3`` ... (logged, unless ``first_rows``: a glance)."""
+    table = read_table(path, first_rows=first_rows)
+    cols = [str(c) for c in table.columns]
+    if table_kind(path, named=True) in (".json", ".jsonl", ".ndjson", ".parquet") or not looks_like_a_row(cols):
+        return table
+    names = ["item_id", "title", *(f"column{n}" for n in range(3, len(cols) + 1))][: len(cols)]
+    if first_rows is None:
+        log.info("%s: no header line: its columns read as %s", path, ", ".join(names))
+    return read_table(path, names=names, first_rows=first_rows)
+
+
 def _item_table_id(table_cols: list[str], item: str, cfg: DataConfig, item_path: Path) -> str:
     """The item table's id column: ``data.item_table_id_col``, else the interactions' item column, else a known
     item-id name."""
@@ -731,7 +746,7 @@ def item_text_glance(cfg: DataConfig) -> list[dict[str, str]]:
             item_path = Path(found)
             lines = cfg.columns is None and item_lines(path) is not None  # one line per user: user, then items
             inter_cols = ["user", "item"] if lines else list(read_table(path, names=cfg.columns, first_rows=0).columns)
-            head = read_table(item_path, first_rows=GLANCE_ROWS)
+            head = read_item_table(item_path, first_rows=GLANCE_ROWS)
             item = _item_column(inter_cols, cfg, list(head.columns)) or DEFAULTS["item_col"]
             id_col = _item_table_id(list(head.columns), item, cfg, item_path)
         else:
