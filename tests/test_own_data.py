@@ -1364,6 +1364,25 @@ def test_names_guessed_for_a_row_follow_what_its_cells_hold():
     assert guess_columns(["7"]) == ["user"] and guess_columns(["1304351475", "u7", "i7"])[:2] == ["user", "item"]
 
 
+@pytest.mark.parametrize("sep", [" ", ";", "|", ", "])
+def test_a_column_of_ids_joined_into_one_text_reads_as_lists(tmp_path, sep):
+    """``user_id,item_ids`` with ``1 2 3`` (or ``1;2;3``, ``1|2|3``, ``"1, 2, 3"``) in a cell: the file was "no item
+    column", and naming the column read each whole list as one item. A column named for items whose cells are ids
+    joined by one separator reads as lists; a user with one item is a list of one. Names with spaces are no lists."""
+    from crabrec.data.reading import joined_ids
+
+    by_user: dict[int, list[int]] = {}
+    for u, i, _ in EVENTS:
+        by_user.setdefault(u, []).append(i)
+    by_user[7] = [5]  # one item
+    rows = [(u, f'"{sep.join(map(str, items))}"') for u, items in by_user.items()]
+    ds = load(write(tmp_path / "lists.csv", "user_id,item_ids", rows))
+    flat = load(write(tmp_path / "flat.csv", "user,item", [(u, i) for u, items in by_user.items() for i in items]))
+    assert ds.users == flat.users and [s.tolist() for s in ds.sequences] == [s.tolist() for s in flat.sequences]
+    assert joined_ids(["Toy Story", "Heat"]) is None and joined_ids(["B01 B02", "N7"]) == " "
+    assert joined_ids(["[1, 2]"]) is None and joined_ids(["12"]) is None
+
+
 def test_one_row_per_user_with_a_list_of_items_reads_as_one_row_per_item(tmp_path):
     """A table of sequences (``user_id,item_ids`` with ``[1, 2, 3]``; Amazon-M2's ``prev_items`` as NumPy prints
     them; a JSON-lines or Parquet list) reads as the long table of the same interactions, in list order. The list

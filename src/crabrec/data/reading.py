@@ -566,14 +566,36 @@ def record_fields(frame: pd.DataFrame) -> dict[str, list[str]]:
 _NUMPY_LIST = re.compile(r"\[\s*(?:'[^']*'\s*)*\]")  # NumPy's print of an array of strings: ['B01' 'B02']
 
 
-def id_list(cell: object) -> list[str] | None:
+_ID_TOKEN = re.compile(r"[A-Za-z0-9_.:-]*[0-9][A-Za-z0-9_.:-]*")  # an id of a joined list: 12, B01, N55189, i_5
+
+
+def joined_ids(cells: Iterable[object]) -> str | None:
+    """The separator of a column of ids joined into one text a cell (``1 2 3``, ``B01;B02``, ``7|8``, ``1, 2``): the
+    one among space, ``;``, ``|`` and ``,`` that some of ``cells`` hold and that splits every cell into ids (each
+    holding a digit, so that a name such as ``Toy Story`` is no list); None when there is none."""
+    texts = [c.strip() for c in cells if isinstance(c, str) and c.strip()]
+    if not texts or any(t[0] in "[{" for t in texts):
+        return None
+    for sep in (";", "|", ",", " "):
+        if not any(sep in t for t in texts):
+            continue
+        tokens = [x.strip() for t in texts for x in (t.split() if sep == " " else t.split(sep))]
+        if all(_ID_TOKEN.fullmatch(x) for x in tokens):
+            return sep
+    return None
+
+
+def id_list(cell: object, sep: str | None = None) -> list[str] | None:
     """A cell holding a flat list of ids, as text: a Parquet or JSON list, its JSON or Python literal
-    (``[1, 2]``, ``['B01', 'B02']``) or NumPy's print of one (``['B01' 'B02']``, as Amazon-M2 ships sessions);
-    None for any other cell (an empty cell: an empty list)."""
+    (``[1, 2]``, ``['B01', 'B02']``), NumPy's print of one (``['B01' 'B02']``, as Amazon-M2 ships sessions) or, with
+    ``sep`` (:func:`joined_ids`), its ids joined by it (``1 2 3``); None for any other cell (an empty cell: an empty
+    list)."""
     if isinstance(cell, str):
         text = cell.strip()
         if not text:
             return []
+        if sep is not None and text[0] not in "[{":
+            return [x.strip() for x in (text.split() if sep == " " else text.split(sep)) if x.strip()]
         if "," not in text and _NUMPY_LIST.fullmatch(text):
             return re.findall(r"'([^']*)'", text)
         try:
@@ -591,8 +613,9 @@ def id_list_column(frame: pd.DataFrame, columns: list[str]) -> str | None:
     more (a table of one row per user and their items in order); None when there is none."""
     for col in columns:
         cells = [c for c in frame[col].iloc[:GLANCE] if not (isinstance(c, str) and not c.strip())]
-        lists = [x for x in map(id_list, cells) if x is not None]
-        if cells and id_list(cells[0]) is not None and any(len(x) > 1 for x in lists):
+        sep = joined_ids(cells)
+        lists = [x for x in (id_list(c, sep) for c in cells) if x is not None]
+        if cells and id_list(cells[0], sep) is not None and any(len(x) > 1 for x in lists):
             return col
     return None
 
@@ -603,8 +626,9 @@ def exploded(frame: pd.DataFrame, col: str, origin: Origin, then: str | None = N
     error naming its row."""
     lists = []
     after = id_cells(frame[then]).str.strip() if then else pd.Series("", index=frame.index)
+    sep = joined_ids(frame[col].iloc[:GLANCE])
     for label, cell, last in zip(frame.index, frame[col], after, strict=True):
-        ids = id_list(cell)
+        ids = id_list(cell, sep)
         if ids is None:
             raise CrabError(
                 f"{origin.row(label)}: column {col!r} holds {clip(repr(cell))}, not a list of item "
