@@ -671,6 +671,28 @@ def test_json_files_of_lines_or_of_an_array_read_as_tables(tmp_path):
     assert item_texts(ds.item_text, EmbedConfig())[0] == "Cafe 1. Food, Coffee. WiFi: free."
 
 
+def test_a_json_object_with_one_array_of_rows_reads_that_array(tmp_path):
+    """The Million Playlist Dataset's slices are one object, ``{"info": {...}, "playlists": [{"pid": 0, "tracks":
+    [{"track_uri": ..., "pos": 0}, ...]}, ...]}``: it was "one JSON object, not a table". The one array of objects is
+    the table; its playlists' tracks are records, named in the error and read once the columns are named."""
+    by_user: dict[int, list[int]] = {}
+    for u, i, _ in EVENTS:
+        by_user.setdefault(u, []).append(i)
+
+    def tracks(items: list[int]) -> list[dict]:
+        return [{"pos": k, "track_uri": f"spotify:track:{i}", "track_name": f"Song {i}"} for k, i in enumerate(items)]
+
+    playlists = [{"name": f"list {u}", "pid": u, "tracks": tracks(items)} for u, items in by_user.items()]
+    path = tmp_path / "mpd.slice.0-999.json"
+    path.write_text(json.dumps({"info": {"slice": "0-999"}, "playlists": playlists}, indent=2))
+    with pytest.raises(CrabError, match=r"found name, pid, tracks; tracks holds records of pos, track_uri, track_name"):
+        load(path)
+    ds = load(path, user_col="pid", item_col="track_uri")
+    assert [[ds.item_ids[j] for j in s] for s in ds.sequences] == [
+        [f"spotify:track:{i}" for i in items] for items in by_user.values()
+    ]
+
+
 def test_a_file_without_a_header_line_reads_with_named_columns(tmp_path):
     headed = load(write(tmp_path / "h.csv", "user,item,rating,timestamp", RATINGS))
     bare = write(tmp_path / "bare.tsv", "\t".join(map(str, RATINGS[0])), RATINGS[1:], sep="\t")

@@ -463,9 +463,11 @@ def _text(path: Path, glance: bool) -> str:
 
 def _json_rows(path: Path, text: str, first_rows: int | None, whole: bool = False) -> pd.DataFrame:
     """One JSON object per line or (``whole``: a ``.json`` file) one array of objects, one object of objects keyed by
-    id (``{"B001": {"title": ...}}``: an ``id`` column holds the keys) or one object of lists (``{"u1": ["B001",
-    ...]}``: each user's items in order, as ``user`` and ``item`` columns); a key missing on a row is an empty cell, a
-    nested value its JSON text; ``first_rows``: at most that many (0: the first row's columns)."""
+    id (``{"B001": {"title": ...}}``: an ``id`` column holds the keys), one object of lists (``{"u1": ["B001",
+    ...]}``: each user's items in order, as ``user`` and ``item`` columns) or one object with one array of objects
+    among other keys (the Million Playlist Dataset's ``{"info": ..., "playlists": [...]}``: that array); a key missing
+    on a row is an empty cell, a nested value its JSON text; ``first_rows``: at most that many (0: the first row's
+    columns)."""
     records: Iterable[tuple[int, dict]] | None = None
     if whole and text.lstrip()[:1] in ("[", "{"):
         try:
@@ -478,6 +480,8 @@ def _json_rows(path: Path, text: str, first_rows: int | None, whole: bool = Fals
             value = [{"id": key, **{f: x for f, x in rec.items() if f != "id"}} for key, rec in value.items()]
         elif isinstance(value, dict) and len(value) > 1 and all(_ids(v) for v in value.values()):
             value = [{"user": key, "item": x} for key, items in value.items() for x in items]  # {user: [item, ...]}
+        elif isinstance(value, dict) and len(rows_at := [k for k, v in value.items() if _objects(v)]) == 1:
+            value = value[rows_at[0]]  # {"info": {...}, "playlists": [{...}, ...]}: the one array of objects
         if isinstance(value, dict) and text.strip().count("\n"):
             raise CrabError(
                 f"{path}: one JSON object, not a table; expected one object per line (its keys the columns) or an "
@@ -497,6 +501,11 @@ def _json_rows(path: Path, text: str, first_rows: int | None, whole: bool = Fals
         raise CrabError(f"{path}: no JSON objects; expected one object per line")
     frame = pd.DataFrame(rows, columns=list(columns), dtype=object).fillna("")
     return frame.iloc[:first_rows]
+
+
+def _objects(value: object) -> bool:
+    """Whether ``value`` is a non-empty list of objects."""
+    return isinstance(value, list) and bool(value) and all(isinstance(x, dict) for x in value)
 
 
 def _ids(value: object) -> bool:
