@@ -671,6 +671,22 @@ def test_json_files_of_lines_or_of_an_array_read_as_tables(tmp_path):
     assert item_texts(ds.item_text, EmbedConfig())[0] == "Cafe 1. Food, Coffee. WiFi: free."
 
 
+def test_json_lines_named_without_an_extension_read_as_json_lines(tmp_path):
+    """Adressa ships its events as JSON lines in files named by day (``one_week/20170101``): "cannot tell the layout
+    from the file name". A file without an extension whose first line is a JSON object is read as JSON lines; a bad
+    row is named by its line."""
+    path = tmp_path / "20170101"
+    path.write_text("".join(json.dumps({"userId": f"cx:{u}", "id": f"a{i}", "time": t}) + "\n" for u, i, t in EVENTS))
+    ds = load(path, item_col="id")
+    want = load(write(tmp_path / "r.csv", "user,item,timestamp", [(f"cx:{u}", f"a{i}", t) for u, i, t in EVENTS]))
+    assert ds.users == want.users and [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    lines = path.read_text().splitlines()
+    lines[2] = lines[2].replace('"time": ', '"time": "soon", "x": ')
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CrabError, match=r"20170101: row 3: time 'soon' is not a number"):
+        load(path, item_col="id")
+
+
 def test_a_json_object_with_one_array_of_rows_reads_that_array(tmp_path):
     """The Million Playlist Dataset's slices are one object, ``{"info": {...}, "playlists": [{"pid": 0, "tracks":
     [{"track_uri": ..., "pos": 0}, ...]}, ...]}``: it was "one JSON object, not a table". The one array of objects is

@@ -56,7 +56,18 @@ def table_kind(path: Path, named: bool = False) -> str | None:
     kind = next((k for k in kinds if name.endswith(k) and len(name) > len(k)), None)
     if kind is None and named and compression == ".zip" and len(inside := zip_members(path)) == 1:
         kind = table_kind(Path(inside[0]), named=True)  # archive.zip holding ratings.csv
+    if kind is None and named and "." not in name and _object_lines(path):  # Adressa's one_week/20170101
+        kind = ".jsonl"
     return None if kind == ".parquet" and compression else kind
+
+
+def _object_lines(path: Path) -> bool:
+    """Whether the file's first line is a JSON object (JSON lines, named without an extension)."""
+    try:
+        first = _head(path).decode("utf-8-sig", errors="replace").lstrip().partition("\n")[0]
+        return path.is_file() and first.startswith("{") and isinstance(json.loads(first), dict)
+    except (*UNREADABLE, ValueError, RecursionError):
+        return False
 
 
 UNREADABLE = (OSError, zipfile.BadZipFile, zlib.error, EOFError)  # a file or an archive member that cannot be read
