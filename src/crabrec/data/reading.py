@@ -56,7 +56,7 @@ def table_kind(path: Path, named: bool = False) -> str | None:
     kind = next((k for k in kinds if name.endswith(k) and len(name) > len(k)), None)
     if kind is None and named and compression == ".zip" and len(inside := zip_members(path)) == 1:
         kind = table_kind(Path(inside[0]), named=True)  # archive.zip holding ratings.csv
-    if kind is None and named and "." not in name and _object_lines(path):  # Adressa's one_week/20170101
+    if kind is None and named and not compression and "." not in name and _object_lines(path):  # Adressa's 20170101
         kind = ".jsonl"
     return None if kind == ".parquet" and compression else kind
 
