@@ -366,7 +366,8 @@ def test_histories_from_standard_input_or_a_pipe_are_told_apart_by_content(kind,
 
 def test_a_history_written_as_a_list_reads_as_its_ids(tiny_run, tmp_path, capsys):
     """A CSV with a list column as pandas writes it (``['B01', 'B02']``), a JSON list in a cell, or ``--history
-    "[1, 2]"`` / ``"1 2"`` / ``"1,2"``: the same ids (the brackets were read as part of the first and last id)."""
+    "[1, 2]"`` / ``"1 2"`` / ``"1,2"`` / ``"1;2"`` / ``"1|2"``: the same ids (the brackets were read as part of the
+    first and last id)."""
     rec = crabrec.load(tiny_run, "sasrec")
     ids = rec.item_ids[:3]
     src, out = tmp_path / "lists.csv", tmp_path / "out.jsonl"
@@ -378,7 +379,7 @@ def test_a_history_written_as_a_list_reads_as_its_ids(tiny_run, tmp_path, capsys
     assert code == 0, err
     expected = [[r.item for r in x] for x in rec.recommend_batch([ids, ids[:2], ids, ids], k=5)]
     assert [json.loads(line)["items"] for line in out.read_text().splitlines()] == expected
-    for text in (f"[{', '.join(ids)}]", " ".join(ids), ",".join(ids), json.dumps(ids)):
+    for text in (f"[{', '.join(ids)}]", " ".join(ids), ",".join(ids), ";".join(ids), "|".join(ids), json.dumps(ids)):
         code, printed, err = run_cli(["recommend", str(tiny_run), "--method", "sasrec", "--history", text, "-k",
                                       "5"], capsys)  # fmt: skip
         assert code == 0, (text, err)
@@ -450,7 +451,7 @@ def bad_files(tmp_path, item: str, user: str):
         (["--history", f"{item},zz"], "history: 1 item id(s) not in this run's catalogue"),
         (["--history", item, "-k", "0"], "k=0: expected an integer from 1 to"),
         (["--history", item, "--method", "bogus"], "method 'bogus': expected one of"),
-        (["--history", f"[{item}, 2"], f"--history '[{item}, 2': expected item ids separated by spaces or commas"),
+        (["--history", f"[{item}, 2"], f"--history '[{item}, 2': expected item ids separated by spaces, commas"),
         (["--input", "brokenlist.csv", "--output", "o.csv"], "brokenlist.csv: line 2: history '[" + item + ", [1]]': "),
     ]
 

@@ -1,9 +1,9 @@
 """History files for ``crabrec recommend --input/--output``: CSV, TSV, parquet or JSON lines, chosen by the extension
 (standard input and pipes, which have none, by their content).
 
-Input: one history per row in a ``history`` column (CSV: item ids separated by spaces or commas, or a list literal
-such as ``[1, 2]``, the file's delimiter a comma, tab, semicolon or bar, whichever its header line has most; TSV: tab;
-parquet: a list column or such a string; JSONL: ``{"history": [...]}`` per line), and optionally
+Input: one history per row in a ``history`` column (CSV: item ids separated by spaces, commas, ``;`` or ``|``, or
+a list literal such as ``[1, 2]``, the file's delimiter a comma, tab, semicolon or bar, whichever its header line has
+most; TSV: tab; parquet: a list column or such a string; JSONL: ``{"history": [...]}`` per line), and optionally
 a ``user_id`` column (a user of the run's data by their id in it: a row without a history gets their known one) or a
 ``user`` column (the run's user index); TIGER reads the user. A ``.txt`` file holds one user a line, as S3-Rec's
 ``Beauty.txt`` and P5's ``sequential_data.txt`` write them: the user's id, then the history's item ids (spaces,
@@ -28,7 +28,7 @@ from crabrec.io import atomic_path, input_text, json_object_lines, list_literal,
 FORMATS = (".csv", ".tsv", ".parquet", ".jsonl")  # what --output writes; --input reads .txt too
 INPUT_FORMATS = (*FORMATS, ".txt")
 STDIN_NAME = "standard input"
-SPLIT = re.compile(r"[\s,]+")
+SPLIT = re.compile(r"[\s,;|]+")  # ids apart: spaces, commas, semicolons, bars
 
 
 def file_format(path: Path, formats: tuple[str, ...] = FORMATS) -> str:
@@ -221,7 +221,7 @@ def _need_history(path: str, columns: list[str]) -> None:
 
 
 def history_ids(text: str) -> list[str]:
-    """A history written as text: item ids separated by spaces or commas, or a JSON or Python list of them
+    """A history written as text: item ids separated by spaces, commas, ``;`` or ``|``, or a JSON or Python list of them
     (``[1, 2]``, ``['B01', 'B02']``: how pandas and MiniOneRec's CSVs write a list); ValueError for a broken list."""
     text = text.strip()
     if text.startswith("["):
@@ -229,8 +229,8 @@ def history_ids(text: str) -> list[str]:
             return [str(v) for v in list_literal(text)]
         except ValueError:
             raise ValueError(
-                f"{clip(repr(text), 40)}: expected item ids separated by spaces or commas, or a list of them such "
-                "as [1, 2] or ['B01', 'B02']"
+                f"{clip(repr(text), 40)}: expected item ids separated by spaces, commas, ';' or '|', or a list of "
+                "them such as [1, 2] or ['B01', 'B02']"
             ) from None
     return [v for v in SPLIT.split(text) if v]
 
