@@ -1019,6 +1019,28 @@ def test_an_item_table_without_a_header_line_reads_its_first_column_as_the_id(tm
     assert [g["title"] for g in glance[:2]] == ["Cats, part 1", "Cats, part 2"]
 
 
+def test_a_folder_of_tables_with_the_same_columns_reads_them_as_one_table(tmp_path):
+    """REES46's e-commerce events ship a file a month (``2019-Oct.csv``, ``2019-Nov.csv``, the same columns): the
+    folder was "expected one interaction table ..., found 2". Tables with the same columns are parts of one table,
+    beside an item table too; a bad row is named by its own file and line."""
+    folder = tmp_path / "rees46"
+    folder.mkdir()
+    header = "event_time,event_type,product_id,user_id"
+    when = lambda t: pd.Timestamp(t, unit="s").strftime("%Y-%m-%d %H:%M:%S UTC")  # noqa: E731
+    rows = [(when(t), "view", i, u) for u, i, t in EVENTS]
+    write(folder / "2019-Oct.csv", header, rows[::2])
+    write(folder / "2019-Nov.csv", header, rows[1::2])
+    want = load(write(tmp_path / "all.csv", header, rows))
+    ds = load(folder)
+    assert ds.name == "rees46" and ds.users == want.users
+    assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    write(folder / "products.csv", "product_id,title", [(i, f"Phone {i}") for i in range(1, 13)])
+    assert load(folder).item_text[0]["title"] == "Phone 1"
+    write(folder / "2019-Oct.csv", header, [*rows[:2:2], (when(1), "view", "", 1), *rows[4::2]])
+    with pytest.raises(CrabError, match=r"2019-Oct.csv: row 3: empty item id in column 'product_id'"):
+        load(folder)
+
+
 def test_a_hetrec_folder_of_dat_tables_names_its_two_interaction_tables(tmp_path):
     """HetRec's Last.fm ships tab-separated ``.dat`` tables with headers: the folder was 'no known layout found'. Its
     tables are read by their headers; two hold user and item columns (plays, and tags with times), so the error

@@ -200,10 +200,18 @@ def read_rows(path: Path, names: list[str] | None = None, headerless: bool = Fal
     split = split_tables(path)
     if not split:
         return read_table(path, names=names), Origin(path, first_row(path, headerless or names is not None))
-    frames = [read_table(p, names=names) for p in split]
+    return read_parts(path, split, names, headerless)
+
+
+def read_parts(
+    path: Path, files: list[Path] | tuple[Path, ...], names: list[str] | None = None, headerless: bool = False
+) -> tuple[pd.DataFrame, Origin]:
+    """The tables ``files`` (a dataset's train, valid and test tables, or a folder's tables of the same columns) read
+    as one table, whose rows keep the name of their own file and line; ``path``: the folder."""
+    frames = [read_table(p, names=names) for p in files]
     starts = np.cumsum([0] + [len(f) for f in frames[:-1]])
     parts = tuple(
-        (int(s), p, first_row(p, headerless or names is not None)) for s, p in zip(starts, split, strict=True)
+        (int(s), p, first_row(p, headerless or names is not None)) for s, p in zip(starts, files, strict=True)
     )
     return _joined(frames), Origin(path, parts[0][2], parts)
 

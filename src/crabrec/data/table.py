@@ -15,6 +15,7 @@ import contextlib
 import logging
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,7 @@ from crabrec.data.reading import (
     looks_like_a_row,
     named_tables,
     parquet_dataset,
+    read_parts,
     read_rows,
     read_table,
     record_fields,
@@ -262,6 +264,7 @@ def table_revision(cfg: DataConfig) -> int:
         if layout != "table":
             return 0
         path, item_path = resolve_folder(path, cfg) if path.is_dir() else (path, cfg.item_table)
+        path = path.paths[0] if isinstance(path, Parts) else path
         head = read_table(path, names=cfg.columns, first_rows=GLANCE_ROWS)
         items = read_item_table(Path(item_path), first_rows=GLANCE_ROWS) if item_path else pd.DataFrame()
     except (CrabError, OSError, ValueError):
@@ -485,13 +488,22 @@ def filled_rows(
     return inter[~blank], [note]
 
 
-def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path, Path | None]:
+@dataclass(frozen=True)
+class Parts:
+    """Tables of one folder with the same columns, read as one table in name order (REES46's monthly files)."""
+
+    paths: tuple[Path, ...]
+
+
+def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path | Parts, Path | None]:
     """``(interactions, item table)`` in a folder of tables (or, with none, of the files :func:`named_tables` reads
     as tables: Yelp's JSON lines, HetRec's ``.dat`` files): the one file with user and item columns, and the one
     other file with an item column (or ``data.item_table``). Among several, the one named for reviews or ratings
-    holds the interactions (Yelp's ``review.json`` beside ``tip.json``), and the one named for the item column's kind
-    the items (``business.json`` for ``business_id``, beside ``checkin.json``); a table of users (no item column) is
-    left out. ``say``: log which tables were chosen (the data stage does; a glance at the folder does not)."""
+    holds the interactions (Yelp's ``review.json`` beside ``tip.json``), or, when they all have the same columns,
+    they are :class:`Parts` of one table (REES46's ``2019-Oct.csv`` and ``2019-Nov.csv``); the one named for the item
+    column's kind holds the items (``business.json`` for ``business_id``, beside ``checkin.json``); a table of users
+    (no item column) is left out. ``say``: log which tables were chosen (the data stage does; a glance at the folder
+    does not)."""
     if parquet_dataset(path):  # the folder is one table, in parts
         return path, Path(cfg.item_table) if cfg.item_table else None
     tables = sorted(p for p in path.iterdir() if table_kind(p) and p.is_file() or parquet_dataset(p))
@@ -507,12 +519,15 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
     split = split_tables(path)
     if split and set(inter) <= set(split):  # one table's train, valid and test rows (sessions: no user column)
         inter, others = [path], [p for p in others if p not in split]
+    same = len(both) > 1 and all(columns[p] == columns[both[0]] for p in both)
+    if len(inter) > 1 and same and not _named_for(both, INTERACTION_WORDS):  # logged as the data's label
+        inter, both = [Parts(tuple(both))], []
     if len(inter) > 1 and (chosen := _named_for(both, INTERACTION_WORDS) if len(both) > 1 else both[:1]):
         left = {
             "no item column": [p.name for p in inter if p not in both],
             "--data FILE reads one instead": [p.name for p in both if p != chosen[0]],
         }
-        said = "; ".join(f"{', '.join(names)}: {why}" for why, names in left.items() if names)
+        said = "; ".join(f"{', '.join(files)}: {why}" for why, files in left.items() if files)
         if say:
             log.info("%s: interactions from %s (%s)", path, chosen[0].name, said)
         inter = chosen
@@ -524,7 +539,8 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
         )
     if cfg.item_table:
         return inter[0], Path(cfg.item_table)
-    item = find_column(columns.get(inter[0], []), cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    first = inter[0].paths[0] if isinstance(inter[0], Parts) else inter[0]
+    item = find_column(columns.get(first, []), cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
     if len(others) > 1 and item and (chosen := _named_for(others, tuple(w for w in _words(item) if w != "id"))):
         if say:
             log.info("%s: items from %s (--items FILE reads another)", path, chosen[0].name)
@@ -550,13 +566,18 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     folder = path.is_dir() and not parquet_dataset(path)  # a folder of tables, not one table in parts
     if folder and cfg.columns is not None:
         raise CrabError(f"{path}: data.columns names the columns of one file: give it with --data FILE")
+    parts = None
     if folder:
-        path, item_path = resolve_folder(path, cfg, say=True)
+        folder_path = path
+        found, item_path = resolve_folder(path, cfg, say=True)
+        parts, path = (found, folder_path) if isinstance(found, Parts) else (None, found)
     else:
         item_path = Path(cfg.item_table) if cfg.item_table else None
     sep = item_lines(path) if cfg.columns is None and not folder else None
     notes = []
-    if sep is not None:  # one line per user: its id, then its items
+    if parts is not None:
+        inter, origin = read_parts(path, parts.paths)
+    elif sep is not None:  # one line per user: its id, then its items
         inter, empty = item_lines_frame(path, sep)
         origin = Origin(path, 1)
         notes.append("one line per user: the user's id, then the user's items in order")
@@ -567,9 +588,10 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         inter, origin = read_rows(path, cfg.columns)
     label = f"{path.name}: "
     if folder:
-        parts = ", ".join(p.name for p in split_tables(path)) + " (as one table; crabrec splits it)"
+        one = ", ".join(p.name for p in (parts.paths if parts else split_tables(path))) + " (as one table"
+        one += "; crabrec splits it)" if not parts else ": the same columns)"
         label = (
-            f"{path.parent if path.is_file() else path}: interactions from {parts if path.is_dir() else path.name}, "
+            f"{path.parent if path.is_file() else path}: interactions from {one if path.is_dir() else path.name}, "
             + (f"items from {item_path.name}; " if item_path else "no item table; ")
         )
     ds = frame_dataset(inter, origin, cfg, item_path, name=dataset_name(path), label=label)
@@ -741,6 +763,7 @@ def item_text_glance(cfg: DataConfig) -> list[dict[str, str]]:
             id_col = _item_table_id(list(head.columns), item, cfg, item_path)
         elif layout == "table":
             path, found = resolve_folder(path, cfg) if path.is_dir() else (path, cfg.item_table)
+            path = path.paths[0] if isinstance(path, Parts) else path
             if not found:
                 return []
             item_path = Path(found)
