@@ -567,10 +567,9 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     if folder and cfg.columns is not None:
         raise CrabError(f"{path}: data.columns names the columns of one file: give it with --data FILE")
     parts = None
-    if folder:
-        folder_path = path
+    if folder:  # the interactions: a file of the folder, the folder (split tables), or parts read from the folder
         found, item_path = resolve_folder(path, cfg, say=True)
-        parts, path = (found, folder_path) if isinstance(found, Parts) else (None, found)
+        parts, path = (found, path) if isinstance(found, Parts) else (None, found)
     else:
         item_path = Path(cfg.item_table) if cfg.item_table else None
     sep = item_lines(path) if cfg.columns is None and not folder else None
