@@ -402,7 +402,7 @@ def _kept_rows(inter: pd.DataFrame, path: Path, keep: dict[str, list[str]]) -> t
                 f"{path}: data.keep_rows: no row has {col} in {values} ({col} holds {common}"
                 f"{' ...' if held.size > 5 else ''})"
             )
-        inter = inter[cells.isin(passing).to_numpy()]
+        inter = inter[cells.isin(passing).to_numpy()].copy(deep=False)  # its own frame: columns set later are its
         said.append(f"{col} in {', '.join(values)}")
     note = f"kept {len(inter):,} of {total:,} rows: {'; '.join(said)} (data.keep_rows)"
     log.info("%s: %s", path, note)
