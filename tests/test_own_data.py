@@ -1041,6 +1041,24 @@ def test_a_folder_of_tables_with_the_same_columns_reads_them_as_one_table(tmp_pa
         load(folder)
 
 
+def test_parquet_parts_beside_a_parquet_item_table_are_a_folder_of_tables(tmp_path):
+    """``part-0.parquet``, ``part-1.parquet`` and ``items.parquet`` in one folder were read as one Parquet dataset,
+    whose columns were the item table's: "no user column (found item_id, title)". Parquet files of different columns
+    are a folder of tables: the parts of the same columns are the interactions, the other the items."""
+    folder = tmp_path / "pq"
+    folder.mkdir()
+    frame = pd.DataFrame(EVENTS, columns=["user_id", "item_id", "timestamp"])
+    frame.iloc[::2].to_parquet(folder / "part-0.parquet")
+    frame.iloc[1::2].to_parquet(folder / "part-1.parquet")
+    pd.DataFrame({"item_id": range(1, 13), "title": [f"Movie {i}" for i in range(1, 13)]}).to_parquet(
+        folder / "items.parquet"
+    )
+    ds = load(folder)
+    want = load(write(tmp_path / "r.csv", "user,item,timestamp", EVENTS))
+    assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    assert ds.item_text[0]["title"] == "Movie 1"
+
+
 def test_a_hetrec_folder_of_dat_tables_names_its_two_interaction_tables(tmp_path):
     """HetRec's Last.fm ships tab-separated ``.dat`` tables with headers: the folder was 'no known layout found'. Its
     tables are read by their headers; two hold user and item columns (plays, and tags with times), so the error

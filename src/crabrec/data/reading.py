@@ -250,11 +250,23 @@ def split_tables(path: Path) -> list[Path]:
 def parquet_dataset(path: Path) -> bool:
     """Whether ``path`` is a folder of Parquet parts, as Spark, Dask or pandas write one table (``part-0.parquet``
     ..., perhaps in partition folders such as ``event=view/``; files named ``_SUCCESS``, ``_metadata`` or ``.x.crc``
-    are theirs): one table, read whole."""
+    are theirs): one table, read whole. Parquet files of different columns (interactions in parts beside
+    ``items.parquet``) are a folder of tables instead."""
     if not path.is_dir():
         return False
-    files = [p for p in path.rglob("*") if p.is_file() and not p.name.startswith(("_", "."))]
-    return bool(files) and all(p.name.lower().endswith(".parquet") for p in files)
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(("_", ".")))
+    if not files or not all(p.name.lower().endswith(".parquet") for p in files):
+        return False
+    try:
+        import pyarrow.parquet as pq
+
+        schemas = {tuple(pq.read_schema(p).names) for p in files[:SCHEMAS]}
+    except Exception:  # noqa: BLE001 (a part pyarrow cannot read: reading the table says why)
+        return True
+    return len(schemas) == 1
+
+
+SCHEMAS = 200  # the parts whose columns parquet_dataset compares
 
 
 def _parquet_parts(path: Path, first_rows: int | None) -> pd.DataFrame:
