@@ -946,6 +946,15 @@ def test_a_column_of_clicks_that_holds_zeros_is_warned_about_and_noted(tmp_path,
     with caplog.at_level("WARNING", logger="crabrec"):
         ds = load(path, keep_rows={"is_click": ["1"]})
     assert ds.n_interactions == len(rows) - zeros and "is 0 in" not in caplog.text
+    caplog.clear()  # Goodreads' is_read, true or false: the suggested filter is written as the column writes it
+    shelved = tmp_path / "shelves.jsonl"
+    shelved.write_text(
+        "".join(json.dumps({"user_id": r[0], "book_id": r[1], "is_read": r[3] == 1}) + "\n" for r in rows)
+    )
+    with caplog.at_level("WARNING", logger="crabrec"):
+        load(shelved)
+    assert f"is_read is false in {zeros} of" in caplog.text and "data.keep_rows={is_read: [true]}" in caplog.text
+    assert load(shelved, keep_rows={"is_read": ["true"]}).n_interactions == len(rows) - zeros
 
 
 def test_unnested_records_of_different_fields_fill_the_gaps_and_override_the_row():

@@ -412,7 +412,7 @@ def _kept_rows(inter: pd.DataFrame, path: Path, keep: dict[str, list[str]]) -> t
 # columns that may mark a row shown but not acted on (0) among rows acted on (1): KuaiRand's is_click, Tenrec's click
 FEEDBACK_NAMES = (
     "click", "clicked", "is_click", "is_clicked", "clk", "label", "like", "liked", "is_like", "purchase",
-    "purchased", "is_purchase", "buy", "is_buy", "converted", "conversion", "is_positive", "positive",
+    "purchased", "is_purchase", "buy", "is_buy", "converted", "conversion", "is_positive", "positive", "is_read",
 )  # fmt: skip
 _FEEDBACK = {_norm(n) for n in FEEDBACK_NAMES}
 _ZERO, _ONE = {"0", "0.0", "false"}, {"1", "1.0", "true"}
@@ -428,13 +428,16 @@ def _feedback_zeros(inter: pd.DataFrame, path: Path, keep: dict[str, list[str]])
         cells = id_cells(inter[col]).str.lower()
         held = set(cells.unique())
         if held <= _ZERO | _ONE and held & _ZERO and held & _ONE:
-            flagged.append((col, int(cells.isin(_ZERO).sum())))
+            no, yes = min(held & _ZERO), min(held & _ONE)  # as the column writes them: 0 and 1, or false and true
+            flagged.append((col, int(cells.isin(_ZERO).sum()), no, yes))
     if not flagged:
         return []
-    zeros = ", ".join(f"{col} is 0 in {n:,} of {len(inter):,} rows ({n / len(inter):.0%})" for col, n in flagged)
+    zeros = ", ".join(f"{col} is {no} in {n:,} of {len(inter):,} rows ({n / len(inter):.0%})"
+                      for col, n, no, _ in flagged)  # fmt: skip
+    col, _, no, yes = flagged[0]
     note = (
-        f"{zeros}: every row is read as an interaction; if 0 marks an item shown but not acted on, keep the other "
-        f"rows with --set 'data.keep_rows={{{flagged[0][0]}: [1]}}'"
+        f"{zeros}: every row is read as an interaction; if {no} marks an item shown but not acted on, keep the other "
+        f"rows with --set 'data.keep_rows={{{col}: [{yes}]}}'"
     )
     log.warning("%s: %s", path, note)
     return [note]
