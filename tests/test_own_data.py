@@ -236,11 +236,12 @@ def test_a_date_column_of_days_gives_way_to_a_finer_time_column(tmp_path):
     from crabrec.pipeline import RunContext
     from crabrec.stages import registry
 
-    when = pd.to_datetime([t for _, _, t in EVENTS], unit="s", utc=True) + pd.Timedelta(hours=9)
+    events = [(u, i, 1_600_000_000 + (t - 1_600_000_000) * 1000) for u, i, t in EVENTS]  # over 8 days
+    when = pd.to_datetime([t for _, _, t in events], unit="s", utc=True) + pd.Timedelta(hours=9)
     days_of = when.strftime("%Y%m%d").astype(int)
-    rows = [(u, i, day, t * 1000, 1) for (u, i, t), day in zip(EVENTS, days_of)][::-1]  # latest first
+    rows = [(u, i, day, t * 1000, 1) for (u, i, t), day in zip(events, days_of)][::-1]  # latest first
     path = write(tmp_path / "log.csv", "user_id,video_id,date,time_ms,is_click", rows)
-    ds, want = load(path), load(write(tmp_path / "flat.csv", "user,item,timestamp", EVENTS))
+    ds, want = load(path), load(write(tmp_path / "flat.csv", "user,item,timestamp", events))
     assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
     assert all(np.array_equal(a, b) for a, b in zip(ds.timestamps, want.timestamps))
     days = load(path, time_col="date")
@@ -250,6 +251,25 @@ def test_a_date_column_of_days_gives_way_to_a_finer_time_column(tmp_path):
     assert min(t.min() for t in days.timestamps) == pd.Timestamp(when.min().date(), tz="UTC").timestamp()
     cfg = load_config(overrides={"data": {"path": str(path)}})
     assert RunContext(config=cfg, stages=registry()).revision("data") == 16 + 512
+
+
+def test_a_time_column_of_one_value_is_no_time(tmp_path, caplog):
+    """A ``timestamp`` of ``0`` on every row (a placeholder) was read as the time: the global-time split then cut
+    the samples in file order, the last users' items made the test set. Such a column is no time (a warning and a
+    note; leave-one-out), and the table gets revision 8192."""
+    from crabrec.config import load_config
+    from crabrec.pipeline import RunContext
+    from crabrec.stages import registry
+
+    path = write(tmp_path / "zeros.csv", "user,item,timestamp", [(u, i, 0) for u, i, _ in EVENTS])
+    with caplog.at_level("WARNING", logger="crabrec"):
+        ds = load(path)
+    said = "column timestamp holds one value for every row (0), so it is not read as the time"
+    assert ds.timestamps is None and said in caplog.text and any(said in n for n in ds.notes)
+    assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in load(write(
+        tmp_path / "r.csv", "user,item", [(u, i) for u, i, _ in EVENTS])).sequences]  # fmt: skip
+    cfg = load_config(overrides={"data": {"path": str(path)}})
+    assert RunContext(config=cfg, stages=registry()).revision("data") == 8192
 
 
 def test_timestamp_parsing_known_answers():

@@ -54,7 +54,7 @@ from crabrec.data.reading import (
     whole_numbers,
 )
 from crabrec.data.times import DAY_MONTH, AmbiguousDates, per_second, timestamps
-from crabrec.errors import CrabError, listed
+from crabrec.errors import CrabError, clip, listed
 
 log = logging.getLogger("crabrec")
 
@@ -251,7 +251,9 @@ def table_revision(cfg: DataConfig) -> int:
     - 2048: a user or item column writes its ids as whole numbers with a fraction of zeros (``7.0``, as pandas writes
       a float column; the ids were ``7.0``, and did not match an item table's ``7``);
     - 4096: the item table holds JSON objects (Amazon 2023's ``details``, Yelp's ``attributes``): their braces and
-      quotes were embedded.
+      quotes were embedded;
+    - 8192: its time column holds one value on every row read (a placeholder, read as the time: the global-time split
+      cut the samples in file order).
 
     0 for any other layout or a file it cannot read (the data stage reports those)."""
     from crabrec.data.loaders import detect_format, embedded_path, joined_list, joined_record
@@ -303,7 +305,8 @@ def table_revision(cfg: DataConfig) -> int:
         with contextlib.suppress(CrabError):
             seconds = _times(head[time], Origin(path, 2), time, None)
             finer = _finer_time(head, Origin(path, 2), time, seconds, (user or "", item or "")) is not None
-    revision += 512 * int(finer) + 1024 * int(early)
+    constant = column is not None and len(head) > 1 and head[column].astype(str).str.strip().nunique() == 1
+    revision += 512 * int(finer) + 1024 * int(early) + 8192 * int(constant)
     return revision + int(by_name is not None) + 2 * int(numeric_dates) + 16 * int(as_numbers)
 
 
@@ -667,6 +670,14 @@ def frame_dataset(
         time, ts = finer
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
         time, ts = _found_time(inter, origin, (user, item), cfg.time_format)
+    if ts is not None and len(ts) > 1 and np.all(ts == ts[0]):  # a placeholder: no order, and no split by time
+        constant = (
+            f"column {time} holds one value for every row ({clip(str(inter[time].iloc[0]))}), so it is not read as "
+            "the time: each user's rows are taken in file order"
+        )
+        log.warning("%s: %s", path, constant)
+        dropped.append(constant)
+        time, ts = None, None
     if rating is not None:
         keep = rated_at_least(
             inter[rating], cfg.min_rating, str(path), rating, lambda row: origin.row(inter.index[row])
