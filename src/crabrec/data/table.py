@@ -266,7 +266,7 @@ def table_revision(cfg: DataConfig) -> int:
         if layout != "table":
             return 0
         path, item_path = resolve_folder(path, cfg) if path.is_dir() else (path, cfg.item_table)
-        path = path.paths[0] if isinstance(path, Parts) else path
+        path = first_table(path)
         head = read_table(path, names=cfg.columns, first_rows=GLANCE_ROWS)
         items = read_item_table(Path(item_path), first_rows=GLANCE_ROWS) if item_path else pd.DataFrame()
     except (CrabError, OSError, ValueError):
@@ -501,6 +501,11 @@ class Parts:
     paths: tuple[Path, ...]
 
 
+def first_table(found: Path | Parts) -> Path:
+    """The table :func:`resolve_folder` found, or the first of its parts (whose header stands for them all)."""
+    return found.paths[0] if isinstance(found, Parts) else found
+
+
 def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path | Parts, Path | None]:
     """``(interactions, item table)`` in a folder of tables (or, with none, of the files :func:`named_tables` reads
     as tables: Yelp's JSON lines, HetRec's ``.dat`` files): the one file with user and item columns, and the one
@@ -545,8 +550,7 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
         )
     if cfg.item_table:
         return inter[0], Path(cfg.item_table)
-    first = inter[0].paths[0] if isinstance(inter[0], Parts) else inter[0]
-    item = find_column(columns.get(first, []), cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    item = find_column(columns.get(first_table(inter[0]), []), cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
     if len(others) > 1 and item and (chosen := _named_for(others, tuple(w for w in _words(item) if w != "id"))):
         if say:
             log.info("%s: items from %s (--items FILE reads another)", path, chosen[0].name)
@@ -776,7 +780,7 @@ def item_text_glance(cfg: DataConfig) -> list[dict[str, str]]:
             id_col = _item_table_id(list(head.columns), item, cfg, item_path)
         elif layout == "table":
             path, found = resolve_folder(path, cfg) if path.is_dir() else (path, cfg.item_table)
-            path = path.paths[0] if isinstance(path, Parts) else path
+            path = first_table(path)
             if not found:
                 return []
             item_path = Path(found)
