@@ -56,3 +56,24 @@ def test_a_bad_argument_is_a_one_line_error(kwargs, expect, tmp_path):
         crabrec.run(overrides=overrides, **kwargs)
     assert expect in str(err.value) and "\n" not in str(err.value)
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_off_a_terminal_the_libraries_bars_stay_off_as_ours_do(small_office, tmp_path):
+    """From Python with stderr no terminal (a notebook, a script logging to a file), transformers' bars (saving the
+    model, loading the encoder) draw no frames, as ours draw none; after the call they are as they were."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys; import crabrec; from transformers.utils import logging as hf; "
+        "crabrec.run(data=sys.argv[1], overrides=json.loads(sys.argv[2]), until='train'); "
+        "print(hf.is_progress_bar_enabled())"
+    )
+    overrides = json.dumps({**tiny_overrides(), "runs_dir": str(tmp_path), "train.epochs": 1})
+    env = {k: v for k, v in os.environ.items() if k not in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS")}
+    res = subprocess.run([sys.executable, "-c", script, str(small_office), overrides], capture_output=True, text=True,
+                         env=env, timeout=300)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "\r" not in res.stderr and "Writing model shards" not in res.stderr, res.stderr[-2000:]
+    assert res.stdout.split() == ["True"]

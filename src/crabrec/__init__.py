@@ -62,7 +62,8 @@ def run(
 
     What the command prints goes to the ``crabrec`` logger (``logging.basicConfig()`` and
     ``logging.getLogger("crabrec").setLevel(logging.INFO)`` show it): a line per stage and epoch, and where stderr
-    is no terminal (a notebook), a line a minute inside a long loop instead of a progress bar. A bad setting or
+    is no terminal (a notebook), a line a minute inside a long loop instead of a progress bar (the libraries' bars,
+    such as transformers' when it saves a model, are off for the call then). A bad setting or
     input raises :class:`crabrec.errors.CrabError` with the command's one-line message; Ctrl-C stops the run with
     the same cleanup, the finished stages kept.
 
@@ -71,6 +72,7 @@ def run(
         run = crabrec.run(data="ratings.csv", items="movies.csv", overrides={"train.epochs": 3})
         print(crabrec.results(run)[["HR@10", "DGU@10"]])
     """
+    from crabrec.progress import library_bars_off
     from crabrec.runner import RunOptions, run_all
 
     def names(value: str | Sequence[str] | None) -> list[str] | None:
@@ -92,7 +94,8 @@ def run(
         values=dict(overrides) if overrides is not None else None,
     )
     cfg = options.resolve()
-    run_all(cfg, names(force), names(until), seeds, frontier, jobs)
+    with library_bars_off(only_off_terminal=True):  # the libraries' bars follow ours, as in the command
+        run_all(cfg, names(force), names(until), seeds, frontier, jobs)
     return Path(cfg.run_dir)
 
 

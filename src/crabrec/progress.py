@@ -13,7 +13,8 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -118,6 +119,29 @@ def _duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m {s % 60:02d}s"
     return f"{s // 3600}h {s % 3600 // 60:02d}m"
+
+
+@contextmanager
+def library_bars_off(only_off_terminal: bool = False) -> Iterator[None]:
+    """Hugging Face's bars (transformers' weight loading and saving, the Hub's) off for the length of a block, and as
+    they were afterwards. ``only_off_terminal``: only where ours are off too (a call from Python, whose process set
+    no verbosity: a notebook, a script logging to a file)."""
+    if only_off_terminal and bars_enabled():
+        yield
+        return
+    from huggingface_hub import utils as hub
+    from transformers.utils import logging as hf_logging
+
+    shown, hub_shown = hf_logging.is_progress_bar_enabled(), not hub.are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()
+    hub.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+        if hub_shown:
+            hub.enable_progress_bars()
 
 
 def _silence_third_party_bars() -> None:

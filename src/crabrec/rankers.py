@@ -6,7 +6,6 @@ registry entry builds (``Method.ranker``), so what a user gets from the API is e
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
@@ -14,6 +13,7 @@ import numpy as np
 
 from crabrec.data.dataset import Samples
 from crabrec.errors import CrabError
+from crabrec.progress import library_bars_off
 from crabrec.runfiles import load_checked
 
 
@@ -74,23 +74,9 @@ def load_generator(model_dir: Path, codebook):
         auto = tiger_class(config)
     else:
         auto = AutoModelForCausalLM
-    with quiet_loading():
+    with library_bars_off():  # no "Loading weights" bar for our small saved models
         model = load_checked(model_dir / "model.safetensors", lambda: auto.from_pretrained(model_dir))
     return model.to(inference_device())
-
-
-@contextmanager
-def quiet_loading():
-    """No "Loading weights" bar from transformers for our small saved models (restored afterwards)."""
-    from transformers.utils import logging as hf_logging
-
-    shown = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if shown:
-            hf_logging.enable_progress_bar()
 
 
 def generator_io(model_dir: Path, codebook):

@@ -52,12 +52,13 @@ class SasrecRanker:
 
     def __init__(self, model_dir, width: int) -> None:
         from crabrec.models.sasrec import SASRec, SASRecConfig
-        from crabrec.rankers import inference_device, quiet_loading, untrained
+        from crabrec.progress import library_bars_off
+        from crabrec.rankers import inference_device, untrained
         from crabrec.runfiles import load_checked
 
         if not (model_dir / "config.json").is_file():
             raise untrained(model_dir)
-        with quiet_loading():  # the config first, so that an error names the file at fault
+        with library_bars_off():  # the config first, so that an error names the file at fault
             config = load_checked(model_dir / "config.json", lambda: SASRecConfig.from_pretrained(model_dir))
             model = load_checked(
                 model_dir / "model.safetensors", lambda: SASRec.from_pretrained(model_dir, config=config)
