@@ -1524,3 +1524,46 @@ def test_a_table_whose_item_column_holds_lists_recomputes_its_data_stage(tmp_pat
     (tmp_path / "seqs.csv").write_text('user,item\n1,"[1, 2]"\n2,"[2, 3]"\n')
     assert table_revision(DataConfig(path=str(tmp_path / "seqs.csv"))) == 64
     assert table_revision(DataConfig(path=str(write(tmp_path / "long.csv", "user,item", EVENTS)))) == 0
+
+
+def test_order_lines_beside_a_table_of_orders_read_as_each_orders_users_items(tmp_path, caplog):
+    """Instacart ships its lines without users (``order_products__prior.csv``: ``order_id``, ``product_id``) and the
+    users in ``orders.csv`` (``order_id``, ``user_id``, ``order_number``); the folder was "several item tables". The
+    lines take their order's user and follow the orders table's rows: each user's items as the plain table has them,
+    though the line tables list the orders by id. With a time in the orders table (Olist's), the time orders them."""
+    folder = tmp_path / "instacart"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    orders = [(u, [i for v, i, _ in EVENTS if v == u][n : n + 2]) for u in range(1, 7) for n in range(0, 10, 2)]
+    ids = rng.permutation(len(orders)) + 100
+    write(folder / "orders.csv", "order_id,user_id,eval_set,order_number,order_dow,order_hour_of_day",
+          [(ids[k], u, "prior", k % 5 + 1, 3, 12) for k, (u, _) in enumerate(orders)])  # fmt: skip
+    lines = sorted((ids[k], i, n + 1, 0) for k, (_, items) in enumerate(orders) for n, i in enumerate(items))
+    prior, train = [r for r in lines if r[0] % 3], [r for r in lines if not r[0] % 3]  # an order's lines in one
+    write(folder / "order_products__prior.csv", "order_id,product_id,add_to_cart_order,reordered", prior)
+    write(folder / "order_products__train.csv", "order_id,product_id,add_to_cart_order,reordered", train)
+    write(folder / "products.csv", "product_id,product_name,aisle_id", [(i, f"Bananas {i}", 1) for i in range(1, 13)])
+    write(folder / "aisles.csv", "aisle_id,aisle", [(1, "fresh fruits")])
+    want = load(write(tmp_path / "plain.csv", "user_id,product_id", [(u, i) for u, items in orders for i in items]))
+    ds = load(folder)
+    assert ds.users == want.users and ds.timestamps is None
+    assert [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    assert ds.item_text[0]["product_name"] == "Bananas 1"
+    assert any("joined to orders.csv by order_id" in note for note in ds.notes)
+    with pytest.raises(CrabError, match=r"prior.csv: no user column .*; or give its folder, --data .*instacart, to "
+                       r"read order_products__prior.csv, order_products__train.csv joined to orders.csv by order_id$"):
+        load(folder / "order_products__prior.csv")
+    write(folder / "order_products__train.csv", "order_id,product_id,add_to_cart_order,reordered",
+          [*train, (1, 5, 1, 0), (2, 6, 1, 0)])  # fmt: skip
+    assert [s.tolist() for s in load(folder).sequences] == [s.tolist() for s in want.sequences]
+    assert "left out 2 line(s) of orders that orders.csv does not list (the first: " in caplog.text
+    assert "order_products__train.csv: row " in caplog.text
+    with open(folder / "orders.csv", "a") as f:
+        f.write(f"{ids[3]},9,prior,6,3,12\n")
+    with pytest.raises(CrabError, match=rf"orders.csv: order_id '{ids[3]}' is on rows 5 and 32: expected one row per"):
+        load(folder)
+    when = {int(ids[k]): 1_600_000_000 + 10 * (k % 5) for k in range(len(orders))}  # the same order, by time
+    shuffled = [(i, u, when[int(i)]) for i, (u, _) in zip(ids, orders, strict=True)][::-1]
+    write(folder / "orders.csv", "order_id,customer_id,order_purchase_timestamp", shuffled)
+    ds = load(folder)
+    assert ds.timestamps is not None and [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]

@@ -26,6 +26,7 @@ from crabrec.data.dataset import Dataset
 from crabrec.data.ids import id_key
 from crabrec.data.inline_text import inline_items, text_columns
 from crabrec.data.loaders import _group_interactions, _items_from_frame, _read_csv
+from crabrec.data.orders import Joined, find_join, read_joined
 from crabrec.data.ratings import RATING_NAMES, rated_at_least
 from crabrec.data.reading import (
     COMPRESSIONS,
@@ -385,6 +386,18 @@ def _missing(
     )
 
 
+def _joined_beside(error: CrabError, path: Path, cfg: DataConfig) -> CrabError:
+    """``error`` (no user or item column in the file at ``path``), saying so when the file is a table of order lines
+    or of orders that its folder joins (:class:`Joined`)."""
+    try:
+        found = resolve_folder(path.parent, cfg)[0] if path.is_file() else None
+    except (CrabError, OSError, ValueError):
+        return error
+    if not isinstance(found, Joined) or path not in (*found.files, found.orders):
+        return error
+    return CrabError(f"{error}; or give its folder, --data {path.parent}, to read {found.names()}")
+
+
 def _kept_rows(inter: pd.DataFrame, path: Path, keep: dict[str, list[str]]) -> tuple[pd.DataFrame, list[str]]:
     """The rows whose column holds one of its values in ``keep`` (``data.keep_rows``; compared by :func:`id_key`),
     and a note counting them. A column the table lacks, or a filter no row passes, is a one-line error."""
@@ -501,20 +514,30 @@ class Parts:
     paths: tuple[Path, ...]
 
 
-def first_table(found: Path | Parts) -> Path:
-    """The table :func:`resolve_folder` found, or the first of its parts (whose header stands for them all)."""
+def first_table(found: Path | Parts | Joined) -> Path:
+    """The table :func:`resolve_folder` found, or the first of its parts (whose header stands for them all), or of
+    the order lines it joins to their orders."""
+    if isinstance(found, Joined):
+        found = found.lines
     return found.paths[0] if isinstance(found, Parts) else found
 
 
-def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path | Parts, Path | None]:
+def _item_col(cols: list[str], cfg: DataConfig) -> str | None:
+    """The item column among ``cols``, found by its name (``data.item_col`` or a known one)."""
+    return find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+
+
+def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path | Parts | Joined, Path | None]:
     """``(interactions, item table)`` in a folder of tables (or, with none, of the files :func:`named_tables` reads
     as tables: Yelp's JSON lines, HetRec's ``.dat`` files): the one file with user and item columns, and the one
     other file with an item column (or ``data.item_table``). Among several, the one named for reviews or ratings
     holds the interactions (Yelp's ``review.json`` beside ``tip.json``), or, when they all have the same columns,
     they are :class:`Parts` of one table (REES46's ``2019-Oct.csv`` and ``2019-Nov.csv``); the one named for the item
     column's kind holds the items (``business.json`` for ``business_id``, beside ``checkin.json``); a table of users
-    (no item column) is left out. ``say``: log which tables were chosen (the data stage does; a glance at the folder
-    does not)."""
+    (no item column) is left out. Without a table of user and item columns, a table of order lines (an item column
+    and an order's id) beside a table of orders (that id and a user column) are :class:`Joined` (Instacart's
+    ``order_products__prior.csv`` and ``orders.csv``). ``say``: log which tables were chosen (the data stage does; a
+    glance at the folder does not)."""
     if parquet_dataset(path):  # the folder is one table, in parts
         return path, Path(cfg.item_table) if cfg.item_table else None
     tables = sorted(p for p in path.iterdir() if table_kind(p) and p.is_file() or parquet_dataset(p))
@@ -527,6 +550,11 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
         if has_user and _user_and_item(cols, cfg):
             both.append(p)
     names = ", ".join(p.name for p in tables) or "none"
+    if not both and (join := find_join([p for p in others if _item_col(columns[p], cfg)], inter, columns,
+                                       lambda cols: _item_col(cols, cfg))):  # fmt: skip
+        lines, orders, key = join
+        inter = [Joined(Parts(tuple(lines)) if len(lines) > 1 else lines[0], orders, key)]
+        others = [p for p in others if p not in lines]
     split = split_tables(path)
     if split and set(inter) <= set(split):  # one table's train, valid and test rows (sessions: no user column)
         inter, others = [path], [p for p in others if p not in split]
@@ -579,12 +607,15 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     parts = None
     if folder:  # the interactions: a file of the folder, the folder (split tables), or parts read from the folder
         found, item_path = resolve_folder(path, cfg, say=True)
-        parts, path = (found, path) if isinstance(found, Parts) else (None, found)
+        parts, path = (found, path) if isinstance(found, Parts | Joined) else (None, found)
     else:
         item_path = Path(cfg.item_table) if cfg.item_table else None
     sep = item_lines(path) if cfg.columns is None and not folder else None
     notes = []
-    if parts is not None:
+    if isinstance(parts, Joined):
+        inter, origin, joined = read_joined(parts, path)
+        notes += joined
+    elif parts is not None:
         inter, origin = read_parts(path, parts.paths)
     elif sep is not None:  # one line per user: its id, then its items
         inter, empty = item_lines_frame(path, sep)
@@ -597,8 +628,11 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         inter, origin = read_rows(path, cfg.columns)
     label = f"{path.name}: "
     if folder:
-        one = ", ".join(p.name for p in (parts.paths if parts else split_tables(path))) + " (as one table"
-        one += "; crabrec splits it)" if not parts else ": the same columns)"
+        if isinstance(parts, Joined):
+            one = parts.names()
+        else:
+            one = ", ".join(p.name for p in (parts.paths if parts else split_tables(path))) + " (as one table"
+            one += "; crabrec splits it)" if not parts else ": the same columns)"
         label = (
             f"{path.parent if path.is_file() else path}: interactions from {one if path.is_dir() else path.name}, "
             + (f"items from {item_path.name}; " if item_path else "no item table; ")
@@ -635,7 +669,7 @@ def frame_dataset(
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     listed_items = _listed_items(inter, cols, cfg, user)
     if user is None and listed_items is None:
-        raise _missing(path, "user", "data.user_col", cfg.user_col, USER_NAMES, cols, inter)
+        raise _joined_beside(_missing(path, "user", "data.user_col", cfg.user_col, USER_NAMES, cols, inter), path, cfg)
     if listed_items is not None:
         then = None
         if user is None:  # a table of sessions (Amazon-M2): each row one user, named by its line
@@ -650,7 +684,7 @@ def frame_dataset(
     table = (read_items or read_item_table)(item_path) if item_path is not None else None
     item = listed_items or _item_column(cols, cfg, None if table is None else list(table.columns))
     if item is None:
-        raise _missing(path, "item", "data.item_col", cfg.item_col, ITEM_NAMES, cols, inter)
+        raise _joined_beside(_missing(path, "item", "data.item_col", cfg.item_col, ITEM_NAMES, cols, inter), path, cfg)
     time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES) if cfg.time_col else None
     if cfg.time_col and cfg.time_col != DEFAULTS["time_col"] and time is None:
         raise _missing(path, "time", "data.time_col", cfg.time_col, TIME_NAMES, cols)
