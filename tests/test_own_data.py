@@ -1567,3 +1567,58 @@ def test_order_lines_beside_a_table_of_orders_read_as_each_orders_users_items(tm
     write(folder / "orders.csv", "order_id,customer_id,order_purchase_timestamp", shuffled)
     ds = load(folder)
     assert ds.timestamps is not None and [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+
+
+ONE_FORMAT = ["%a %b %d %H:%M:%S %z %Y", "%a, %d %b %Y %H:%M:%S %z", "%b %d, %Y", "%m/%d/%Y %H:%M", "%d.%m.%Y %H:%M:%S",
+              "%m/%d/%y", "%B %d, %Y"]  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ONE_FORMAT)
+def test_dates_read_in_their_one_format_equal_those_read_one_by_one(fmt):
+    """A column of dates that is not ISO 8601 is read in the format of its first value when that reads the first
+    1,000 values (Goodreads' ``Mon Aug 01 13:41:57 -0700 2016``: 17 times faster); every date, a stray one in
+    another format and a value that is no date included, is what reading each value on its own gives."""
+    from crabrec.data import times
+
+    seconds = 800_000_000 + np.arange(3000) * 250_013
+    text = pd.to_datetime(seconds, unit="s", utc=True).tz_convert("America/Los_Angeles").strftime(fmt).tolist()
+    text = pd.Series([*text, "2016-08-01 10:00", "no date", text[0]], index=np.arange(3003) + 7)
+    dayfirst = fmt.startswith("%d")
+    fast = times._each(text, dayfirst)
+    one_by_one = pd.to_datetime(text, errors="coerce", utc=True, format="mixed", dayfirst=dayfirst)
+    assert fast.index.equals(text.index) and fast.isna().tolist() == one_by_one.isna().tolist()
+    assert np.array_equal(times._seconds(fast.fillna(pd.Timestamp(0, tz="UTC"))),
+                          times._seconds(one_by_one.fillna(pd.Timestamp(0, tz="UTC"))))  # fmt: skip
+    assert fast.isna().sum() == 1
+
+
+def test_a_web_server_logs_dates_are_read():
+    """``01/Aug/2016:13:41:57 -0700`` (a web server log's), which pandas does not read, is a known format."""
+    from crabrec.data import times
+
+    seconds = 800_000_000 + np.arange(1500) * 250_013
+    dates = pd.to_datetime(seconds, unit="s", utc=True).tz_convert("America/Los_Angeles")
+    text = pd.Series(dates.strftime("%d/%b/%Y:%H:%M:%S %z"))
+    assert pd.to_datetime(text.iloc[:1], errors="coerce", utc=True, format="mixed").isna().all()
+    assert np.array_equal(times._seconds(times._each(text, True)), seconds.astype(np.float64))
+
+
+def test_goodreads_folder_reads_its_interactions_beside_its_reviews(tmp_path):
+    """Goodreads' genre sets ship interactions, reviews (a part of them) and books as JSON lines, its dates as
+    ``Mon Aug 01 13:41:57 -0700 2016``: the folder was "found 2". The table named for interactions holds them."""
+    folder = tmp_path / "goodreads"
+    folder.mkdir()
+    when = lambda t: pd.Timestamp(t, unit="s", tz="UTC").tz_convert("US/Pacific").strftime("%a %b %d %H:%M:%S %z %Y")  # noqa: E731
+
+    def lines(name: str, rows: list[dict]) -> None:
+        (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    rows = [{"user_id": f"u{u}", "book_id": str(i), "date_added": when(t), "read_at": ""} for u, i, t in EVENTS[::-1]]
+    lines("goodreads_interactions_poetry.json", rows)
+    lines("goodreads_reviews_poetry.json", [{**r, "review_text": "Fine"} for r in rows[::4]])
+    lines("goodreads_books_poetry.json", [{"book_id": str(i), "title": f"Poems {i}"} for i in range(1, 13)])
+    ds = load(folder, time_col="date_added")
+    want = load(write(tmp_path / "plain.csv", "user_id,book_id,timestamp", [(f"u{u}", i, t) for u, i, t in EVENTS]))
+    assert ds.users == want.users and [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    assert [t.tolist() for t in ds.timestamps] == [t.tolist() for t in want.timestamps]
+    assert ds.item_text[0]["title"] == "Poems 1"

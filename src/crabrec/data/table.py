@@ -559,9 +559,9 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
     if split and set(inter) <= set(split):  # one table's train, valid and test rows (sessions: no user column)
         inter, others = [path], [p for p in others if p not in split]
     same = len(both) > 1 and all(columns[p] == columns[both[0]] for p in both)
-    if len(inter) > 1 and same and not _named_for(both, INTERACTION_WORDS):  # logged as the data's label
+    if len(inter) > 1 and same and not _interactions_by_name(both):  # logged as the data's label
         inter, both = [Parts(tuple(both))], []
-    if len(inter) > 1 and (chosen := _named_for(both, INTERACTION_WORDS) if len(both) > 1 else both[:1]):
+    if len(inter) > 1 and (chosen := _interactions_by_name(both) if len(both) > 1 else both[:1]):
         left = {
             "no item column": [p.name for p in inter if p not in both],
             "--data FILE reads one instead": [p.name for p in both if p != chosen[0]],
@@ -591,6 +591,12 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
 
 
 INTERACTION_WORDS = ("review", "rating", "interaction")  # words of a file name that holds the interactions
+
+
+def _interactions_by_name(paths: list[Path]) -> list[Path]:
+    """The one file named for interactions (Goodreads' ``goodreads_interactions_poetry.json.gz``, beside its
+    ``goodreads_reviews_poetry.json.gz``, a part of them), else for reviews or ratings; [] if none or several."""
+    return _named_for(paths, ("interaction",)) or _named_for(paths, INTERACTION_WORDS)
 
 
 def _named_for(paths: list[Path], words: tuple[str, ...]) -> list[Path]:

@@ -5,6 +5,7 @@ are read as such; a date that writes its day and month as numbers is read in the
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -112,11 +113,50 @@ def _dates(text: pd.Series, values: pd.Series, origin: Origin, column: str) -> p
     return dates
 
 
+# formats pandas does not guess from a value: Goodreads' and Twitter's ``Mon Aug 01 13:41:57 -0700 2016``, a web
+# server log's ``01/Aug/2016:13:41:57 -0700``
+KNOWN_FORMATS = ("%a %b %d %H:%M:%S %z %Y", "%d/%b/%Y:%H:%M:%S %z")
+SAMPLE = 1000  # values a format must read before it reads the column
+
+
 def _each(text: pd.Series, dayfirst: bool) -> pd.Series:
-    """Each value read as a date on its own (NaT where it is none); each distinct value is parsed once."""
-    distinct = pd.unique(text.to_numpy())
-    parsed = pd.to_datetime(pd.Series(distinct), errors="coerce", utc=True, format="mixed", dayfirst=dayfirst)
+    """Each value read as a date on its own (NaT where it is none); each distinct value is parsed once. When the
+    format of the first value (as pandas guesses it, or one of ``KNOWN_FORMATS``) reads the first ``SAMPLE`` values,
+    it reads them all, and only the values it does not read are parsed one by one: the same dates, at a tenth of the
+    time or less."""
+    distinct = pd.Series(pd.unique(text.to_numpy()))
+    parsed = _one_format(distinct, dayfirst)
+    rest = parsed.isna().to_numpy() if parsed is not None else np.ones(len(distinct), dtype=bool)
+    if rest.any():
+        each = pd.to_datetime(distinct[rest], errors="coerce", utc=True, format="mixed", dayfirst=dayfirst)
+        parsed = each if parsed is None else parsed.mask(rest, each)
     return parsed.set_axis(pd.Index(distinct)).reindex(text.to_numpy()).set_axis(text.index)
+
+
+def _one_format(values: pd.Series, dayfirst: bool) -> pd.Series | None:
+    """``values`` read in the one format that reads the first ``SAMPLE`` of them (NaT where it reads none), or None
+    when no format does."""
+    if not len(values):
+        return None
+    first = str(values.iloc[0]).strip()
+    for fmt in dict.fromkeys([_guessed_format(first, dayfirst), *KNOWN_FORMATS]):
+        if fmt is None or "%y" in fmt:  # two-digit years: 70 is 1970 to a format, 2070 to a date read on its own
+            continue
+        sample = pd.to_datetime(values.iloc[:SAMPLE], errors="coerce", utc=True, format=fmt)
+        if not sample.isna().any():
+            return pd.to_datetime(values, errors="coerce", utc=True, format=fmt)
+    return None
+
+
+def _guessed_format(value: str, dayfirst: bool) -> str | None:
+    """The strftime format pandas guesses for ``value`` (None when it guesses none)."""
+    try:
+        from pandas.tseries.api import guess_datetime_format
+    except ImportError:  # pandas before 2.2
+        from pandas._libs.tslibs.parsing import guess_datetime_format
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Parsing dates in %m %d, %Y format when dayfirst=True was specified"
+        return guess_datetime_format(value, dayfirst=dayfirst)
 
 
 class AmbiguousDates(CrabError):
