@@ -977,6 +977,43 @@ def test_a_column_of_clicks_that_holds_zeros_is_warned_about_and_noted(tmp_path,
     assert load(shelved, keep_rows={"is_read": ["true"]}).n_interactions == len(rows) - zeros
 
 
+def test_a_column_of_event_kinds_is_noted_with_the_filter_that_keeps_some(tmp_path, caplog):
+    """Retailrocket's ``event`` (view, addtocart, transaction) and REES46's ``event_type``: every kind is read as an
+    interaction, as a session recommender wants; the log and the notes say so and how to keep the purchases. Not
+    with ``data.keep_rows`` set, nor for a column of one kind or of many values."""
+    kinds = ["view", "view", "addtocart", "transaction"]
+    rows = [(t, u, kinds[(u + i) % 4], i, u * i) for u, i, t in EVENTS]
+    path = write(tmp_path / "events.csv", "timestamp,visitorid,event,itemid,type", rows)
+    shares = pd.Series([r[2] for r in rows]).value_counts(normalize=True)
+    with caplog.at_level("INFO", logger="crabrec"):
+        ds = load(path)
+    assert list(shares.index) == ["view", "transaction", "addtocart"]  # the most common first
+    said = (f"column event holds 3 kinds of event (view {shares['view']:.0%}, transaction {shares['transaction']:.0%}, "
+            f"addtocart {shares['addtocart']:.0%}): each is read as an interaction; keep some with --set "
+            "'data.keep_rows={event: [transaction]}'")  # fmt: skip
+    assert said in caplog.text and said in ds.notes and "column type" not in caplog.text  # type: 60 values
+    caplog.clear()
+    with caplog.at_level("INFO", logger="crabrec"):
+        ds = load(path, keep_rows={"event": ["transaction"]})
+    assert "kinds of event" not in caplog.text and ds.n_interactions == (shares["transaction"] * len(rows)).round()
+    one = write(tmp_path / "views.csv", "user,item,event_type", [(u, i, "view") for u, i, _ in EVENTS])
+    assert not [n for n in load(one).notes if "kinds of event" in n]
+
+
+def test_a_folder_of_several_item_tables_names_the_interactions_without_one(tmp_path):
+    """Retailrocket's item properties come in two parts beside a category tree: none is an item table, and the
+    error names how to read the events alone (ids only), as well as --items."""
+    write(tmp_path / "events.csv", "timestamp,visitorid,event,itemid", [(t, u, "view", i) for u, i, t in EVENTS])
+    for name in ("item_properties_part1.csv", "item_properties_part2.csv"):
+        write(tmp_path / name, "timestamp,itemid,property,value", [(1, i, "available", 1) for i in range(1, 13)])
+    write(tmp_path / "category_tree.csv", "categoryid,parentid", [(1, 2)])
+    with pytest.raises(CrabError, match=r"several item tables \(category_tree.csv, item_properties_part1.csv, "
+                       r"item_properties_part2.csv\); name one with --items FILE, or read the interactions without "
+                       r"one \(ids only\) with --data .*events.csv$"):  # fmt: skip
+        load(tmp_path)
+    assert load(tmp_path / "events.csv").n_interactions == len(EVENTS)
+
+
 def test_unnested_records_of_different_fields_fill_the_gaps_and_override_the_row():
     """One row per record: a field a record lacks is empty (or the row's column of that name), a record's field
     over the row's column of the same name, rows without records left out, each row keeping its line's label."""

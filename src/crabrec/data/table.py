@@ -459,6 +459,35 @@ def _feedback_zeros(inter: pd.DataFrame, path: Path, keep: dict[str, list[str]])
     return [note]
 
 
+# columns that name the kind of each event (Retailrocket's view, addtocart, transaction; REES46's event_type)
+EVENT_NAMES = ("event", "event_type", "type", "behavior", "behavior_type", "behaviour", "action", "action_type",
+               "interaction_type", "activity")  # fmt: skip
+_EVENT = {_norm(n) for n in EVENT_NAMES}
+_BOUGHT = ("transaction", "purchase", "buy", "order", "orders", "checkout")  # the kind a shop would keep, if any
+MAX_KINDS = 10
+
+
+def _event_kinds(inter: pd.DataFrame, path: Path, keep: dict[str, list[str]]) -> list[str]:
+    """A note (logged) for a column named for the kind of event (:data:`EVENT_NAMES`) that holds 2 to
+    ``MAX_KINDS`` kinds, when ``data.keep_rows`` is not set: every kind is read as an interaction, and how to keep
+    some."""
+    for col in inter.columns if not keep else ():
+        if _norm(col) not in _EVENT:
+            continue
+        counts = id_cells(inter[col]).value_counts()
+        if not 2 <= len(counts) <= MAX_KINDS:
+            continue
+        kinds = ", ".join(f"{clip(str(k), 40)} {n / len(inter):.0%}" for k, n in counts.items())
+        kept = next((k for k in counts.index if str(k).lower() in _BOUGHT), counts.index[-1])
+        note = (
+            f"column {col} holds {len(counts)} kinds of event ({kinds}): each is read as an interaction; keep some "
+            f"with --set 'data.keep_rows={{{col}: [{kept}]}}'"
+        )
+        log.info("%s: %s", path, note)
+        return [note]
+    return []
+
+
 def _written_null(cells: pd.Series) -> np.ndarray:
     """The cells that write out a missing value (``NA``, ``null``, ``None`` ...)."""
     return cells.str.strip().str.lower().isin(NULLS).to_numpy()
@@ -586,6 +615,8 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
     if len(others) > 1:
         raise CrabError(
             f"{path}: several item tables ({', '.join(p.name for p in others)}); name one with --items FILE"
+            + (f", or read the interactions without one (ids only) with --data {inter[0]}" if isinstance(inter[0], Path)
+               and inter[0].is_file() else "")  # fmt: skip
         )
     return inter[0], others[0] if others else None
 
@@ -671,7 +702,7 @@ def frame_dataset(
         log.info("%s: one row per record of column %s", path, nested)
         cols = list(inter.columns)
     inter, kept = _kept_rows(inter, path, cfg.keep_rows or {})
-    kept += _feedback_zeros(inter, path, cfg.keep_rows or {})
+    kept += _feedback_zeros(inter, path, cfg.keep_rows or {}) + _event_kinds(inter, path, cfg.keep_rows or {})
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     listed_items = _listed_items(inter, cols, cfg, user)
     if user is None and listed_items is None:
