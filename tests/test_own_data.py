@@ -1659,3 +1659,16 @@ def test_goodreads_folder_reads_its_interactions_beside_its_reviews(tmp_path):
     assert ds.users == want.users and [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
     assert [t.tolist() for t in ds.timestamps] == [t.tolist() for t in want.timestamps]
     assert ds.item_text[0]["title"] == "Poems 1"
+
+
+def test_foursquare_check_ins_read_by_their_venue_and_utc_time(tmp_path):
+    """Foursquare's check-ins (``userId, venueId, ..., utcTimestamp``, written ``Tue Apr 03 18:00:09 +0000 2012``):
+    the venue was "no item column"; ``venue_id`` and ``place_id`` are item columns."""
+    when = lambda t: pd.Timestamp(t, unit="s", tz="UTC").strftime("%a %b %d %H:%M:%S +0000 %Y")  # noqa: E731
+    rows = [(u, f"4b{i:022x}", "Bar", 40.7, -74.0, -240, when(t)) for u, i, t in EVENTS[::-1]]
+    header = "userId,venueId,venueCategory,latitude,longitude,timezoneOffset,utcTimestamp"
+    ds = load(write(tmp_path / "dataset_TSMC2014_NYC.csv", header, rows))
+    want = load(write(tmp_path / "plain.csv", "user,item,timestamp", [(u, f"4b{i:022x}", t) for u, i, t in EVENTS]))
+    ids = lambda d: [[d.item_ids[k] for k in s] for s in d.sequences]  # noqa: E731 (numbered in file order)
+    assert ds.users == want.users and ids(ds) == ids(want)
+    assert [t.tolist() for t in ds.timestamps] == [t.tolist() for t in want.timestamps]

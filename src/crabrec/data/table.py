@@ -67,7 +67,7 @@ ITEM_NAMES = (
     "item", "item_id", "itemid", "iid", "movie_id", "movieid", "product_id", "productid", "parent_asin", "asin",
     "article_id", "book_id", "isbn", "track_id", "song_id", "business_id", "recipe_id", "anime_id", "app_id", "game_id",
     "news_id", "video_id", "course_id", "poi_id", "artist_id", "album_id", "hotel_id", "restaurant_id", "post_id",
-    "sku", "stock_code", "product_code", "aid",
+    "sku", "stock_code", "product_code", "aid", "venue_id", "place_id",
 )  # fmt: skip
 TIME_NAMES = ("timestamp", "time", "date", "datetime", "ts", "unix_time", "unixreviewtime", "event_time", "created_at")
 # a column named for a time by its last word (``order_date``, ``eventTimestamp``, ``created_at``), when none of
