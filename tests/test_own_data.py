@@ -1672,3 +1672,18 @@ def test_foursquare_check_ins_read_by_their_venue_and_utc_time(tmp_path):
     ids = lambda d: [[d.item_ids[k] for k in s] for s in d.sequences]  # noqa: E731 (numbered in file order)
     assert ds.users == want.users and ids(ds) == ids(want)
     assert [t.tolist() for t in ds.timestamps] == [t.tolist() for t in want.timestamps]
+
+
+def test_a_folder_of_tables_without_a_header_line_says_so(tmp_path):
+    """YOOCHOOSE's ``yoochoose-clicks.dat`` and ``yoochoose-buys.dat`` have no header line: the folder was "no known
+    layout found"; it names them and how to read one (whose own error suggests the column names)."""
+    rows = [(u, pd.Timestamp(t, unit="s").strftime("%Y-%m-%dT%H:%M:%S.277Z"), 214536000 + i, 0) for u, i, t in EVENTS]
+    write(tmp_path / "yoochoose-clicks.dat", "1,2014-04-07T10:51:09.277Z,214536502,0", rows)
+    write(tmp_path / "yoochoose-buys.dat", "420374,2014-04-06T18:44:58.314Z,214537888,12462,1", rows[:5])
+    with pytest.raises(CrabError, match=r"its tables have no header line \(yoochoose-buys.dat, yoochoose-clicks.dat\)"
+                       r", so the folder cannot name their columns; read one with --data FILE"):  # fmt: skip
+        load(tmp_path)
+    with pytest.raises(CrabError, match=r"name the columns with --set data.columns=\[user,timestamp,item,"):
+        load(tmp_path / "yoochoose-clicks.dat")
+    ds = load(tmp_path / "yoochoose-clicks.dat", columns=["session", "timestamp", "item", "category"])
+    assert ds.n_interactions == len(EVENTS) + 1 and ds.timestamps is not None

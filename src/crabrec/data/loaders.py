@@ -31,6 +31,7 @@ from crabrec.data.reading import (
     bracketed,
     cell_list,
     first_row,
+    headerless_tables,
     id_cells,
     named_tables,
     parquet_dataset,
@@ -153,6 +154,11 @@ def detect_format(path: Path) -> str:
         return "recbole"
     if any(table_kind(p) for p in path.iterdir()) or named_tables(path):
         return "table"
+    if rows := headerless_tables(path):
+        raise CrabError(
+            f"{path}: its tables have no header line ({', '.join(p.name for p in rows)}), so the folder cannot name "
+            f"their columns; read one with --data FILE (e.g. --data {rows[0]}), whose error suggests the names"
+        )
     raise CrabError(
         f"{path}: no known layout found (expected <name>.inter.json, <name>.inter, train|valid|test/ folders, "
         "CSV/TSV/JSON-lines/Parquet tables, raw Amazon review + meta_<Category> files, a MovieLens release, or "

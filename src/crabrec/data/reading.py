@@ -78,24 +78,32 @@ def named_tables(folder: Path) -> list[Path]:
     files whose first line is a JSON object (JSON lines, as Yelp ships its dataset: ``..._review.json``,
     ``..._business.json``) and ``.txt`` or ``.dat`` files whose first line is a header of delimited columns (as the
     HetRec sets ship theirs: ``user_artists.dat``, ``artists.dat``)."""
-    found = []
-    for p in sorted(folder.iterdir()):
-        kind = table_kind(p, named=True) if p.is_file() and not table_kind(p) else None
-        if kind not in (".json", *TEXT_NAMED):
-            continue
-        try:
-            first = _head(p).decode("utf-8-sig", errors="replace").lstrip().partition("\n")[0].rstrip("\r")
-            if kind == ".json":
-                table = first.startswith("{") and isinstance(json.loads(first), dict)
-            else:
-                sep = delimiter(first)
-                fields = first.split(sep) if len(sep) == 1 else []
-                table = sep in ",\t;|" and len(fields) > 1 and not looks_like_a_row(fields)
-        except (*UNREADABLE, ValueError, RecursionError):
-            continue
-        if table:
-            found.append(p)
-    return found
+    return [p for p in sorted(folder.iterdir()) if _first_line(p) == "header"]
+
+
+def headerless_tables(folder: Path) -> list[Path]:
+    """The ``.txt`` or ``.dat`` files of a folder whose first line is a row of delimited columns, not a header
+    (YOOCHOOSE's ``yoochoose-clicks.dat``): tables a folder cannot name the columns of."""
+    return [p for p in sorted(folder.iterdir()) if _first_line(p) == "row"]
+
+
+def _first_line(path: Path) -> str | None:
+    """What the first line of a file named ``.json``, ``.txt`` or ``.dat`` (and not as a table) holds: ``"header"``
+    (a JSON object, or delimited column names), ``"row"`` (delimited values) or None (anything else)."""
+    kind = table_kind(path, named=True) if path.is_file() and not table_kind(path) else None
+    if kind not in (".json", *TEXT_NAMED):
+        return None
+    try:
+        first = _head(path).decode("utf-8-sig", errors="replace").lstrip().partition("\n")[0].rstrip("\r")
+        if kind == ".json":
+            return "header" if first.startswith("{") and isinstance(json.loads(first), dict) else None
+        sep = delimiter(first)
+        fields = first.split(sep) if len(sep) == 1 else []
+    except (*UNREADABLE, ValueError, RecursionError):
+        return None
+    if sep not in ",\t;|" or len(fields) < 2:
+        return None
+    return "row" if looks_like_a_row(fields) else "header"
 
 
 def zip_members(path: Path) -> list[str]:
