@@ -10,11 +10,13 @@ import numpy as np
 from crabrec.io import load_npz, write_npz
 
 PAD = -1
+HISTORY = np.int32  # a history's item indices: half the memory of int64 (the histories are most of the data's)
 
 
 @dataclass
 class Samples:
-    """(history -> target) rows; ``history`` is ``[N, H]`` item indices, oldest first, ``PAD``-padded at the end.
+    """(history -> target) rows; ``history`` is ``[N, H]`` item indices (32-bit), oldest first, ``PAD``-padded at
+    the end.
 
     ``seen`` (``[N, S]``, ``PAD``-padded, or None): items a ranker must not return for the row (a user's whole
     history when recommending with exclude-seen; None in evaluation, which follows the paper's protocol)."""
@@ -38,7 +40,7 @@ class Samples:
         seen: list[list[int]] | None = None,
     ) -> Samples:
         n = len(targets)
-        hist = np.full((n, max_history), PAD, dtype=np.int64)
+        hist = np.full((n, max_history), PAD, dtype=HISTORY)
         length = np.zeros(n, dtype=np.int64)
         for r, h in enumerate(histories):
             h = h[-max_history:]

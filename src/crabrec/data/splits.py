@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from crabrec.data.dataset import PAD, Dataset, Samples, Splits
+from crabrec.data.dataset import HISTORY, PAD, Dataset, Samples, Splits
 from crabrec.errors import CrabError
 
 
@@ -70,7 +70,8 @@ def _rows(flat: np.ndarray, user: np.ndarray, pos: np.ndarray, start: np.ndarray
     """Samples whose target is ``flat[pos]`` and history the (at most ``h``) items before it in its sequence;
     built in chunks so the index temporaries stay small."""
     n = len(pos)
-    history = np.full((n, h), PAD, dtype=np.int64)
+    wide = len(flat) and int(flat.max()) > np.iinfo(HISTORY).max  # (a catalogue of more than 2**31 items)
+    history = np.full((n, h), PAD, dtype=np.int64 if wide else HISTORY)
     length = np.minimum(pos - start, h).astype(np.int64)
     cols = np.arange(h)
     for a in range(0, n, 1 << 18):

@@ -91,7 +91,7 @@ def build_sasrec(config: SASRecConfig, seed: int) -> SASRec:
 
 def to_tensors(history: np.ndarray, length: np.ndarray, n_items: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Our ``PAD=-1`` end-padded histories -> SASRec's padding id."""
-    h = torch.from_numpy(np.where(history < 0, n_items, history))
+    h = torch.from_numpy(np.where(history < 0, n_items, history).astype(np.int64, copy=False))
     return h, torch.from_numpy(length)
 
 
