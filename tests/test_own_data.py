@@ -3,6 +3,7 @@ ids-only tables, folders of tables; and every bad-data case as one line that nam
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -665,8 +666,8 @@ BAD = {  # name -> (files to write {name: (header, rows)}, extra CLI args, what 
     "columns for JSON lines": ({"d.jsonl": ('{"user": 1, "item": 2}', [])},
                                ["--data", "{d.jsonl}", "--set", "data.columns=[user,item]"],
                                "d.jsonl: data.columns names the columns of a CSV or TSV file without a header line"),
-    "columns for a folder": ({"d.csv": ("7,12", [(7, 13)])}, ["--data", "{.}", "--set", "data.columns=[user,item]"],
-                             "data.columns names the columns of one file: give it with --data FILE"),
+    "columns for a folder": ({"d.csv": ("user,item", [(7, 13)])}, ["--data", "{.}", "--set", "data.columns=[u,i]"],
+                             "data.columns names the columns of one file, or of a folder's tables without a header"),
     "quiet and verbose": ({"d.csv": ("user,item", [(1, 2)])}, ["-q", "-v"], "give one of them"),
 }  # fmt: skip
 
@@ -1675,15 +1676,43 @@ def test_foursquare_check_ins_read_by_their_venue_and_utc_time(tmp_path):
 
 
 def test_a_folder_of_tables_without_a_header_line_says_so(tmp_path):
-    """YOOCHOOSE's ``yoochoose-clicks.dat`` and ``yoochoose-buys.dat`` have no header line: the folder was "no known
-    layout found"; it names them and how to read one (whose own error suggests the column names)."""
+    """YOOCHOOSE's ``yoochoose-clicks.dat`` and ``yoochoose-buys.dat`` have no header line, and different columns:
+    the folder was "no known layout found"; it names them and how to read one (whose error suggests the names)."""
     rows = [(u, pd.Timestamp(t, unit="s").strftime("%Y-%m-%dT%H:%M:%S.277Z"), 214536000 + i, 0) for u, i, t in EVENTS]
     write(tmp_path / "yoochoose-clicks.dat", "1,2014-04-07T10:51:09.277Z,214536502,0", rows)
     write(tmp_path / "yoochoose-buys.dat", "420374,2014-04-06T18:44:58.314Z,214537888,12462,1", rows[:5])
-    with pytest.raises(CrabError, match=r"its tables have no header line \(yoochoose-buys.dat, yoochoose-clicks.dat\)"
-                       r", so the folder cannot name their columns; read one with --data FILE"):  # fmt: skip
+    with pytest.raises(CrabError, match=r"its tables have no header line and differ in their number of columns "
+                       r"\(yoochoose-buys.dat, yoochoose-clicks.dat\): give one table with --data FILE"):  # fmt: skip
         load(tmp_path)
+    with pytest.raises(CrabError, match=r"yoochoose-buys.dat: its first line has 5 columns and data.columns names 4"):
+        load(tmp_path, columns=["session", "timestamp", "item", "category"])
     with pytest.raises(CrabError, match=r"name the columns with --set data.columns=\[user,timestamp,item,"):
         load(tmp_path / "yoochoose-clicks.dat")
     ds = load(tmp_path / "yoochoose-clicks.dat", columns=["session", "timestamp", "item", "category"])
     assert ds.n_interactions == len(EVENTS) + 1 and ds.timestamps is not None
+
+
+def test_a_folder_of_parts_without_a_header_line_reads_as_one_table_of_the_columns_named(tmp_path):
+    """Spark writes a table as ``part-...csv`` files without a header line (gzipped or not, beside ``_SUCCESS``):
+    the folder was "found 0", and ``data.columns`` was refused for a folder. It suggests the names, and with them
+    reads the parts as one table; a part of another width is named."""
+    folder = tmp_path / "spark"
+    folder.mkdir()
+    for n, part in enumerate((EVENTS[::2], EVENTS[1::2])):
+        with gzip.open(folder / f"part-0000{n}-8f2b-c000.csv.gz", "wt") as f:
+            f.write("".join(f"{u},{i},{t}\n" for u, i, t in part))
+    (folder / "_SUCCESS").write_text("")
+    with pytest.raises(CrabError, match=r"spark: its tables have no header line \(part-00000-8f2b-c000.csv.gz, "
+                       r"part-00001-8f2b-c000.csv.gz\); name their columns with --set "
+                       r"data.columns=\[user,item,timestamp\]"):  # fmt: skip
+        load(folder)
+    ds = load(folder, columns=["user", "item", "timestamp"])
+    want = load(write(tmp_path / "plain.csv", "user,item,timestamp", EVENTS))
+    assert ds.users == want.users and [s.tolist() for s in ds.sequences] == [s.tolist() for s in want.sequences]
+    write(folder / "part-00002-8f2b-c000.csv", "1,2,3,4", [])
+    with pytest.raises(CrabError, match=r"part-00002-8f2b-c000.csv: its first line has 4 columns and data.columns"):
+        load(folder, columns=["user", "item", "timestamp"])
+    (folder / "part-00002-8f2b-c000.csv").unlink()
+    write(folder / "items.csv", "item_id,title", [(1, "A")])
+    with pytest.raises(CrabError, match=r"data.columns names the columns of one file, or of a folder's tables"):
+        load(folder, columns=["user", "item", "timestamp"])

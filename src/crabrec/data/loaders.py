@@ -152,13 +152,8 @@ def detect_format(path: Path) -> str:
         return "lcrec"
     if list(path.glob("*.inter")):
         return "recbole"
-    if any(table_kind(p) for p in path.iterdir()) or named_tables(path):
+    if any(table_kind(p) for p in path.iterdir()) or named_tables(path) or headerless_tables(path):
         return "table"
-    if rows := headerless_tables(path):
-        raise CrabError(
-            f"{path}: its tables have no header line ({', '.join(p.name for p in rows)}), so the folder cannot name "
-            f"their columns; read one with --data FILE (e.g. --data {rows[0]}), whose error suggests the names"
-        )
     raise CrabError(
         f"{path}: no known layout found (expected <name>.inter.json, <name>.inter, train|valid|test/ folders, "
         "CSV/TSV/JSON-lines/Parquet tables, raw Amazon review + meta_<Category> files, a MovieLens release, or "

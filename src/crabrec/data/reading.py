@@ -91,19 +91,30 @@ def _first_line(path: Path) -> str | None:
     """What the first line of a file named ``.json``, ``.txt`` or ``.dat`` (and not as a table) holds: ``"header"``
     (a JSON object, or delimited column names), ``"row"`` (delimited values) or None (anything else)."""
     kind = table_kind(path, named=True) if path.is_file() and not table_kind(path) else None
-    if kind not in (".json", *TEXT_NAMED):
+    if kind == ".json":
+        try:
+            first = _head(path).decode("utf-8-sig", errors="replace").lstrip().partition("\n")[0]
+            return "header" if first.startswith("{") and isinstance(json.loads(first), dict) else None
+        except (*UNREADABLE, ValueError, RecursionError):
+            return None
+    fields = first_cells(path) if kind in TEXT_NAMED else None
+    if fields is None:
+        return None
+    return "row" if looks_like_a_row(fields) else "header"
+
+
+def first_cells(path: Path) -> list[str] | None:
+    """The cells of a delimited text file's first line (comma, tab, semicolon or ``|``, as :func:`delimiter` finds
+    it; quotes as CSV writes them), read without a check; None for a file of one column or another kind."""
+    if table_kind(path, named=True) in (None, ".parquet", ".json", ".jsonl", ".ndjson") or not path.is_file():
         return None
     try:
         first = _head(path).decode("utf-8-sig", errors="replace").lstrip().partition("\n")[0].rstrip("\r")
-        if kind == ".json":
-            return "header" if first.startswith("{") and isinstance(json.loads(first), dict) else None
         sep = delimiter(first)
-        fields = first.split(sep) if len(sep) == 1 else []
-    except (*UNREADABLE, ValueError, RecursionError):
+        fields = next(csv.reader([first], delimiter=sep), []) if sep in ",\t;|" else []
+    except (*UNREADABLE, ValueError, csv.Error):
         return None
-    if sep not in ",\t;|" or len(fields) < 2:
-        return None
-    return "row" if looks_like_a_row(fields) else "header"
+    return fields if len(fields) > 1 else None
 
 
 def zip_members(path: Path) -> list[str]:

@@ -36,6 +36,9 @@ from crabrec.data.reading import (
     SPLIT_WORDS,
     Origin,
     exploded,
+    first_cells,
+    guess_columns,
+    headerless_tables,
     id_cells,
     id_list,
     id_list_column,
@@ -570,7 +573,14 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
     if parquet_dataset(path):  # the folder is one table, in parts
         return path, Path(cfg.item_table) if cfg.item_table else None
     tables = sorted(p for p in path.iterdir() if table_kind(p) and p.is_file() or parquet_dataset(p))
-    tables = tables or named_tables(path)
+    tables = tables or named_tables(path) or headerless_tables(path)
+    if (parts := _headerless_parts(path, tables, cfg)) is not None:
+        return parts, Path(cfg.item_table) if cfg.item_table else None
+    if cfg.columns is not None:
+        raise CrabError(
+            f"{path}: data.columns names the columns of one file, or of a folder's tables without a header line: "
+            "give the file with --data FILE"
+        )
     inter, others, both, columns = [], [], [], {}
     for p in tables:
         columns[p] = cols = list(_read_csv(p, header_only=True).columns)
@@ -621,6 +631,34 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
     return inter[0], others[0] if others else None
 
 
+def _headerless_parts(path: Path, tables: list[Path], cfg: DataConfig) -> Path | Parts | None:
+    """A folder whose every table has no header line (Spark's CSV parts, YOOCHOOSE's ``.dat`` files): with
+    ``data.columns``, its tables as :class:`Parts` of one table of those columns (each must have as many); without,
+    an error suggesting the names. None for any other folder."""
+    heads = {p: first_cells(p) for p in tables}
+    if not tables or not all(cells is not None and looks_like_a_row(cells) for cells in heads.values()):
+        return None
+    names = ", ".join(p.name for p in tables)
+    if cfg.columns is None and len({len(cells) for cells in heads.values()}) > 1:
+        raise CrabError(
+            f"{path}: its tables have no header line and differ in their number of columns ({names}): give one "
+            "table with --data FILE (its error suggests its columns' names)"
+        )
+    if cfg.columns is None:
+        guess = ",".join(guess_columns(heads[tables[0]]))
+        raise CrabError(
+            f"{path}: its tables have no header line ({names}); name their columns with --set "
+            f"data.columns=[{guess}] (one name per column, in file order; the folder's tables are read as one), or "
+            "give one table with --data FILE"
+        )
+    if odd := next((p for p in tables if len(heads[p]) != len(cfg.columns)), None):
+        raise CrabError(
+            f"{odd}: its first line has {len(heads[odd])} columns and data.columns names {len(cfg.columns)}; the "
+            f"folder's tables ({names}) are read as one table of those columns: give one table with --data FILE"
+        )
+    return Parts(tuple(tables)) if len(tables) > 1 else tables[0]
+
+
 INTERACTION_WORDS = ("review", "rating", "interaction")  # words of a file name that holds the interactions
 
 
@@ -639,8 +677,6 @@ def _named_for(paths: list[Path], words: tuple[str, ...]) -> list[Path]:
 
 def load_table(path: Path, cfg: DataConfig) -> Dataset:
     folder = path.is_dir() and not parquet_dataset(path)  # a folder of tables, not one table in parts
-    if folder and cfg.columns is not None:
-        raise CrabError(f"{path}: data.columns names the columns of one file: give it with --data FILE")
     parts = None
     if folder:  # the interactions: a file of the folder, the folder (split tables), or parts read from the folder
         found, item_path = resolve_folder(path, cfg, say=True)
@@ -653,7 +689,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
         inter, origin, joined = read_joined(parts, path)
         notes += joined
     elif parts is not None:
-        inter, origin = read_parts(path, parts.paths)
+        inter, origin = read_parts(path, parts.paths, cfg.columns)
     elif sep is not None:  # one line per user: its id, then its items
         inter, empty = item_lines_frame(path, sep)
         origin = Origin(path, 1)
