@@ -568,7 +568,8 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
     column's kind holds the items (``business.json`` for ``business_id``, beside ``checkin.json``); a table of users
     (no item column) is left out. Without a table of user and item columns, a table of order lines (an item column
     and an order's id) beside a table of orders (that id and a user column) are :class:`Joined` (Instacart's
-    ``order_products__prior.csv`` and ``orders.csv``). ``say``: log which tables were chosen (the data stage does; a
+    ``order_products__prior.csv`` and ``orders.csv``). Tables that all lack a header line are read with
+    ``data.columns`` (:func:`_headerless_parts`). ``say``: log which tables were chosen (the data stage does; a
     glance at the folder does not)."""
     if parquet_dataset(path):  # the folder is one table, in parts
         return path, Path(cfg.item_table) if cfg.item_table else None
