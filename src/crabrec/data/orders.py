@@ -50,8 +50,8 @@ def find_join(
 ) -> tuple[list[Path], Path, str] | None:
     """Among tables with an item column and no user column (``lines``) and tables with a user column and no item
     column (``orders``), the lines and the one orders table they join to: each line table holds exactly one column of
-    that table besides the item column (the order's id), the same for all. None when no such pair is found, or when
-    the lines could join to several tables (a one-line error names them)."""
+    that table besides the item column (the order's id), the same for all. None when no such pair is found; lines
+    that could join to several tables are a one-line error naming them."""
     pairs: dict[tuple[Path, str], list[Path]] = {}
     for p in lines:
         item = item_of(columns[p])
