@@ -1716,3 +1716,12 @@ def test_a_folder_of_parts_without_a_header_line_reads_as_one_table_of_the_colum
     write(folder / "items.csv", "item_id,title", [(1, "A")])
     with pytest.raises(CrabError, match=r"data.columns names the columns of one file, or of a folder's tables"):
         load(folder, columns=["user", "item", "timestamp"])
+
+
+def test_order_lines_that_could_join_to_two_tables_of_users_are_an_error_naming_both(tmp_path):
+    write(tmp_path / "lines.csv", "order_id,product_id,store_id", [(1, 5, 9)])
+    write(tmp_path / "orders.csv", "order_id,user_id", [(1, 7)])
+    write(tmp_path / "store_members.csv", "store_id,member_id", [(9, 7)])
+    said = r"\(lines.csv\) join to several tables of users \(orders.csv by order_id, store_members.csv by store_id\)"
+    with pytest.raises(CrabError, match=said + "; name the interactions with --data FILE"):
+        load(tmp_path)
