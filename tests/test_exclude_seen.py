@@ -97,3 +97,30 @@ def test_exclusion_is_the_same_alone_and_in_a_batch(tiny_run):
     batch = rec.recommend_batch(histories, 10, users=users)
     alone = [rec.recommend(h, 10, user=u) for h, u in zip(histories, users)]
     assert [[r.item for r in x] for x in batch] == [[r.item for r in x] for x in alone]
+
+
+def test_ragged_rows_read_as_the_padded_array():
+    """The seen items of a batch of histories are held flat: reading rows gives them padded to the longest of them,
+    as a padded array of all the rows would give them (cut to that width)."""
+    from crabrec.data.dataset import Ragged
+
+    rows = [[3, 1], [], [5, 6, 7, 8], [2]]
+    seen = Ragged(rows)
+    assert np.array_equal(seen[:], [[3, 1, -1, -1], [-1, -1, -1, -1], [5, 6, 7, 8], [2, -1, -1, -1]])
+    assert np.array_equal(seen[np.array([3, 0])], [[2, -1], [3, 1]])
+    assert np.array_equal(seen[1:2], [[-1]]) and np.array_equal(seen[np.array([False, True, False, True])], [[-1], [2]])
+    assert seen[2].tolist() == [5, 6, 7, 8] and seen[-1].tolist() == [2] and len(seen) == 4
+    assert [r.tolist() for r in seen] == rows and Ragged([])[np.arange(0)].shape == (0, 1)
+
+
+def test_a_batch_with_a_long_history_excludes_as_each_history_alone(tiny_run):
+    """A batch whose one history is 50 times longer than the others' ranks every row as that row alone: the seen
+    items are padded per batch of rows, not to the longest history of all."""
+    rec = crabrec.load(tiny_run, "mor")
+    histories, users, _ = histories_of(tiny_run, 6)
+    histories[2] = histories[2] * 50
+    rows = rec.samples(histories, users)
+    assert len(rows.seen.flat) == sum(map(len, histories))
+    batch = rec.recommend_batch(histories, 10, users=users)
+    alone = [rec.recommend(h, 10, user=u) for h, u in zip(histories, users)]
+    assert [[r.item for r in x] for x in batch] == [[r.item for r in x] for x in alone]

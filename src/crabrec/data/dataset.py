@@ -18,14 +18,15 @@ class Samples:
     """(history -> target) rows; ``history`` is ``[N, H]`` item indices (32-bit), oldest first, ``PAD``-padded at
     the end.
 
-    ``seen`` (``[N, S]``, ``PAD``-padded, or None): items a ranker must not return for the row (a user's whole
-    history when recommending with exclude-seen; None in evaluation, which follows the paper's protocol)."""
+    ``seen`` (``[N, S]``, ``PAD``-padded, or a :class:`Ragged` read as one, or None): items a ranker must not
+    return for the row (a user's whole history when recommending with exclude-seen; None in evaluation, which
+    follows the paper's protocol)."""
 
     user: np.ndarray
     history: np.ndarray
     length: np.ndarray
     target: np.ndarray
-    seen: np.ndarray | None = None
+    seen: np.ndarray | Ragged | None = None
 
     def __len__(self) -> int:
         return int(self.target.shape[0])
@@ -51,7 +52,7 @@ class Samples:
             history=hist,
             length=length,
             target=np.asarray(targets, dtype=np.int64).reshape(n),
-            seen=None if seen is None else padded(seen),
+            seen=None if seen is None else Ragged(seen),
         )
 
     def take(self, index: np.ndarray) -> Samples:
@@ -67,12 +68,36 @@ class Samples:
         return [self.history[r, : self.length[r]].tolist() for r in range(len(self))]
 
 
-def padded(rows: list[list[int]]) -> np.ndarray:
-    """Lists of item indices as one ``[N, max length]`` array, ``PAD``-padded (at least one column)."""
-    out = np.full((len(rows), max([1, *map(len, rows)])), PAD, dtype=np.int64)
-    for r, row in enumerate(rows):
-        out[r, : len(row)] = row
-    return out
+class Ragged:
+    """Rows of item indices of different lengths (each user's whole history), kept flat, read as a ``PAD``-padded
+    array one batch at a time: ``x[r]`` is row ``r``'s items, ``x[rows]`` (indices, a slice or a mask) the rows'
+    items padded to the longest of them (at least one column). Held padded to the longest row of all, a few users of
+    thousands of items among many of ten would cost a row of thousands for every user."""
+
+    def __init__(self, rows: list[list[int]] | list[np.ndarray]) -> None:
+        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+        self.offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        flat = [np.asarray(r, dtype=np.int64).reshape(-1) for r in rows]
+        self.flat = np.concatenate(flat) if flat else np.zeros(0, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __iter__(self):
+        return (self[r] for r in range(len(self)))
+
+    def __getitem__(self, index) -> np.ndarray:
+        if isinstance(index, int | np.integer):
+            r = range(len(self))[index]
+            return self.flat[self.offsets[r] : self.offsets[r + 1]]
+        rows = np.arange(len(self))[index]
+        start, length = self.offsets[rows], self.offsets[rows + 1] - self.offsets[rows]
+        width = max(1, int(length.max()) if len(rows) else 1)
+        cols = np.arange(width)
+        inside = cols[None, :] < length[:, None]
+        out = np.full((len(rows), width), PAD, dtype=np.int64)
+        out[inside] = self.flat[(start[:, None] + cols[None, :])[inside]]
+        return out
 
 
 @dataclass

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from crabrec.data.dataset import Samples, padded
+from crabrec.data.dataset import Ragged, Samples
 
 RankFn = Callable[[Samples], tuple[np.ndarray, np.ndarray]]
 
@@ -37,7 +37,7 @@ def concat(parts: list[Samples]) -> Samples:
     keys = ("user", "history", "length", "target")
     seen = None
     if any(p.seen is not None for p in parts):  # a row that excludes nothing gets an all-PAD row
-        seen = padded([r.tolist() for p in parts for r in (p.seen if p.seen is not None else [[]] * len(p))])
+        seen = Ragged([r for p in parts for r in (p.seen if p.seen is not None else [[]] * len(p))])
     return Samples(*(np.concatenate([getattr(p, k) for p in parts]) for k in keys), seen=seen)
 
 
