@@ -1600,6 +1600,12 @@ def test_order_lines_beside_a_table_of_orders_read_as_each_orders_users_items(tm
         f.write(f"{ids[3]},9,prior,6,3,12\n")
     with pytest.raises(CrabError, match=rf"orders.csv: order_id '{ids[3]}' is on rows 5 and 32: expected one row per"):
         load(folder)
+    write(folder / "orders.csv", "order_id,user_id,eval_set,order_number,order_dow,order_hour_of_day",
+          [(ids[k], "" if k == 7 else u, "prior", k % 5 + 1, 3, 12) for k, (u, _) in enumerate(orders)])  # fmt: skip
+    said = r"orders.csv: row 9: empty user id in column 'user_id' \(1 order\(s\), 2 line\(s\)\); fill it, or --set "
+    with pytest.raises(CrabError, match=said + "data.incomplete_rows=drop to leave out their lines"):
+        load(folder)
+    assert load(folder, incomplete_rows="drop").n_interactions == want.n_interactions - 2
     when = {int(ids[k]): 1_600_000_000 + 10 * (k % 5) for k in range(len(orders))}  # the same order, by time
     shuffled = [(i, u, when[int(i)]) for i, (u, _) in zip(ids, orders, strict=True)][::-1]
     write(folder / "orders.csv", "order_id,customer_id,order_purchase_timestamp", shuffled)

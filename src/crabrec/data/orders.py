@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from crabrec.data.reading import Origin, first_row, id_cells, read_parts, read_table
+from crabrec.data.reading import Origin, first_row, id_cells, read_parts, read_table, unfilled
 from crabrec.errors import CrabError, clip
 
 if TYPE_CHECKING:
@@ -29,11 +29,12 @@ log = logging.getLogger("crabrec")
 @dataclass(frozen=True)
 class Joined:
     """The lines (one table, or :class:`~crabrec.data.table.Parts` of tables with the same columns) of the orders
-    in ``orders``, joined on the column ``key`` that both hold."""
+    in ``orders``, joined on the column ``key`` that both hold; ``user`` is the orders' user column."""
 
     lines: Path | Parts
     orders: Path
     key: str
+    user: str  # the orders' user column
 
     @property
     def files(self) -> tuple[Path, ...]:
@@ -71,10 +72,11 @@ def find_join(
     return joined, order_table, key
 
 
-def read_joined(joined: Joined, folder: Path) -> tuple[pd.DataFrame, Origin, list[str]]:
+def read_joined(joined: Joined, folder: Path, drop: bool = False) -> tuple[pd.DataFrame, Origin, list[str]]:
     """The lines of ``joined`` with their order's columns (its ``key`` once), in the orders table's order; their
     ``Origin`` names each line's own file and row. Also the notes to keep: the lines of orders the table lacks are
-    left out (a warning); an order listed twice is a one-line error."""
+    left out (a warning); an order listed twice, or one of some lines without a user, is a one-line error naming
+    its row (``drop``, ``data.incomplete_rows=drop``: its lines are left out later, as rows with an empty cell)."""
     lines, origin = read_parts(folder, joined.files)  # rows named by their file, the columns by the folder
     orders = read_table(joined.orders)
     order_ids = _ids(orders[joined.key])
@@ -95,6 +97,16 @@ def read_joined(joined: Joined, folder: Path) -> tuple[pd.DataFrame, Origin, lis
         log.warning("%s: %s", folder, note)
         notes.append(note)
         lines, at = lines[at >= 0], at[at >= 0]
+    used = np.zeros(len(orders), dtype=bool)
+    used[at] = True
+    blank = unfilled(id_cells(orders[joined.user])) & used
+    if blank.any() and not drop:
+        row = int(np.argmax(blank))
+        raise CrabError(
+            f"{joined.orders}: row {row + first_row(joined.orders)}: empty user id in column {joined.user!r} "
+            f"({int(blank.sum()):,} order(s), {int(blank[at].sum()):,} line(s)); fill it, or --set "
+            "data.incomplete_rows=drop to leave out their lines"
+        )
     order = np.argsort(at, kind="stable")  # the orders' order, then the lines' own
     lines = lines.iloc[order]
     extra = [c for c in orders.columns if c not in lines.columns]

@@ -796,6 +796,12 @@ def id_cells(values: pd.Series) -> pd.Series:
 _WHOLE = re.compile(r"-?[0-9]+\.0+")  # 7.0: a whole number as pandas writes a float column
 
 
+def unfilled(cells: pd.Series) -> np.ndarray:
+    """The cells (text) that hold no value: empty, or a missing value written out (:data:`NULLS`)."""
+    stripped = cells.str.strip()
+    return ((stripped == "") | stripped.str.lower().isin(NULLS)).to_numpy()
+
+
 def whole_numbers(cells: pd.Series) -> pd.Series:
     """A text column of ids written as whole numbers with a fraction of zeros (``"7.0"``, as pandas writes a float
     column of integer ids that held a missing value to CSV), when every filled cell is one, spelled as integers

@@ -54,6 +54,7 @@ from crabrec.data.reading import (
     row_not_header,
     split_tables,
     table_kind,
+    unfilled,
     unnested,
     whole_numbers,
 )
@@ -334,7 +335,7 @@ def _recbole_revision(path: Path, cfg: DataConfig) -> int:
     cols = list(head.columns)
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
     item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
-    nulls = any(_unfilled(id_cells(head[c])).any() for c in (user, item) if c)
+    nulls = any(unfilled(id_cells(head[c])).any() for c in (user, item) if c)
     time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES) if cfg.time_col else None
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
         time = _time_glanced(head, (user or "", item or ""))
@@ -496,12 +497,6 @@ def _written_null(cells: pd.Series) -> np.ndarray:
     return cells.str.strip().str.lower().isin(NULLS).to_numpy()
 
 
-def _unfilled(cells: pd.Series) -> np.ndarray:
-    """The cells that hold no value: empty, or a missing value written out."""
-    stripped = cells.str.strip()
-    return ((stripped == "") | stripped.str.lower().isin(NULLS)).to_numpy()
-
-
 def filled_rows(
     inter: pd.DataFrame, origin: Origin, read: dict[str, str | None], drop: bool, others: dict[str, str]
 ) -> tuple[pd.DataFrame, list[str]]:
@@ -516,7 +511,7 @@ def filled_rows(
         if col is None:
             continue
         inter[col] = id_cells(inter[col])  # a Parquet null or a JSON null: ""
-        empty = _unfilled(inter[col])
+        empty = unfilled(inter[col])
         if empty.any() and not drop:
             n, row = int(empty.sum()), int(np.flatnonzero(empty)[0])
             cell = inter[col].iloc[row].strip()
@@ -593,7 +588,8 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
     if not both and (join := find_join([p for p in others if _item_col(columns[p], cfg)], inter, columns,
                                        lambda cols: _item_col(cols, cfg))):  # fmt: skip
         lines, orders, key = join
-        inter = [Joined(Parts(tuple(lines)) if len(lines) > 1 else lines[0], orders, key)]
+        user = find_column(columns[orders], cfg.user_col, DEFAULTS["user_col"], USER_NAMES) or ""
+        inter = [Joined(Parts(tuple(lines)) if len(lines) > 1 else lines[0], orders, key, user)]
         others = [p for p in others if p not in lines]
     split = split_tables(path)
     if split and set(inter) <= set(split):  # one table's train, valid and test rows (sessions: no user column)
@@ -687,7 +683,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
     sep = item_lines(path) if cfg.columns is None and not folder else None
     notes = []
     if isinstance(parts, Joined):
-        inter, origin, joined = read_joined(parts, path)
+        inter, origin, joined = read_joined(parts, path, cfg.incomplete_rows == "drop")
         notes += joined
     elif parts is not None:
         inter, origin = read_parts(path, parts.paths, cfg.columns)
