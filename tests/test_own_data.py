@@ -1731,3 +1731,24 @@ def test_order_lines_that_could_join_to_two_tables_of_users_are_an_error_naming_
     said = r"\(lines.csv\) join to several tables of users \(orders.csv by order_id, store_members.csv by store_id\)"
     with pytest.raises(CrabError, match=said + "; name the interactions with --data FILE"):
         load(tmp_path)
+
+
+def test_a_folder_of_daily_json_lines_files_reads_as_one_table(tmp_path):
+    """Adressa ships a JSON-lines file a day, named by its date without an extension, whose rows leave keys out (an
+    event on a front page has no article ``id``): the folder was "no known layout found". Files of JSON lines with
+    the same user, item and time columns are parts of one table, whichever keys their first rows hold; with no item
+    column found, the error names the columns to choose from."""
+    folder = tmp_path / "one_week"
+    folder.mkdir()
+    for day in range(3):
+        story = lambda i: {"id": f"a{i}", "title": f"Story {i}"} if i % 5 else {}  # noqa: E731 (front pages: no id)
+        rows = [{"eventId": t, "userId": f"cx:{u}", "time": t, **story(i)} for u, i, t in EVENTS if u % 3 == day]
+        (folder / f"2017010{day + 1}").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    said = r"no table among 20170101, 20170102, 20170103 has an item column \(looked for item, .*; 20170101 has "
+    with pytest.raises(CrabError, match=said + r"eventId, userId, time, id, title\); name it with --set data.item_col"):
+        load(folder)
+    ds = load(folder, item_col="id", incomplete_rows="drop")
+    kept = [(f"cx:{u}", f"a{i}", t) for u, i, t in EVENTS if i % 5]
+    want = load(write(tmp_path / "plain.csv", "userId,id,time", kept), item_col="id")
+    ids = lambda d: [[d.item_ids[k] for k in s] for s in d.sequences]  # noqa: E731
+    assert ds.users == want.users and ds.n_interactions == len(kept) and ids(ds) == ids(want)

@@ -91,7 +91,7 @@ def _first_line(path: Path) -> str | None:
     """What the first line of a file named ``.json``, ``.txt`` or ``.dat`` (and not as a table) holds: ``"header"``
     (a JSON object, or delimited column names), ``"row"`` (delimited values) or None (anything else)."""
     kind = table_kind(path, named=True) if path.is_file() and not table_kind(path) else None
-    if kind == ".json":
+    if kind in (".json", ".jsonl"):  # (.jsonl: a file of JSON lines named without an extension, Adressa's 20170101)
         try:
             first = _head(path).decode("utf-8-sig", errors="replace").lstrip().partition("\n")[0]
             return "header" if first.startswith("{") and isinstance(json.loads(first), dict) else None

@@ -536,7 +536,8 @@ def filled_rows(
 
 @dataclass(frozen=True)
 class Parts:
-    """Tables of one folder with the same columns, read as one table in name order (REES46's monthly files)."""
+    """Tables of one folder with the same columns (JSON lines: the same user, item and time columns), read as one
+    table in name order (REES46's monthly files, Adressa's daily ones)."""
 
     paths: tuple[Path, ...]
 
@@ -579,7 +580,7 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
         )
     inter, others, both, columns = [], [], [], {}
     for p in tables:
-        columns[p] = cols = list(_read_csv(p, header_only=True).columns)
+        columns[p] = cols = _columns(p)
         has_user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES) is not None
         (inter if has_user else others).append(p)
         if has_user and _user_and_item(cols, cfg):
@@ -594,7 +595,7 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
     split = split_tables(path)
     if split and set(inter) <= set(split):  # one table's train, valid and test rows (sessions: no user column)
         inter, others = [path], [p for p in others if p not in split]
-    same = len(both) > 1 and all(columns[p] == columns[both[0]] for p in both)
+    same = len(both) > 1 and _one_table(both, columns, cfg)
     if len(inter) > 1 and same and not _interactions_by_name(both):  # logged as the data's label
         inter, both = [Parts(tuple(both))], []
     if len(inter) > 1 and (chosen := _interactions_by_name(both) if len(both) > 1 else both[:1]):
@@ -606,6 +607,11 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
         if say:
             log.info("%s: interactions from %s (%s)", path, chosen[0].name, said)
         inter = chosen
+    if len(inter) > 1 and not both:
+        raise CrabError(
+            f"{path}: no table among {names} has an item column (looked for {', '.join(ITEM_NAMES[:6])}, ...; "
+            f"{inter[0].name} has {listed(columns[inter[0]])}); name it with --set data.item_col=<column>"
+        )
     if len(inter) != 1:
         found = f"found {len(both)}: {', '.join(p.name for p in both)}" if len(both) > 1 else f"found {len(inter)}"
         raise CrabError(
@@ -626,6 +632,29 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
                and inter[0].is_file() else "")  # fmt: skip
         )
     return inter[0], others[0] if others else None
+
+
+LINES_KINDS = (".jsonl", ".ndjson")  # JSON lines, whose rows may each leave keys out
+
+
+def _columns(path: Path) -> list[str]:
+    """A table's columns: its header's, or for JSON lines the keys of its first ``GLANCE_ROWS`` rows (a row may
+    leave a key out: Adressa's events without an article ``id``)."""
+    if not path.is_dir() and table_kind(path, named=True) in LINES_KINDS:
+        return list(read_table(path, first_rows=GLANCE_ROWS).columns)
+    return list(_read_csv(path, header_only=True).columns)
+
+
+def _one_table(paths: list[Path], columns: dict[Path, list[str]], cfg: DataConfig) -> bool:
+    """Whether tables are parts of one table: the same columns, or for JSON lines (whose rows may leave keys out:
+    Adressa's daily files) the same user, item and time columns."""
+    if all(columns[p] == columns[paths[0]] for p in paths):
+        return True
+    if not all(not p.is_dir() and table_kind(p, named=True) in LINES_KINDS for p in paths):
+        return False
+    read = [(find_column(columns[p], cfg.user_col, DEFAULTS["user_col"], USER_NAMES), _item_col(columns[p], cfg),
+             find_column(columns[p], cfg.time_col, DEFAULTS["time_col"], TIME_NAMES)) for p in paths]  # fmt: skip
+    return all(r == read[0] for r in read)
 
 
 def _headerless_parts(path: Path, tables: list[Path], cfg: DataConfig) -> Path | Parts | None:
@@ -702,7 +731,7 @@ def load_table(path: Path, cfg: DataConfig) -> Dataset:
             one = parts.names()
         else:
             one = ", ".join(p.name for p in (parts.paths if parts else split_tables(path))) + " (as one table"
-            one += "; crabrec splits it)" if not parts else ": the same columns)"
+            one += "; crabrec splits it)" if not parts else ": the same user, item and time columns)"
         label = (
             f"{path.parent if path.is_file() else path}: interactions from {one if path.is_dir() else path.name}, "
             + (f"items from {item_path.name}; " if item_path else "no item table; ")
