@@ -90,7 +90,11 @@ class Ragged:
         if isinstance(index, int | np.integer):
             r = range(len(self))[index]
             return self.flat[self.offsets[r] : self.offsets[r + 1]]
-        rows = np.arange(len(self))[index]
+        if isinstance(index, slice):
+            rows = np.arange(*index.indices(len(self)))
+        else:  # row numbers or a mask, read without an array of every row number (a batch of a million rows)
+            rows = np.asarray(index)
+            rows = np.flatnonzero(rows) if rows.dtype == bool else np.where(rows < 0, rows + len(self), rows)
         start, length = self.offsets[rows], self.offsets[rows + 1] - self.offsets[rows]
         width = max(1, int(length.max()) if len(rows) else 1)
         cols = np.arange(width)
