@@ -554,3 +554,41 @@ def test_an_input_files_rows_are_named_by_their_line(tmp_path):
     assert read_histories(tmp_path / "h.jsonl").rows == ["line 1", "line 3"]
     pd.DataFrame({"history": [["1"], ["2"]]}).to_parquet(tmp_path / "h.parquet")
     assert read_histories(tmp_path / "h.parquet").rows == ["row 0", "row 1"]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".parquet", "-"])
+def test_cli_recommend_answers_a_file_part_by_part_as_in_one_part(tiny_run, tmp_path, capsys, monkeypatch, suffix):
+    """A file of histories is ranked and written a part of its rows at a time, in whole batches of the ranker (a
+    million histories never hold a million answers): the answers equal those of one part byte for byte, the row
+    numbers run on, and a bad row in a later part leaves no file and prints nothing."""
+    from crabrec import histories as hist
+    from crabrec.rankers import GeneratorRanker
+
+    made = GeneratorRanker.__init__
+
+    def in_twos(self, *args, **kwargs):  # the ranker decodes 2 rows at a time, so that 7 rows make 4 parts
+        made(self, *args, **kwargs)
+        self.batch_size = self.block = 2
+
+    monkeypatch.setattr(GeneratorRanker, "__init__", in_twos)
+
+    histories, users, _ = histories_of(tiny_run, 7)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"history": h, "user": u}) + "\n" for h, u in zip(histories, users)))
+    out = "-" if suffix == "-" else str(tmp_path / f"out{suffix}")
+    args = ["recommend", str(tiny_run), "--method", "tiger", "--input", str(src), "-k", "3", "--output", out]
+    code, whole, err = run_cli(args, capsys)
+    assert code == 0, err
+    read = (lambda text: text) if suffix == "-" else (lambda _: pd.read_parquet(out).to_json() if suffix == ".parquet"
+                                                     else Path(out).read_bytes())  # fmt: skip
+    one = read(whole)
+    monkeypatch.setattr(hist, "ANSWER_PART", 2)
+    code, parted, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert read(parted) == one
+    if suffix != "-":
+        Path(out).unlink()
+    src.write_text(src.read_text() + json.dumps({"history": ["no such item"], "user": 0}) + "\n")
+    code, printed, err = run_cli(args, capsys)
+    assert code == 2 and "in.jsonl: line 8: history: 1 item id(s) not in" in err
+    assert printed == "" and (suffix == "-" or not Path(out).exists())

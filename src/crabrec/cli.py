@@ -760,8 +760,11 @@ def recommend(
 
     Example: crabrec recommend runs/office-quick --method crab --history 0,1,5 -k 5
     """
+    import numpy as np
+
     from crabrec.config_paths import not_the_runs_data
     from crabrec.histories import (
+        ANSWER_PART,
         file_format,
         history_ids,
         input_name,
@@ -770,6 +773,7 @@ def recommend(
         write_recommendations,
     )
     from crabrec.io import writable_file
+    from crabrec.progress import progress
     from crabrec.recommender import load
 
     if user is not None and not user.strip().lstrip("-").isdigit():
@@ -814,17 +818,28 @@ def recommend(
         return
     asked = read_histories(input_file)
     rec = load(run_dir, method, beam=beam)
-    try:
-        rows = rec.recommend_batch(
-            asked.histories, k, users=asked.users, user_ids=asked.user_ids, drop_unknown=drop_unknown,
-            exclude_seen=exclude_seen, progress=True, rows=asked.rows,
-        )  # fmt: skip
+    rec.check_k(k)
+    try:  # every row checked before the first is ranked
+        samples = rec.samples(asked.histories, asked.users, drop_unknown, exclude_seen, user_ids=asked.user_ids,
+                              rows=asked.rows)  # fmt: skip
     except CrabError as exc:
         raise CrabError(f"{input_name(input_file)}: {exc}") from None
-    if output == "-":
-        typer.echo(recommendation_lines(rows), nl=False)
+    n, block = len(samples), rec.ranker.block
+    part = max(block, ANSWER_PART // block * block)  # whole blocks: the ranker's batches (and answers) as in one part
+    one = n <= part  # one part: the ranker's own progress bar
+
+    def parts():  # the answers a part of the rows at a time: a million histories never hold a million lists
+        for a in range(0, n, part) if one else progress(range(0, n, part), f"recommend {method}"):
+            yield rec.ranked(samples.take(np.arange(a, min(a + part, n))), k, progress=one)
+
+    if output == "-":  # printed once every row is answered: an error prints no answer
+        lines, start = [], 0
+        for rows in parts():
+            lines.append(recommendation_lines(rows, start))
+            start += len(rows)
+        typer.echo("".join(lines), nl=False)
         return
-    typer.echo(f"{len(rows)} histories -> {write_recommendations(output, rows)}")
+    typer.echo(f"{n} histories -> {write_recommendations(output, parts())}")
 
 
 def format_recommendations(rows) -> str:

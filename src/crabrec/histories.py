@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -29,6 +30,7 @@ FORMATS = (".csv", ".tsv", ".parquet", ".jsonl")  # what --output writes; --inpu
 INPUT_FORMATS = (*FORMATS, ".txt")
 STDIN_NAME = "standard input"
 SPLIT = re.compile(r"[\s,;|]+")  # ids apart: spaces, commas, semicolons, bars
+ANSWER_PART = 8192  # input rows ranked and written at a time
 
 
 def file_format(path: Path, formats: tuple[str, ...] = FORMATS) -> str:
@@ -250,16 +252,17 @@ def _history(where: str, value: Any) -> list[str]:
     raise CrabError(f"{where}: history {clip(repr(value), 40)}: expected item ids (a list or a string)")
 
 
-def recommendation_lines(rows: list[list[Any]]) -> str:
-    """Each input row's recommendations as JSON lines (``row``, ``items``, ``scores``, ``groups``)."""
-    return _lines(_records(rows))
+def recommendation_lines(rows: list[list[Any]], start: int = 0) -> str:
+    """Each input row's recommendations as JSON lines (``row``, ``items``, ``scores``, ``groups``); ``start``: the
+    first row's number."""
+    return _lines(_records(rows, start))
 
 
 def _lines(records: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(rec) + "\n" for rec in records)
 
 
-def _records(rows: list[list[Any]]) -> list[dict[str, Any]]:
+def _records(rows: list[list[Any]], start: int = 0) -> list[dict[str, Any]]:
     return [
         {
             "row": r,
@@ -267,27 +270,51 @@ def _records(rows: list[list[Any]]) -> list[dict[str, Any]]:
             "scores": [x.score for x in recs],
             "groups": [x.group for x in recs],
         }
-        for r, recs in enumerate(rows)
+        for r, recs in enumerate(rows, start)
     ]
 
 
-def write_recommendations(path: str | Path, rows: list[list[Any]]) -> Path:
-    """Write each input row's recommendations (lists of :class:`~crabrec.recommender.Recommendation`)."""
+def write_recommendations(path: str | Path, parts: Iterable[list[list[Any]]]) -> Path:
+    """Write each input row's recommendations (lists of :class:`~crabrec.recommender.Recommendation`), given as
+    ``parts``, consecutive batches of rows, each written as it comes: a file of a million histories never holds all
+    its answers at once. The file appears whole, or not at all when a part fails."""
     import pandas as pd
 
     path = Path(path)
     kind = file_format(path)
-    records = _records(rows)
     with atomic_path(path) as tmp:
-        if kind == ".jsonl":
-            tmp.write_text(_lines(records))
-        elif kind == ".parquet":
-            pd.DataFrame(records).to_parquet(tmp)
-        else:
-            flat = [{k: " ".join(map(str, v)) if isinstance(v, list) else v for k, v in rec.items()} for rec in records]
-            frame = pd.DataFrame(flat, columns=["row", "items", "scores", "groups"])
-            frame.to_csv(tmp, index=False, sep="\t" if kind == ".tsv" else ",")
+        if kind == ".parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            schema = _answers_schema()
+            with pq.ParquetWriter(tmp, schema) as out:
+                start = 0
+                for rows in parts:
+                    out.write_table(pa.Table.from_pylist(_records(rows, start), schema=schema))
+                    start += len(rows)
+            return path
+        with open(tmp, "w", encoding="utf-8", newline="") as out:
+            start = 0
+            for rows in parts:
+                records = _records(rows, start)
+                if kind == ".jsonl":
+                    out.write(_lines(records))
+                else:
+                    flat = [{k: " ".join(map(str, v)) if isinstance(v, list) else v for k, v in r.items()}
+                            for r in records]  # fmt: skip
+                    frame = pd.DataFrame(flat, columns=["row", "items", "scores", "groups"])
+                    frame.to_csv(out, index=False, sep="\t" if kind == ".tsv" else ",", header=start == 0)
+                start += len(rows)
     return path
+
+
+def _answers_schema():
+    """The Parquet answers' columns: one schema for every part (a part whose lists are all empty included)."""
+    import pyarrow as pa
+
+    return pa.schema([("row", pa.int64()), ("items", pa.list_(pa.string())), ("scores", pa.list_(pa.float64())),
+                      ("groups", pa.list_(pa.int64()))])  # fmt: skip
 
 
 def is_user_index(user: Any) -> bool:

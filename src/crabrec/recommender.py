@@ -123,7 +123,12 @@ class Recommender:
         ranked in batches of ``evaluate.batch_size`` (one vectorized beam search per batch, as ``evaluate`` does);
         ``rows``: how errors name each history (:meth:`samples`)."""
         self.check_k(k)
-        rows = self.samples(histories, users, drop_unknown, exclude_seen, user_ids=user_ids, rows=rows)
+        return self.ranked(self.samples(histories, users, drop_unknown, exclude_seen, user_ids=user_ids, rows=rows),
+                           k, progress)  # fmt: skip
+
+    def ranked(self, rows: Samples, k: int, progress: bool = False) -> list[list[Recommendation]]:
+        """The first ``k`` recommendations of each of ``rows`` (:meth:`samples`), ranked in batches of
+        ``evaluate.batch_size``."""
         items, scores = self.ranker.rank(rows, desc=f"recommend {self.method}", progress=progress)
         return [self.top(items[r], scores[r], k) for r in range(len(rows))]
 
