@@ -999,6 +999,8 @@ def test_a_column_of_event_kinds_is_noted_with_the_filter_that_keeps_some(tmp_pa
     assert "kinds of event" not in caplog.text and ds.n_interactions == (shares["transaction"] * len(rows)).round()
     one = write(tmp_path / "views.csv", "user,item,event_type", [(u, i, "view") for u, i, _ in EVENTS])
     assert not [n for n in load(one).notes if "kinds of event" in n]
+    tied = write(tmp_path / "tied.csv", "user,item,event_type", [(u, i, "bc"[(u + i) % 2]) for u, i, _ in EVENTS[:4]])
+    assert any("event_type holds 2 kinds of event (b 50%, c 50%)" in n for n in load(tied).notes)  # ties by name
 
 
 def test_a_folder_of_several_item_tables_names_the_interactions_without_one(tmp_path):

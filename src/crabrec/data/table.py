@@ -479,6 +479,7 @@ def _event_kinds(inter: pd.DataFrame, path: Path, keep: dict[str, list[str]]) ->
         if _norm(col) not in _EVENT:
             continue
         counts = id_cells(inter[col]).value_counts()
+        counts = counts.sort_index().sort_values(ascending=False, kind="stable")  # ties by name, in any pandas
         if not 2 <= len(counts) <= MAX_KINDS:
             continue
         kinds = ", ".join(f"{clip(str(k), 40)} {n / len(inter):.0%}" for k, n in counts.items())
