@@ -92,11 +92,7 @@ def _first_line(path: Path) -> str | None:
     (a JSON object, or delimited column names), ``"row"`` (delimited values) or None (anything else)."""
     kind = table_kind(path, named=True) if path.is_file() and not table_kind(path) else None
     if kind in (".json", ".jsonl"):  # (.jsonl: a file of JSON lines named without an extension, Adressa's 20170101)
-        try:
-            first = _head(path).decode("utf-8-sig", errors="replace").lstrip().partition("\n")[0]
-            return "header" if first.startswith("{") and isinstance(json.loads(first), dict) else None
-        except (*UNREADABLE, ValueError, RecursionError):
-            return None
+        return "header" if _object_lines(path) else None
     fields = first_cells(path) if kind in TEXT_NAMED else None
     if fields is None:
         return None

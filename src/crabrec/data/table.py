@@ -102,6 +102,11 @@ def find_column(columns: list[str], configured: str | None, default: str | None,
     return next((by_norm[_norm(n)] for n in names if _norm(n) in by_norm), None)
 
 
+def _item_col(cols: list[str], cfg: DataConfig) -> str | None:
+    """The item column among ``cols``, found by its name (``data.item_col`` or a known one)."""
+    return find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+
+
 def _words(name: object) -> list[str]:
     """``orderDate``, ``order_date`` and ``Order Date`` -> ``['order', 'date']``."""
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", str(name).split(":")[0])
@@ -280,7 +285,7 @@ def table_revision(cfg: DataConfig) -> int:
     objects = any(joined_record(v) is not None for col in items.columns for v in items[col])
     cols = list(head.columns)
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
-    item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    item = _item_col(cols, cfg)
     asin = {"asin", "parentasin"} <= {_norm(c) for c in cols} and cfg.item_col not in cols
     nulls = any(_written_null(id_cells(head[c])).any() for c in (user, item) if c)
     id_lists = item is not None and id_list_column(head, [item]) is not None
@@ -334,7 +339,7 @@ def _recbole_revision(path: Path, cfg: DataConfig) -> int:
     head = recbole_frame(files.parts[0], first_rows=GLANCE_ROWS)
     cols = list(head.columns)
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
-    item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    item = _item_col(cols, cfg)
     nulls = any(unfilled(id_cells(head[c])).any() for c in (user, item) if c)
     time = find_column(cols, cfg.time_col, DEFAULTS["time_col"], TIME_NAMES) if cfg.time_col else None
     if time is None and cfg.time_col == DEFAULTS["time_col"]:
@@ -348,7 +353,7 @@ def _item_column(cols: list[str], cfg: DataConfig, table_cols: list[str] | None)
     """The interaction table's item column: ``data.item_col``, else the first known item-id name, unless the item
     table lacks that column and has another of the interaction table's item-like columns (an Amazon 2023 review file
     has ``asin`` and ``parent_asin``, its metadata only ``parent_asin``; ``data.item_table_id_col`` names it)."""
-    item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    item = _item_col(cols, cfg)
     if item is None or table_cols is None or cfg.item_col in cols or item in table_cols:
         return item
     wanted = [cfg.item_table_id_col] if cfg.item_table_id_col is not None else ITEM_NAMES
@@ -359,7 +364,7 @@ def _item_column(cols: list[str], cfg: DataConfig, table_cols: list[str] | None)
 def _user_and_item(cols: list[str], cfg: DataConfig) -> bool:
     """Whether ``cols`` hold a user and an item column (as configured, or detected)."""
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
-    return user is not None and find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES) is not None
+    return user is not None and _item_col(cols, cfg) is not None
 
 
 def _other_columns(cols: list[str], taken: str, names: tuple[str, ...], key: str) -> str:
@@ -551,11 +556,6 @@ def first_table(found: Path | Parts | Joined) -> Path:
     return found.paths[0] if isinstance(found, Parts) else found
 
 
-def _item_col(cols: list[str], cfg: DataConfig) -> str | None:
-    """The item column among ``cols``, found by its name (``data.item_col`` or a known one)."""
-    return find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
-
-
 def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path | Parts | Joined, Path | None]:
     """``(interactions, item table)`` in a folder of tables (or, with none, of the files :func:`named_tables` reads
     as tables: Yelp's JSON lines, HetRec's ``.dat`` files): the one file with user and item columns, and the one
@@ -621,7 +621,7 @@ def resolve_folder(path: Path, cfg: DataConfig, say: bool = False) -> tuple[Path
         )
     if cfg.item_table:
         return inter[0], Path(cfg.item_table)
-    item = find_column(columns.get(first_table(inter[0]), []), cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    item = _item_col(columns.get(first_table(inter[0]), []), cfg)
     if len(others) > 1 and item and (chosen := _named_for(others, tuple(w for w in _words(item) if w != "id"))):
         if say:
             log.info("%s: items from %s (--items FILE reads another)", path, chosen[0].name)
@@ -859,7 +859,7 @@ def _listed_items(inter: pd.DataFrame, cols: list[str], cfg: DataConfig, user: s
     """The column of a table of one row per user that lists the user's items in order (``[1, 2, 3]``): the item
     column when its cells are lists, else, with no item column, the first column named for items (``item_ids``,
     ``prev_items``, ``history``) whose cells are."""
-    item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    item = _item_col(cols, cfg)
     named = [c for c in cols if c != user and any(w in _norm(c) for w in LIST_WORDS)]
     return id_list_column(inter, [item] if item else named)
 
@@ -910,7 +910,7 @@ def item_text_glance(cfg: DataConfig) -> list[dict[str, str]]:
                 return []
             item_path, head = files.items, recbole_frame(files.items, first_rows=GLANCE_ROWS)
             inter_cols = list(recbole_frame(files.parts[0], first_rows=0).columns)
-            item = find_column(inter_cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES) or DEFAULTS["item_col"]
+            item = _item_col(inter_cols, cfg) or DEFAULTS["item_col"]
             id_col = _item_table_id(list(head.columns), item, cfg, item_path)
         elif layout == "table":
             path, found = resolve_folder(path, cfg) if path.is_dir() else (path, cfg.item_table)

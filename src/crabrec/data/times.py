@@ -32,10 +32,11 @@ def _all_numbers(values: pd.Series) -> np.ndarray | None:
     by Arrow (a tenth of the time and memory of ``pd.to_numeric``, which makes a Python string a row); else None."""
     if not isinstance(values.dtype, pd.StringDtype) or values.dtype.storage != "pyarrow":
         return None
+    # a cell that is no number (a date, a typo) fails the cast: the general path then reads the column and names the row
     try:
         numbers = pc.cast(pc.utf8_trim_whitespace(values.array.__arrow_array__()), pa.float64()).to_numpy()
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # a cell that is no number (a date, a typo): the general
-        return None  # path reads the column and names the row
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
     return numbers if len(numbers) and np.isfinite(numbers).all() else None
 
 
