@@ -31,6 +31,14 @@ def test_trie_tables():
     assert trie.sids[trie.leaf_sid].tolist() == [[0, 1], [0, 2], [1, 1]]
 
 
+def test_trie_members_are_each_sids_items_in_order():
+    """Grouped in one pass (one scan of the items per SID took 2.4 s of every command's start on 118k items)."""
+    codes = np.random.default_rng(0).integers(0, 4, (500, 3))  # 64 SIDs: most shared by several items
+    trie = SidTrie.build(Codebook(codes=codes, sizes=[4, 4, 4], item_ids=[str(i) for i in range(500)]))
+    expected = [np.flatnonzero((codes == sid).all(1)) for sid in trie.sids]
+    assert len(trie.members) == len(expected) and all(np.array_equal(a, b) for a, b in zip(trie.members, expected))
+
+
 @pytest.mark.parametrize("seed,beam", [(0, 10), (1, 20), (2, 5)])
 def test_beam_search_matches_hf_generate(seed, beam):
     rng, cb, model = random_setup(seed)

@@ -26,7 +26,8 @@ class SidTrie:
         codes = codebook.codes
         sids, inverse = np.unique(codes, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
-        members = [np.flatnonzero(inverse == s) for s in range(len(sids))]
+        order = np.argsort(inverse, kind="stable")  # each SID's items in item order, in one pass over the items
+        members = np.split(order, np.cumsum(np.bincount(inverse, minlength=len(sids)))[:-1])
         child = []
         node_of = np.zeros(len(sids), dtype=np.int64)  # node id of each SID's prefix at the current depth
         n_nodes = 1
