@@ -60,7 +60,7 @@ def office_codebook():
     ds = load_dataset(DataConfig())
     splits = make_splits(ds, "auto", 10)
     freq = compute_popularity(splits.train, ds.n_items).freq
-    x = encode(item_texts(ds.item_text, EmbedConfig()), EmbedConfig(encoder="hashing-bow"))
+    x = encode(item_texts(ds.item_text, EmbedConfig()), EmbedConfig(encoder="hashing-bow")).vectors
     cb = build_codebook(TokenizeConfig(levels=3, codebook_size=64), x, ds.item_ids, seed=0)
     return cb, freq
 

@@ -12,13 +12,17 @@ import importlib.util
 import logging
 import os
 import re
+import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from crabrec.config import EmbedConfig
 from crabrec.errors import CrabError, clip, reason
+from crabrec.io import load_npz, write_npz
 from crabrec.progress import bars_enabled
+from crabrec.progress import progress as bar
 
 log = logging.getLogger("crabrec")
 
@@ -27,6 +31,7 @@ HASH_ENCODER = "hashing-bow"
 _TAG = re.compile(r"<[^>]+>")
 _FIELD = re.compile(r"\{(\w+)\}")
 _NUMBER = re.compile(r"[-+]?([0-9][0-9,]*(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?%?")  # 42, 4.34, 9.78e+12, 1,024, 5%
+SAVE_EVERY = 300.0  # seconds: a long encoding keeps its finished batches this often (what an interruption loses)
 LONG_ENCODE = 20_000  # texts (over a minute on 2 CPU cores): off a terminal, such an encoding says it started
 DEFAULT_FIELDS = tuple(EmbedConfig.model_fields["fields"].get_default(call_default_factory=True))
 
@@ -129,6 +134,89 @@ def resolve_encoder(name: str) -> str:
     return str(Path(list(spec.submodule_search_locations)[0]) / "model")
 
 
+class Encoded(NamedTuple):
+    """Item vectors, and how many of them an interrupted encoding had kept (0 when all were encoded now)."""
+
+    vectors: np.ndarray
+    kept: int = 0
+
+
+def encode_batches(
+    model: Any,
+    texts: list[str],
+    cfg: EmbedConfig,
+    progress: bool = True,
+    saved: Path | None = None,
+    key: str = "",
+    fresh: bool = False,
+) -> Encoded:
+    """A sentence-transformers model's vectors, a batch at a time: longest texts first, as the library batches a
+    list (each batch pads to its own longest text, so the batches fix the values: the same as one call, bit for
+    bit). With ``saved``, the finished batches are written there every ``SAVE_EVERY`` seconds and when the encoding
+    is interrupted, and an encoding of the same texts with the same settings (``key``: the stage's cache key) goes
+    on from them, unless ``fresh``; the caller removes the file once it has written the vectors."""
+    size = cfg.batch_size
+    order = np.argsort([-len(text) for text in texts])
+    batches = [order[i : i + size] for i in range(0, len(texts), size)]
+    fingerprint = _fingerprint(texts, cfg, key)
+    before = _resumed(saved, fingerprint, fresh, len(texts), size) if saved is not None else None
+    first, vectors = 0, None
+    if before is not None:
+        first = len(before) // size
+        vectors = np.empty((len(texts), before.shape[1]), np.float32)
+        vectors[order[: len(before)]] = before
+        log.info(
+            "%s: %s of %s items encoded before; encoding on from there", saved, f"{len(before):,}", f"{len(texts):,}"
+        )
+
+    def keep(done: int) -> None:
+        """The first ``done`` batches' vectors, in the encoding's order."""
+        if saved is not None and vectors is not None and first < done < len(batches):
+            write_npz(saved, fingerprint=np.array(fingerprint), vectors=vectors[order[: done * size]])
+
+    batch, last = first, time.perf_counter()
+    try:
+        for batch in bar(range(first, len(batches)), "embed", show=progress, initial=first, total=len(batches)):
+            rows = batches[batch]
+            out = model.encode([texts[i] for i in rows], batch_size=size, convert_to_numpy=True)
+            if vectors is None:
+                vectors = np.empty((len(texts), out.shape[1]), np.float32)
+            vectors[rows] = out
+            if time.perf_counter() - last >= SAVE_EVERY:
+                keep(batch + 1)
+                last = time.perf_counter()
+    except KeyboardInterrupt:
+        keep(batch)
+        raise
+    return Encoded(vectors if vectors is not None else np.zeros((0, 0), np.float32), first * size)
+
+
+def _fingerprint(texts: list[str], cfg: EmbedConfig, key: str) -> str:
+    """What an encoding's values depend on: the stage's key, the texts, the encoder, the batches and the device."""
+    digest = hashlib.sha256(f"{key}\0{cfg.encoder}\0{cfg.batch_size}\0{cfg.device}".encode())
+    for text in texts:
+        digest.update(b"\0" + text.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _resumed(saved: Path, fingerprint: str, fresh: bool, n: int, size: int) -> np.ndarray | None:
+    """The vectors of the whole batches an interrupted encoding of these texts kept (in its order), or None: the
+    file is removed when the run was forced or the file is another encoding's."""
+    if not saved.is_file():
+        return None
+    try:
+        arrays = load_npz(saved)
+        before = arrays["vectors"]
+        same = str(arrays["fingerprint"]) == fingerprint and before.ndim == 2 and len(before) < n
+    except (CrabError, KeyError):
+        same = False
+    if fresh or not same:
+        log.info("%s: %s; encoding from the start", saved, "re-run forced" if fresh else "another encoding's")
+        saved.unlink()
+        return None
+    return before[: len(before) // size * size]
+
+
 def hashing_encode(texts: list[str], dim: int = 384) -> np.ndarray:
     """Signed feature hashing of word unigrams and bigrams (log tf); deterministic and model-free."""
     out = np.zeros((len(texts), dim), dtype=np.float32)
@@ -140,8 +228,17 @@ def hashing_encode(texts: list[str], dim: int = 384) -> np.ndarray:
     return np.sign(out) * np.log1p(np.abs(out))
 
 
-def encode(texts: list[str], cfg: EmbedConfig, progress: bool = True) -> np.ndarray:
-    """``[n, d]`` float32 embeddings; rows are L2-normalised when ``cfg.normalize``."""
+def encode(
+    texts: list[str],
+    cfg: EmbedConfig,
+    progress: bool = True,
+    saved: Path | None = None,
+    key: str = "",
+    fresh: bool = False,
+) -> Encoded:
+    """``[n, d]`` float32 embeddings; rows are L2-normalised when ``cfg.normalize``. With ``saved``, a model's
+    finished batches are kept there while it encodes (see :func:`encode_batches`)."""
+    kept = 0
     if cfg.encoder == HASH_ENCODER:
         vectors = hashing_encode(texts)
     else:
@@ -156,14 +253,12 @@ def encode(texts: list[str], cfg: EmbedConfig, progress: bool = True) -> np.ndar
             raise CrabError(
                 f"embed.encoder {clip(cfg.encoder)}: not a sentence-transformers model ({reason(exc)})"
             ) from None
-        if progress and not bars_enabled() and len(texts) >= LONG_ENCODE:  # one call (its batches fix the values)
+        if progress and not bars_enabled() and len(texts) >= LONG_ENCODE:
             log.info("encoding %s item texts with %s", f"{len(texts):,}", cfg.encoder)
-        vectors = model.encode(
-            texts, batch_size=cfg.batch_size, show_progress_bar=progress and bars_enabled(), convert_to_numpy=True
-        ).astype(np.float32)
+        vectors, kept = encode_batches(model, texts, cfg, progress, saved, key, fresh)
     if not np.isfinite(vectors).all():
         raise CrabError(f"embed.encoder {cfg.encoder!r}: produced non-finite values")
     if cfg.normalize:
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors = vectors / np.maximum(norms, 1e-12)
-    return vectors
+    return Encoded(vectors, kept)

@@ -61,6 +61,11 @@ class RunFiles:
         return self.root / "embeddings.npy"
 
     @property
+    def embeddings_partial(self) -> Path:
+        """The finished batches of an interrupted encoding, which the next one goes on from."""
+        return self.root / "embeddings.partial.npz"
+
+    @property
     def embedding_items(self) -> Path:
         return self.root / "embeddings.items.json"
 

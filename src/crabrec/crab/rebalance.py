@@ -67,8 +67,8 @@ def rebalance(cb: Codebook, freq: np.ndarray, cfg: CrabConfig, seed: int, progre
     levels = cfg.levels if cfg.levels is not None else list(range(cb.semantic_levels))
     codes = cb.codes.copy()
     sizes = list(cb.sizes)
-    residuals = [r.astype(np.float32).copy() for r in cb.residuals]
-    codewords = [c.astype(np.float32).copy() for c in cb.codewords] if cb.codewords is not None else None
+    residuals = [np.array(r, dtype=np.float32) for r in cb.residuals]  # copies: the input codebook stays as it was
+    codewords = [np.array(c, dtype=np.float32) for c in cb.codewords] if cb.codewords is not None else None
     token_map: dict[str, list[str]] = {}
     parent: dict[str, str] = {}
     report = []

@@ -25,12 +25,16 @@ def run_embed(ctx: RunContext) -> dict[str, Any]:
         return skip_embed(ctx, items)
     texts = item_texts(items["text"], ctx.cfg.embed)
     start = time.perf_counter()
-    vectors = encode(texts, ctx.cfg.embed)
+    vectors, kept = encode(
+        texts, ctx.cfg.embed, saved=files.embeddings_partial, key=ctx.running_key(), fresh=ctx.forced
+    )
     seconds = time.perf_counter() - start
     encoder = as_written(ctx.config, "embed.encoder", ctx.cfg.embed.encoder)
     write_json(files.embedding_items, {"item_ids": items["item_ids"], "encoder": encoder})
     write_npy(files.embeddings, vectors)
-    return {"items": len(texts), "dim": int(vectors.shape[1]), "items_per_s": round(len(texts) / seconds, 1)}
+    files.embeddings_partial.unlink(missing_ok=True)
+    rate = {"items_per_s": round((len(texts) - kept) / seconds, 1)}
+    return {"items": len(texts), "dim": int(vectors.shape[1]), **rate, **({"kept_from_before": kept} if kept else {})}
 
 
 def check_embed(ctx: RunContext) -> None:
