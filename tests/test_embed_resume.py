@@ -54,12 +54,14 @@ def test_an_interrupted_encoding_goes_on_from_its_kept_batches(tmp_path, caplog)
     assert sorted(t for call in stopped.calls + again.calls for t in call) == sorted(TEXTS)
 
 
-@pytest.mark.parametrize("change", ["texts", "key", "batch_size", "fresh"])
+@pytest.mark.parametrize("change", ["texts", "key", "batch_size", "fresh", "unreadable"])
 def test_kept_batches_of_another_encoding_are_not_used(tmp_path, caplog, change):
     cfg, saved = EmbedConfig(batch_size=8), tmp_path / "embeddings.partial.npz"
     with pytest.raises(KeyboardInterrupt):
         encode_batches(Counting(stop_at=2), TEXTS, cfg, progress=False, saved=saved, key="k")
     texts = [*TEXTS[:-1], "another item"] if change == "texts" else TEXTS
+    if change == "unreadable":
+        saved.write_bytes(saved.read_bytes()[:100])  # cut short (copied from a full disk, say)
     cfg = EmbedConfig(batch_size=5) if change == "batch_size" else cfg
     model = Counting()
     with caplog.at_level(logging.INFO, logger="crabrec"):
@@ -72,7 +74,7 @@ def test_kept_batches_of_another_encoding_are_not_used(tmp_path, caplog, change)
             key="other" if change == "key" else "k",
             fresh=change == "fresh",
         )
-    said = "re-run forced" if change == "fresh" else "another encoding's"
+    said = {"fresh": "re-run forced", "unreadable": "unreadable"}.get(change, "another encoding's")
     assert f"embeddings.partial.npz: {said}; encoding from the start" in caplog.text
     assert kept == 0 and sum(len(call) for call in model.calls) == 50
     assert np.array_equal(vectors, encode_batches(Counting(), texts, cfg, progress=False).vectors)

@@ -207,11 +207,12 @@ def _resumed(saved: Path, fingerprint: str, fresh: bool, n: int, size: int) -> n
     try:
         arrays = load_npz(saved)
         before = arrays["vectors"]
-        same = str(arrays["fingerprint"]) == fingerprint and before.ndim == 2 and len(before) < n
+        why = "" if str(arrays["fingerprint"]) == fingerprint else "another encoding's"
+        why = why or ("" if before.ndim == 2 and len(before) < n else "not an encoding's batches")
     except (CrabError, KeyError):
-        same = False
-    if fresh or not same:
-        log.info("%s: %s; encoding from the start", saved, "re-run forced" if fresh else "another encoding's")
+        why = "unreadable"
+    if fresh or why:
+        log.info("%s: %s; encoding from the start", saved, "re-run forced" if fresh else why)
         saved.unlink()
         return None
     return before[: len(before) // size * size]
