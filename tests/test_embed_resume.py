@@ -1,5 +1,5 @@
 """A model's item encoding, a batch at a time: the same vectors as one call, and an interrupted one goes on from the
-batches it kept (a large catalogue takes hours on a CPU: 118,000 items at 17 a second)."""
+batches it kept (118,000 items take most of an hour on 2 CPU cores)."""
 
 from __future__ import annotations
 
