@@ -92,6 +92,33 @@ def test_a_quantizers_residuals_are_stored_as_one_level_and_read_back_bit_for_bi
     assert all(np.array_equal(a, b) for a, b in zip(back.residuals, moved.residuals))
 
 
+def test_residuals_hold_one_level_and_give_every_level_as_the_lists_did():
+    """A quantizer kept every level in memory (14.3 GB at tokenize for 1.1M items of 384 dimensions); the levels
+    below the first are computed when read, bit for bit what the quantizer subtracted."""
+    from crabrec.sid.residuals import Residuals
+    from crabrec.sid.rq_kmeans import residual_quantize
+
+    x = np.random.default_rng(4).normal(size=(300, 8)).astype(np.float32)
+    q = residual_quantize(x, 3, 6, seed=0, iters=4)
+    assert isinstance(q.residuals, Residuals) and q.residuals.changed == {} and len(q.residuals) == 3
+    r, expected = x.copy(), []
+    for level in range(3):
+        expected.append(r)
+        r = r - q.codewords[level][q.codes[:, level]]
+    assert all(np.array_equal(a, b) for a, b in zip(q.residuals, expected))
+    assert np.array_equal(q.residuals[-1], expected[2]) and len(q.residuals[1:]) == 2
+    with pytest.raises(IndexError):
+        q.residuals[3]
+    moved = [expected[0], expected[1].copy(), expected[2].astype(np.float64)]
+    moved[1][[5, 9]] += 1.0  # two moved items (the level below keeps its old values: they differ there too)
+    again = Residuals.of(moved, q.codewords, q.codes)
+    assert again.changed[1][0].tolist() == [5, 9] and again.changed[2][0].tolist() == [5, 9]
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(again, moved))
+    whole = Residuals.of(moved, None, q.codes)  # no codewords to compute a level from: every level kept whole
+    assert [rows for rows, _ in whole.changed.values()] == [None, None]
+    assert all(np.array_equal(a, b) for a, b in zip(whole, moved))
+
+
 def test_residuals_are_read_when_first_used_and_a_bad_file_is_named(cb, tmp_path):
     cb.codewords = [np.zeros((s, 4), np.float32) for s in cb.sizes]
     cb.residuals = [np.full((5, 4), i, np.float32) for i in range(3)]

@@ -13,6 +13,7 @@ from crabrec.config import TokenizeConfig
 from crabrec.errors import CrabError
 from crabrec.sid.codebook import Codebook, parse_index
 from crabrec.sid.collisions import collision_count, dedup_level
+from crabrec.sid.residuals import Residuals
 from crabrec.sid.rq_kmeans import Quantized, residual_quantize
 
 log = logging.getLogger("crabrec")
@@ -101,15 +102,14 @@ def build_codebook(
             )
     before = collision_count(q.codes)
     codes, dedup = q.codes, 0
-    residuals = None if q.residuals is None else list(q.residuals)
+    residuals = None if q.residuals is None else Residuals.of(q.residuals, q.codewords, q.codes)
     codewords = None if q.codewords is None else list(q.codewords)
     if cfg.dedup == "extra_level" and before > 0:
         extra = dedup_level(q.codes)
         codes = np.concatenate([codes, extra[:, None]], 1)
-        if residuals is not None and codewords is not None:
-            final = residuals[-1] - codewords[-1][q.codes[:, -1]]
-            residuals.append(final.astype(np.float32))
-            codewords.append(np.zeros((int(extra.max()) + 1, final.shape[1]), np.float32))
+        if residuals is not None and codewords is not None:  # the dedup level's: the last level's less its codeword
+            codewords.append(np.zeros((int(extra.max()) + 1, codewords[-1].shape[1]), np.float32))
+            residuals = residuals.extended(codewords, codes)
         sizes = [*sizes, int(extra.max()) + 1]
         prefixes = [*prefixes, chr(97 + len(prefixes))] if prefixes else []
         dedup = 1

@@ -18,6 +18,7 @@ import numpy as np
 
 from crabrec.errors import CrabError, clip
 from crabrec.io import load_npz, read_input_json, read_json, write_json, write_npz
+from crabrec.sid.residuals import Residuals
 
 TOKEN_RE = re.compile(r"<([a-z])_([0-9]+)>")
 MAX_CODES = 65_536  # per level: an imported index with larger token numbers is refused (MiniOneRec uses 256)
@@ -43,7 +44,7 @@ class Codebook:
     prefixes: list[str] = field(default_factory=list)
     dedup_levels: int = 0
     codewords: list[np.ndarray] | None = None
-    residuals: Sequence[np.ndarray] | None = None  # read from its file when first used (``StoredResiduals``)
+    residuals: Sequence[np.ndarray] | None = None  # a list, or ``Residuals`` (one level kept, read when first used)
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -204,7 +205,9 @@ class Codebook:
         path = Path(path)
         stem = path.with_suffix("")
         codewords = None if self.codewords is None else {f"level{i}": a for i, a in enumerate(self.codewords)}
-        residuals = None if self.residuals is None else residual_arrays(self.residuals, self.codewords, self.codes)
+        residuals = None
+        if self.residuals is not None:
+            residuals = Residuals.of(self.residuals, self.codewords, self.codes).arrays()
         for kind, arrays in (("codewords", codewords), ("residuals", residuals)):
             side = Path(f"{stem}.{kind}.npz")
             if arrays is None:
@@ -246,7 +249,7 @@ class Codebook:
             if not isinstance(sizes, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in sizes):
                 raise ValueError(f"sizes must be whole numbers, got {clip(repr(sizes))}")
             codes = raw_codes.astype(np.int64).reshape(len(data["item_ids"]), len(sizes))
-            residuals = StoredResiduals(rs, codes, codewords) if rs.is_file() else None
+            residuals = Residuals.stored(rs, codewords, codes) if rs.is_file() else None
             return _checked_codebook(
                 path,
                 codes=codes,
@@ -272,89 +275,6 @@ def _checked_codebook(path: Path, **fields: Any) -> Codebook:
 
 def _levels(arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
     return [arrays[f"level{i}"] for i in range(len(arrays))]
-
-
-def _next_residual(
-    previous: np.ndarray, codewords: list[np.ndarray], codes: np.ndarray, level: int, dtype, width: tuple
-):
-    """The residual entering ``level``: the one entering ``level - 1`` less its chosen codeword, as ``dtype``, each
-    row of shape ``width`` (ValueError or IndexError when the codewords do not fit)."""
-    out = (previous - codewords[level - 1][codes[:, level - 1]]).astype(dtype, copy=False)
-    if out.shape[1:] != width:
-        raise ValueError(f"level {level}'s rows have shape {width}, its recursion gives {out.shape[1:]}")
-    return out
-
-
-def residual_arrays(
-    residuals: Sequence[np.ndarray], codewords: list[np.ndarray] | None, codes: np.ndarray
-) -> dict[str, np.ndarray]:
-    """The ``.residuals.npz`` arrays: level 0 in full (``level0``); a deeper level as only the rows (``rows{l}``,
-    ``level{l}``) that the residual recursion r_l = r_{l-1} - w_{l-1}[c_{l-1}] does not give bit for bit. A
-    quantizer's residuals follow it exactly, so its codebook stores one level instead of all of them; a rebalanced
-    codebook stores the rows of the items it moved."""
-    levels = [np.asarray(r) for r in residuals]
-    arrays = {"level0": levels[0]}
-    for level in range(1, len(levels)):
-        current = levels[level]
-        try:
-            expected = _next_residual(
-                levels[level - 1], codewords or [], codes, level, current.dtype, current.shape[1:]
-            )
-            changed = (expected != current).reshape(len(current), -1).any(1)
-        except (IndexError, ValueError):  # no codewords, or none that fit: the level is stored in full
-            arrays[f"level{level}"] = current
-            continue
-        rows = np.flatnonzero(changed)
-        arrays[f"rows{level}"] = rows
-        arrays[f"level{level}"] = current[rows]
-    return arrays
-
-
-class StoredResiduals(Sequence):
-    """A saved codebook's per-item residuals, read from its ``.residuals.npz`` when first used (only CRAB's
-    rebalancing reads them; ranking, serving and the reports do not), then kept."""
-
-    def __init__(self, path: Path, codes: np.ndarray, codewords: list[np.ndarray] | None) -> None:
-        self.path, self.codes, self.codewords = path, codes, codewords
-        stat = path.stat()
-        self.stamp = (stat.st_size, stat.st_mtime_ns)
-        self.levels: list[np.ndarray] | None = None
-
-    def _read(self) -> list[np.ndarray]:
-        if self.levels is None:
-            stat = self.path.stat() if self.path.is_file() else None
-            if stat is None or (stat.st_size, stat.st_mtime_ns) != self.stamp:
-                raise CrabError(f"{self.path}: changed since its codebook was read; run the command again")
-            self.levels = self._rebuilt(load_npz(self.path))
-        return self.levels
-
-    def _rebuilt(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
-        levels: list[np.ndarray] = []
-        try:
-            for level in range(sum(name.startswith("level") for name in arrays)):
-                stored = arrays[f"level{level}"]
-                if f"rows{level}" in arrays:
-                    if self.codewords is None:
-                        raise ValueError(f"level {level} is stored as changed rows, and there are no codewords")
-                    rows = arrays[f"rows{level}"]
-                    current = _next_residual(
-                        levels[-1], self.codewords, self.codes, level, stored.dtype, stored.shape[1:]
-                    )
-                    current[rows] = stored
-                else:
-                    current = stored
-                if len(current) != len(self.codes):
-                    raise ValueError(f"level {level} has {len(current)} rows for {len(self.codes)} items")
-                levels.append(current)
-        except (KeyError, IndexError, ValueError) as exc:
-            raise CrabError(f"{self.path}: malformed residuals ({clip(str(exc), 160)}); re-run its stage") from None
-        return levels
-
-    def __getitem__(self, index):  # type: ignore[override]
-        return self._read()[index]
-
-    def __len__(self) -> int:
-        return len(self._read())
 
 
 def parse_index(path: str | Path, item_ids: list[str] | None) -> Codebook:

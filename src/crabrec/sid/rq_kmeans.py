@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from crabrec.sid.residuals import Residuals, less_codewords
 
 
 @dataclass
@@ -13,7 +16,7 @@ class Quantized:
 
     codes: np.ndarray
     codewords: list[np.ndarray] | None
-    residuals: list[np.ndarray] | None
+    residuals: Sequence[np.ndarray] | None
 
 
 def kmeans(x: np.ndarray, k: int, seed: int, iters: int = 25, init: str = "kmeans++") -> tuple[np.ndarray, np.ndarray]:
@@ -84,16 +87,19 @@ def balanced_kmeans(
 def residual_quantize(
     x: np.ndarray, levels: int, k: int, seed: int, iters: int = 25, init: str = "kmeans++", balanced: bool = False
 ) -> Quantized:
-    """Greedy RQ: at each level cluster the current residuals, then subtract the chosen codeword."""
-    residual = np.ascontiguousarray(x, dtype=np.float32)
-    codes, codewords, residuals = [], [], []
+    """Greedy RQ: at each level cluster the current residuals, then subtract the chosen codeword. The residuals are
+    kept as the first level (a copy of ``x``), from which the others follow."""
+    first = np.array(x, dtype=np.float32, order="C")
+    residual = first
+    codes, codewords = [], []
     for level in range(levels):
-        residuals.append(residual.copy())
         if balanced:
             centroids, assign = balanced_kmeans(residual, k, seed + level, iters)
         else:
             centroids, assign = kmeans(residual, k, seed + level, iters, init)
         codes.append(assign)
         codewords.append(centroids)
-        residual = residual - centroids[assign]
-    return Quantized(codes=np.stack(codes, 1), codewords=codewords, residuals=residuals)
+        if level + 1 < levels:  # a new array after the first level (kept), then in place
+            residual = less_codewords(residual, centroids, assign, np.empty_like(first) if level == 0 else residual)
+    stacked = np.stack(codes, 1)
+    return Quantized(codes=stacked, codewords=codewords, residuals=Residuals(first, codewords, stacked, levels))
