@@ -134,6 +134,15 @@ def resolve_encoder(name: str) -> str:
     return str(Path(list(spec.submodule_search_locations)[0]) / "model")
 
 
+class Resume(NamedTuple):
+    """Where an encoding keeps its finished batches, the cache key of the stage they belong to, and whether the run
+    was forced (then they are not used)."""
+
+    path: Path
+    key: str = ""
+    fresh: bool = False
+
+
 class Encoded(NamedTuple):
     """Item vectors, and how many of them an interrupted encoding had kept (0 when all were encoded now)."""
 
@@ -146,20 +155,19 @@ def encode_batches(
     texts: list[str],
     cfg: EmbedConfig,
     progress: bool = True,
-    saved: Path | None = None,
-    key: str = "",
-    fresh: bool = False,
+    resume: Resume | None = None,
 ) -> Encoded:
     """A sentence-transformers model's vectors, a batch at a time: longest texts first, as the library batches a
     list (each batch pads to its own longest text, so the batches fix the values: the same as one call, bit for
-    bit). With ``saved``, the finished batches are written there every ``SAVE_EVERY`` seconds and when the encoding
-    is interrupted, and an encoding of the same texts with the same settings (``key``: the stage's cache key) goes
-    on from them, unless ``fresh``; the caller removes the file once it has written the vectors."""
+    bit). With ``resume``, the finished batches are written to its path every ``SAVE_EVERY`` seconds and when the
+    encoding is interrupted, and an encoding of the same texts with the same settings and stage key goes on from
+    them, unless the run is forced; the caller removes the file once it has written the vectors."""
     size = cfg.batch_size
     order = np.argsort([-len(text) for text in texts])
     batches = [order[i : i + size] for i in range(0, len(texts), size)]
-    fingerprint = _fingerprint(texts, cfg, key)
-    before = _resumed(saved, fingerprint, fresh, len(texts), size) if saved is not None else None
+    saved = resume.path if resume is not None else None
+    fingerprint = _fingerprint(texts, cfg, resume.key if resume is not None else "")
+    before = _resumed(resume, fingerprint, len(texts), size) if resume is not None else None
     first, vectors = 0, None
     if before is not None:
         first = len(before) // size
@@ -199,9 +207,10 @@ def _fingerprint(texts: list[str], cfg: EmbedConfig, key: str) -> str:
     return digest.hexdigest()
 
 
-def _resumed(saved: Path, fingerprint: str, fresh: bool, n: int, size: int) -> np.ndarray | None:
+def _resumed(resume: Resume, fingerprint: str, n: int, size: int) -> np.ndarray | None:
     """The vectors of the whole batches an interrupted encoding of these texts kept (in its order), or None: the
     file is removed when the run was forced or the file is another encoding's."""
+    saved, fresh = resume.path, resume.fresh
     if not saved.is_file():
         return None
     try:
@@ -233,12 +242,10 @@ def encode(
     texts: list[str],
     cfg: EmbedConfig,
     progress: bool = True,
-    saved: Path | None = None,
-    key: str = "",
-    fresh: bool = False,
+    resume: Resume | None = None,
 ) -> Encoded:
-    """``[n, d]`` float32 embeddings; rows are L2-normalised when ``cfg.normalize``. With ``saved``, a model's
-    finished batches are kept there while it encodes (see :func:`encode_batches`)."""
+    """``[n, d]`` float32 embeddings; rows are L2-normalised when ``cfg.normalize``. With ``resume``, a model's
+    finished batches are kept while it encodes (see :func:`encode_batches`)."""
     kept = 0
     if cfg.encoder == HASH_ENCODER:
         vectors = hashing_encode(texts)
@@ -256,7 +263,7 @@ def encode(
             ) from None
         if progress and not bars_enabled() and len(texts) >= LONG_ENCODE:
             log.info("encoding %s item texts with %s", f"{len(texts):,}", cfg.encoder)
-        vectors, kept = encode_batches(model, texts, cfg, progress, saved, key, fresh)
+        vectors, kept = encode_batches(model, texts, cfg, progress, resume)
     if not np.isfinite(vectors).all():
         raise CrabError(f"embed.encoder {cfg.encoder!r}: produced non-finite values")
     if cfg.normalize:

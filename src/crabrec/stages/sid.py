@@ -17,7 +17,7 @@ log = logging.getLogger("crabrec")
 
 
 def run_embed(ctx: RunContext) -> dict[str, Any]:
-    from crabrec.embed import encode, item_texts
+    from crabrec.embed import Resume, encode, item_texts
 
     files = ctx.files
     items = files.load_items()
@@ -25,9 +25,8 @@ def run_embed(ctx: RunContext) -> dict[str, Any]:
         return skip_embed(ctx, items)
     texts = item_texts(items["text"], ctx.cfg.embed)
     start = time.perf_counter()
-    vectors, kept = encode(
-        texts, ctx.cfg.embed, saved=files.embeddings_partial, key=ctx.running_key(), fresh=ctx.forced
-    )
+    resume = Resume(files.embeddings_partial, ctx.running_key(), ctx.forced)
+    vectors, kept = encode(texts, ctx.cfg.embed, resume=resume)
     seconds = time.perf_counter() - start
     encoder = as_written(ctx.config, "embed.encoder", ctx.cfg.embed.encoder)
     write_json(files.embedding_items, {"item_ids": items["item_ids"], "encoder": encoder})
