@@ -18,17 +18,13 @@ def sid_paths(trie: SidTrie) -> tuple[np.ndarray, list[np.ndarray], list[np.ndar
     """``(sid_of_item, path, size)``: each item's SID; ``path[t][s]``, the node at depth ``t+1`` on SID ``s``'s path;
     ``size[t][n]``, how many SIDs pass through that node. Built once per trie and kept."""
     if "_paths" not in trie.__dict__:
-        n_items = int(max(m.max() for m in trie.members)) + 1 if trie.members else 0
-        sid_of_item = np.full(n_items, -1, dtype=np.int64)
-        for s, group in enumerate(trie.members):
-            sid_of_item[group] = s
         node = np.zeros(len(trie.sids), dtype=np.int64)
         path, size = [], []
         for t, child in enumerate(trie.child):
             node = child.numpy()[node, trie.sids[:, t]]
             path.append(node)
             size.append(np.bincount(node, minlength=int(child.max()) + 1))
-        trie.__dict__["_paths"] = (sid_of_item, path, size)
+        trie.__dict__["_paths"] = (trie.item_sid, path, size)
     return trie.__dict__["_paths"]
 
 
