@@ -93,7 +93,7 @@ def test_a_quantizers_residuals_are_stored_as_one_level_and_read_back_bit_for_bi
 
 
 def test_residuals_hold_one_level_and_give_every_level_as_the_lists_did():
-    """A quantizer kept every level in memory (14.3 GB at tokenize for 1.1M items of 384 dimensions); the levels
+    """A quantizer kept every level in memory (12.6 GB at tokenize for 1.1M items of 384 dimensions); the levels
     below the first are computed when read, bit for bit what the quantizer subtracted."""
     from crabrec.sid.residuals import Residuals
     from crabrec.sid.rq_kmeans import residual_quantize
