@@ -144,10 +144,20 @@ class Residuals(Sequence):
             changed = {level: (arrays.get(f"rows{level}"), arrays[f"level{level}"]) for level in range(1, count)}
             if len(first) != len(self.codes):
                 raise ValueError(f"level 0 has {len(first)} rows for {len(self.codes)} items")
+            width = first.shape[1:]
+            for level in range(1, count):  # every level will compute (checked without computing it)
+                rows, values = changed[level]
+                if rows is WHOLE and len(values) != len(self.codes):
+                    raise ValueError(f"level {level} has {len(values)} rows for {len(self.codes)} items")
+                if rows is not WHOLE:
+                    if rows.dtype.kind not in "iu" or len(rows) != len(values):
+                        raise ValueError(f"level {level}: {len(rows)} changed rows for {len(values)} values")
+                    n, outside = len(self.codes), rows[(rows < 0) | (rows >= len(self.codes))]
+                    if len(outside):
+                        raise IndexError(f"index {outside[0]} of level {level}'s rows is beyond its {n} items")
+                    _fits(self.codewords or [], self.codes, level, width, values.shape[1:])
+                width = values.shape[1:]
             self.first, self.changed, self.count = first, changed, count
-            for level, current in enumerate(self):  # every level computes: the file fits its codebook
-                if len(current) != len(self.codes):
-                    raise ValueError(f"level {level} has {len(current)} rows for {len(self.codes)} items")
         except (KeyError, IndexError, ValueError) as exc:
             self.first = None
             raise CrabError(f"{path}: malformed residuals ({clip(str(exc), 160)}); re-run its stage") from None
@@ -168,10 +178,20 @@ def less_codewords(residual: np.ndarray, words: np.ndarray, codes: np.ndarray, o
 def _next(previous: np.ndarray, codewords: list[np.ndarray], codes: np.ndarray, level: int, dtype, width: tuple):
     """The residual entering ``level``: the one entering ``level - 1`` less its chosen codeword, as ``dtype`` with
     rows of shape ``width`` (ValueError or IndexError when the codewords do not fit)."""
+    if len(codes) != len(previous):
+        raise ValueError(f"level {level - 1} has {len(previous)} rows for {len(codes)} items")
+    _fits(codewords, codes, level, previous.shape[1:], width)
+    return less_codewords(previous, codewords[level - 1], codes[:, level - 1], np.empty((len(previous), *width), dtype))
+
+
+def _fits(codewords: list[np.ndarray], codes: np.ndarray, level: int, before: tuple, width: tuple) -> None:
+    """That level ``level`` (rows of shape ``width``) follows from the level before it (rows of shape ``before``)
+    by its codewords: ValueError or IndexError when they do not fit."""
+    if len(codewords) < level or codes.shape[1] < level:
+        raise IndexError(f"no codewords or codes to compute level {level} from")
     words, chosen = codewords[level - 1], codes[:, level - 1]
-    found = np.broadcast_shapes(previous.shape[1:], words.shape[1:])
-    if found != width or len(chosen) != len(previous):
+    found = np.broadcast_shapes(before, words.shape[1:])
+    if found != width:
         raise ValueError(f"level {level}'s rows have shape {width}, its recursion gives {found}")
     if len(chosen) and (chosen.min() < -len(words) or chosen.max() >= len(words)):
         raise IndexError(f"level {level - 1} has codes beyond its {len(words)} codewords")
-    return less_codewords(previous, words, chosen, np.empty((len(previous), *width), dtype))
