@@ -30,6 +30,14 @@ def base(small_office, tmp_path_factory) -> Path:
     return runs / "base"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def torchrun_logs(tmp_path_factory):
+    """torchrun leaves a log folder per launch in the temporary folder: keep them under pytest's, which it prunes."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(tmp_path_factory.mktemp("tmp")))
+        yield
+
+
 def copy(base: Path, tmp_path: Path, name: str) -> Path:
     return Path(shutil.copytree(base, tmp_path / name))
 
