@@ -15,12 +15,21 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 
-def load(run_dir: str | os.PathLike, method: str = "mor", *, beam: int | None = None) -> Recommender:
+def load(
+    run_dir: str | os.PathLike,
+    method: str = "mor",
+    *,
+    beam: int | None = None,
+    new_items: str | os.PathLike | None = None,
+) -> Recommender:
     """The trained ``method`` (``crabrec methods`` lists them) of the run folder ``run_dir`` that ``crabrec run``
     wrote, as a :class:`~crabrec.recommender.Recommender` ready to rank histories of the dataset's own item ids.
 
     ``beam``: the beam width, which is the longest list a generative method returns (default: the run's
-    ``evaluate.beam``). Raises :class:`crabrec.errors.CrabError` with a one-line reason when the folder is not a
+    ``evaluate.beam``). ``new_items``: an item table (CSV, TSV, JSON lines or Parquet: an id column and the text
+    columns) of items that arrived after training: those the catalogue lacks get semantic IDs from the run's
+    quantizer and are ranked like the others, without retraining (methods over semantic IDs only; see
+    docs/guides/serve.md). Raises :class:`crabrec.errors.CrabError` with a one-line reason when the folder is not a
     finished run or the method was not trained in it.
 
     Example::
@@ -31,7 +40,7 @@ def load(run_dir: str | os.PathLike, method: str = "mor", *, beam: int | None = 
     """
     from crabrec.recommender import load as load_run
 
-    return load_run(run_dir, method, beam=beam)
+    return load_run(run_dir, method, beam=beam, new_items=new_items)
 
 
 def run(

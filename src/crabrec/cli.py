@@ -115,6 +115,10 @@ ANY_METHOD = typer.Option("--method", "--model", help="")
 TRAINED_METHOD = typer.Option("--method", "--model", help="")
 UNTIL = typer.Option("--until", help="")
 FORCE_STAGES = typer.Option("--force", help="")
+NEW_ITEMS = typer.Option(
+    help="An item table (id and text columns) of items that arrived after training: those the catalogue lacks get "
+    "semantic IDs from the run's quantizer and are ranked too, without retraining (docs/guides/serve.md)."
+)
 
 
 def refresh_help() -> None:
@@ -754,6 +758,7 @@ def recommend(
         ),
     ] = True,
     beam: Annotated[int | None, typer.Option(help="Beam width (default: the run's evaluate.beam).")] = None,
+    new_items: Annotated[str | None, NEW_ITEMS] = None,
 ) -> None:
     """Top-k items after a history (--history), for a user of the data (--user-id) or for a file of histories or
     users (--input ... --output ...).
@@ -805,7 +810,7 @@ def recommend(
         except CrabError as exc:
             raise CrabError(f"--output {exc}") from None
     if input_file is None:
-        rec = load(run_dir, method, beam=beam)
+        rec = load(run_dir, method, beam=beam, new_items=new_items)
         try:
             ids = None if history is None else history_ids(history)
         except ValueError as exc:
@@ -817,7 +822,7 @@ def recommend(
         typer.echo(format_recommendations(found))
         return
     asked = read_histories(input_file)
-    rec = load(run_dir, method, beam=beam)
+    rec = load(run_dir, method, beam=beam, new_items=new_items)
     rec.check_k(k)
     try:  # every row checked before the first is ranked
         samples = rec.samples(asked.histories, asked.users, drop_unknown, exclude_seen, user_ids=asked.user_ids,
@@ -867,6 +872,7 @@ def serve(
     max_batch: Annotated[int, typer.Option(min=1, help="Histories gathered into one ranker call.")] = 64,
     max_wait_ms: Annotated[float, typer.Option(min=0.0, help="How long a batch waits for more requests.")] = 5.0,
     max_body: Annotated[int, typer.Option(min=1, help="Largest request body, in bytes.")] = 1 << 20,
+    new_items: Annotated[str | None, NEW_ITEMS] = None,
 ) -> None:
     """An HTTP JSON service: POST /recommend, GET /health, GET /models, docs at /docs.
 
@@ -880,7 +886,9 @@ def serve(
 
     check_limits(max_batch, max_wait_ms)
     sock = listen(host, port)  # an unusable --host/--port fails here, before the models are loaded
-    application = build_app(run_dir, method, max_batch=max_batch, max_wait_ms=max_wait_ms, limits=Limits(max_body))
+    application = build_app(
+        run_dir, method, new_items=new_items, max_batch=max_batch, max_wait_ms=max_wait_ms, limits=Limits(max_body)
+    )
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("binding to %s: the service has no authentication", host)
     typer.echo(f"serving {', '.join(application.state.batchers)} from {run_dir} at {url(sock)} (docs: /docs)")

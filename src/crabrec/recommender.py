@@ -13,10 +13,11 @@ the test histories reproduces ``rankings.parquet`` (the paper's protocol, which 
 from __future__ import annotations
 
 import html
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from crabrec.data.dataset import Samples
 from crabrec.data.ids import Spellings
 from crabrec.errors import CrabError, clip
 from crabrec.histories import is_user_index
+
+if TYPE_CHECKING:
+    from crabrec.new_items import NewItems
 
 ItemId = str | int  # item ids are strings; an int is read as its decimal string (as JSON numbers would be)
 
@@ -267,10 +271,14 @@ def _utf8(text: str) -> str:
     return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
-def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -> Recommender:
+def load(
+    run_dir: str | Path, method: str = "mor", *, beam: int | None = None, new_items: str | Path | NewItems | None = None
+) -> Recommender:
     """The trained ``method`` of the run at ``run_dir`` (a folder ``crabrec run`` wrote).
 
-    ``beam``: the beam width (the longest list) of a generative method; default the run's ``evaluate.beam``."""
+    ``beam``: the beam width (the longest list) of a generative method; default the run's ``evaluate.beam``.
+    ``new_items``: an item table of items to add to the catalogue (:mod:`crabrec.new_items`), or the items
+    :func:`crabrec.new_items.read` made of one (to encode them once for several methods)."""
     from crabrec.config import load_saved
     from crabrec.methods import get, methods
     from crabrec.runfiles import RunFiles
@@ -301,5 +309,16 @@ def load(run_dir: str | Path, method: str = "mor", *, beam: int | None = None) -
     for name, stage in registry().items():  # what a ranker reads is what its stage wrote
         if stage.checked_outputs:
             files.check_written(name)
+    if new_items is not None:
+        from crabrec.new_items import NewItems, WithNewItems, read
+
+        if chosen.sids == "none":
+            raise CrabError(
+                f"method {method!r} ranks only the items it was trained on (by their ids), so it cannot take new "
+                "items; a method that ranks semantic IDs can (mor, tiger, crab, ppd, rr ...)"
+            )
+        if not isinstance(new_items, str | os.PathLike | NewItems):
+            raise CrabError(f"new_items: expected the path of an item table, got {type(new_items).__name__}")
+        files = WithNewItems(root, new_items if isinstance(new_items, NewItems) else read(root, new_items))
     ranker = chosen.ranker(files, cfg, beam)
     return Recommender(root, method, ranker, files.load_items(), files.load_popularity(), cfg.data.max_history)

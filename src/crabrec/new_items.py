@@ -1,0 +1,273 @@
+"""Items added to a trained run's catalogue without retraining (``crabrec.load(..., new_items=FILE)``,
+``crabrec recommend --new-items``, ``crabrec serve --new-items``).
+
+A generative model ranks semantic IDs, and a semantic ID is made from an item's text: an item that arrived after
+training gets one from the run's own quantizer, and the beam search can then generate it like any other. Its text is
+encoded as the catalogue's was (the run's encoder and text fields); each level takes the nearest codeword of the
+residual (an RQ-VAE run encodes with its trained RQ-VAE), which for residual k-means is the quantizer's own rule:
+the catalogue's items get back their stored SIDs. Where the codebook has a dedup level, the item takes the next free
+position among the items that share its tokens. CRAB's rebalanced codebook keeps the base codebook's tree: where a
+token was split, the item joins the part that holds its child token, or, for a child token no item had there (or at
+the last level, where items are split one by one), the part whose items lie nearest to its residual.
+
+Nothing is written into the run: the items live in the loaded recommender. They have no interactions, so they are
+in popularity group 0. An item that would share its whole SID with another (no dedup level, or no free position)
+is left out with a warning, as the model has no token to tell it apart; ID-based methods (SASRec) and the
+popularity floors rank only the items they were trained on.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from crabrec.errors import CrabError, clip
+from crabrec.runfiles import RunFiles
+from crabrec.sid.codebook import Codebook
+
+log = logging.getLogger("crabrec")
+
+
+@dataclass
+class NewItems:
+    """Items that join a run's catalogue: ids, text records, the vectors its codebook quantizes (text embeddings, or
+    an RQ-VAE's latents) and their SIDs in the base codebook (CRAB's are derived when first asked for)."""
+
+    source: str
+    ids: list[str]
+    records: list[dict[str, str]]
+    vectors: np.ndarray
+    codes: np.ndarray
+    rebalanced: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def codes_in(self, files: RunFiles, rebalanced: bool) -> np.ndarray:
+        """Their SIDs in the run's base codebook, or in CRAB's rebalanced one."""
+        if not rebalanced:
+            return self.codes
+        if "crab" not in self.rebalanced:
+            self.rebalanced["crab"] = rebalanced_codes(files.load_codebook(), files.load_codebook(True), self)
+        return self.rebalanced["crab"]
+
+
+def read(run_dir: str | Path, source: str | Path, progress: bool = True) -> NewItems:
+    """The items of the item table ``source`` (the formats ``--items`` takes) that the run's catalogue lacks, encoded
+    and given semantic IDs as the run's own items were; items it already holds are left as they are."""
+    from crabrec.config import load_saved
+    from crabrec.data.loaders import _items_from_frame
+    from crabrec.data.table import read_item_table
+    from crabrec.embed import encode, text_fields
+
+    root, path = Path(run_dir), Path(source)
+    cfg = load_saved(root)
+    files = RunFiles(root)
+    catalogue = files.load_items()
+    usable(files, cfg, str(path))
+    table = read_item_table(path)
+    found = _items_from_frame(table, id_column(path, [str(c) for c in table.columns], cfg.data), path)
+    known = set(map(str, catalogue["item_ids"]))
+    ids = [i for i in found if i not in known]
+    if len(ids) < len(found):
+        log.info("%s: %d of its %d items are in the run's catalogue already; they stay as they are",
+                 path, len(found) - len(ids), len(found))  # fmt: skip
+    records = [found[i] for i in ids]
+    base = files.load_codebook()
+    if not ids:
+        return NewItems(str(path), [], [], np.zeros((0, 0), np.float32), np.zeros((0, base.n_levels), np.int64))
+    fields = text_fields(catalogue["text"], cfg.embed.fields)  # the fields the catalogue's text was made of
+    texts = [item_text(rec, fields, cfg.embed) for rec in records]
+    vectors = encode(texts, cfg.embed, progress=progress).vectors
+    if cfg.tokenize.quantizer == "rqvae":
+        vectors = latents(files, vectors)
+    codes, kept = base_codes(base, vectors)
+    if not kept.all():
+        left = [ids[i] for i in np.flatnonzero(~kept)]
+        log.warning("%s: %d new item(s) find no semantic ID of their own (every one their first tokens lead to is "
+                    "full) and are left out: %s", path, len(left), ", ".join(clip(repr(i), 40) for i in left[:5]))
+    keep = np.flatnonzero(kept)
+    log.info("%s: %d new item(s) join the catalogue of %d", path, len(keep), len(known))
+    return NewItems(str(path), [ids[i] for i in keep], [records[i] for i in keep], vectors[keep], codes[keep])
+
+
+def id_column(path: Path, columns: list[str], data) -> str:
+    """The item table's id column: the one the run's item table used, else the run's item column's name, else a
+    known item-id name."""
+    from crabrec.data.table import ITEM_NAMES, find_column
+
+    for name in (data.item_table_id_col, data.item_col):
+        if name in columns:
+            return name
+    found = find_column(columns, "item", "item", (*ITEM_NAMES, "id"))
+    if found is None:
+        raise CrabError(f"{path}: no item id column (looked for item_id, item, id, ...; found "
+                        f"{', '.join(clip(c, 40) for c in columns[:8])}); name the id column item_id")  # fmt: skip
+    return found
+
+
+def usable(files: RunFiles, cfg, source: str) -> None:
+    """That the run's semantic IDs come from item text, the only thing a new item brings."""
+    if not files.has_embeddings():
+        raise CrabError(f"{source}: new items cannot join this run: its items have no text (ids only), which its "
+                        "semantic IDs would be made from")  # fmt: skip
+    if cfg.tokenize.item_vectors != "text":
+        raise CrabError(f"{source}: new items cannot join this run: its semantic IDs quantize SASRec's item "
+                        f"embeddings (tokenize.item_vectors={cfg.tokenize.item_vectors}), which new items do not "
+                        "have")  # fmt: skip
+
+
+def item_text(record: dict[str, str], fields: list[str], cfg) -> str:
+    """An item's encoded text from ``fields`` (or ``cfg.template``), as :func:`crabrec.embed.item_texts` makes it."""
+    from crabrec.embed import _FIELD, clean_text
+
+    if cfg.template:
+        text = _FIELD.sub(lambda m: clean_text(record.get(m.group(1), "")).rstrip("."), cfg.template)
+    else:
+        text = " ".join(t for t in (clean_text(record.get(f, "")) for f in fields) if t)
+    return text.strip()[: cfg.max_chars] or "unknown item"
+
+
+def latents(files: RunFiles, vectors: np.ndarray) -> np.ndarray:
+    """Text embeddings through the run's trained RQ-VAE encoder (the space its codebook quantizes)."""
+    import torch
+
+    from crabrec.runfiles import load_checked
+    from crabrec.sid.rq_vae import RQVAE
+
+    folder = files.codebook().parent / "rqvae"
+    model = load_checked(folder / "rqvae.safetensors", lambda: RQVAE.load(folder))
+    with torch.no_grad():
+        return model.encoder(torch.from_numpy(np.asarray(vectors, np.float32))).numpy()
+
+
+def nearest(x: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """Each row's nearest codeword (squared L2), as the quantizer's faiss index finds it."""
+    import faiss
+
+    index = faiss.IndexFlatL2(words.shape[1])
+    index.add(np.ascontiguousarray(words, dtype=np.float32))
+    _, found = index.search(np.ascontiguousarray(x, dtype=np.float32), 1)
+    return found[:, 0].astype(np.int64)
+
+
+def semantic_codes(codebook: Codebook, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, last)``: the semantic levels' codes of ``vectors`` (at each level the nearest codeword, then the
+    residual less it) and the residual entering the last semantic level."""
+    if codebook.codewords is None:
+        raise CrabError("the run's codebook has no codewords to place new items; re-run tokenize (--force tokenize)")
+    residual = np.array(vectors, dtype=np.float32)
+    codes, last = [], residual
+    for level in range(codebook.semantic_levels):
+        words = codebook.codewords[level]
+        if words.shape[1:] != residual.shape[1:]:
+            raise CrabError(f"the new items' vectors have {residual.shape[1]} dimensions; the codebook's level "
+                            f"{level} has {words.shape[1]}")  # fmt: skip
+        chosen, last = nearest(residual, words), residual
+        codes.append(chosen)
+        residual = residual - words[chosen]
+    return np.stack(codes, 1), last
+
+
+def base_codes(codebook: Codebook, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, kept)``: the new items' full SIDs in ``codebook`` and whether each got one of its own. A SID is
+    full when as many items share its tokens as its dedup level has positions (one, without a dedup level); an item
+    whose nearest SID is full takes the nearest last-level codeword whose SID has room, and is left out only when
+    none has."""
+    from collections import Counter
+
+    semantic, last = semantic_codes(codebook, vectors)
+    room = codebook.sizes[-1] if codebook.dedup_levels else 1
+    taken = Counter(map(tuple, codebook.codes[:, : codebook.semantic_levels].tolist()))
+    words = codebook.codewords[codebook.semantic_levels - 1]
+    position = np.zeros(len(semantic), np.int64)
+    kept = np.ones(len(semantic), bool)
+    moved = 0
+    for i, row in enumerate(semantic.tolist()):
+        sid = tuple(row)
+        if taken[sid] >= room:
+            order = np.argsort(((words - last[i]) ** 2).sum(1), kind="stable").tolist()
+            sid = next((s for c in order if taken[s := (*sid[:-1], c)] < room), None)
+            if sid is None:
+                kept[i] = False
+                continue
+            semantic[i, -1], moved = sid[-1], moved + 1
+        position[i] = taken[sid]
+        taken[sid] += 1
+    if moved:
+        log.info("%d new item(s) get the nearest last-level token whose SID has room (their nearest one's is full: "
+                 "%d item(s) share its tokens)", moved, room)  # fmt: skip
+    return (np.concatenate([semantic, position[:, None]], 1) if codebook.dedup_levels else semantic), kept
+
+
+def rebalanced_codes(base: Codebook, crab: Codebook, new: NewItems) -> np.ndarray:
+    """The new items' SIDs in CRAB's rebalanced codebook, level by level from the top, as the split placed the
+    catalogue: a split token's part is the one holding the item's child token (split units are child tokens), else
+    the part whose items' mean residual is nearest; unsplit tokens and the dedup level stay as in ``base``."""
+    if crab.codewords is None or crab.residuals is None:
+        raise CrabError("CRAB's rebalanced codebook has no codewords or residuals to place new items; re-run "
+                        "rebalance (--force rebalance)")  # fmt: skip
+    out = new.codes.copy()
+    residual = np.array(new.vectors, dtype=np.float32)
+    last = base.semantic_levels - 1
+    for level in range(base.semantic_levels):
+        old, now = base.codes[:, level], crab.codes[:, level]
+        pairs = np.unique(np.stack([old, now], 1), axis=0)
+        split = {int(c) for c, count in zip(*np.unique(pairs[:, 0], return_counts=True)) if count > 1}
+        moved = [i for i in range(len(new)) if int(new.codes[i, level]) in split]
+        if moved:
+            child = {} if level == last else dict(zip(zip(old.tolist(), base.codes[:, level + 1].tolist()),
+                                                      now.tolist()))  # fmt: skip
+            levels, means = crab.residuals[level], {}
+            for i in moved:
+                c = int(new.codes[i, level])
+                key = (c, int(new.codes[i, level + 1])) if level < last else None
+                if key in child:
+                    out[i, level] = child[key]
+                    continue
+                family = pairs[pairs[:, 0] == c, 1]
+                if c not in means:  # each part's mean residual at this level
+                    means[c] = np.stack([levels[now == t].mean(0) for t in family])
+                out[i, level] = int(family[int(np.argmin(((means[c] - residual[i]) ** 2).sum(1)))])
+        residual = residual - crab.codewords[level][out[:, level]]
+    return out
+
+
+class WithNewItems(RunFiles):
+    """A run's files as a ranker reads them, with ``added`` items appended to its catalogue: to its items, its
+    codebooks and its popularity (no interactions: group 0, never popular)."""
+
+    def __init__(self, root: str | Path, added: NewItems) -> None:
+        super().__init__(root)
+        self.added = added
+
+    def load_items(self) -> dict[str, Any]:
+        items = super().load_items()
+        text = items.get("text") if isinstance(items.get("text"), list) else []
+        text = text + [{}] * (len(items["item_ids"]) - len(text))
+        return {**items, "item_ids": [*items["item_ids"], *self.added.ids], "text": [*text, *self.added.records]}
+
+    def load_popularity(self):
+        from crabrec.data.popularity import Popularity
+
+        pop = super().load_popularity()
+        n = len(self.added)
+        return Popularity(np.concatenate([pop.freq, np.zeros(n, pop.freq.dtype)]),
+                          np.concatenate([pop.group, np.zeros(n, pop.group.dtype)]),
+                          np.concatenate([pop.popular, np.zeros(n, bool)]), pop.n_groups)  # fmt: skip
+
+    def load_codebook(self, rebalanced: bool = False) -> Codebook:
+        cb = super().load_codebook(rebalanced)
+        plain = RunFiles(self.root)
+        return Codebook(
+            codes=np.concatenate([cb.codes, self.added.codes_in(plain, rebalanced)]),
+            sizes=list(cb.sizes),
+            item_ids=[*cb.item_ids, *self.added.ids],
+            prefixes=list(cb.prefixes),
+            dedup_levels=cb.dedup_levels,
+            meta=cb.meta,
+        )

@@ -1,0 +1,153 @@
+"""Items added to a trained run without retraining (``new_items``): SIDs by the run's own quantizer (known answers:
+the catalogue's own items get back theirs), a full SID's item moved to the nearest token with room, CRAB's split
+followed, and every method over semantic IDs ranking them through the API, the CLI and the service."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import crabrec
+from crabrec.errors import CrabError
+from crabrec.new_items import NewItems, base_codes, read, rebalanced_codes, semantic_codes
+from crabrec.runfiles import RunFiles
+from crabrec.sid.codebook import Codebook
+from tests.conftest import cli
+from tests.test_serve import free_port, post
+
+
+@pytest.fixture(scope="module")
+def new_file(tiny_run, tmp_path_factory) -> Path:
+    """Twelve Office items the tiny run never saw, one it holds, and a copy of one of its items under a new id."""
+    from crabrec.data.loaders import embedded_path
+
+    items = json.loads((embedded_path() / "Office.item.json").read_text())
+    known = RunFiles(tiny_run).load_items()["item_ids"]
+    unseen = [k for k in items if k not in set(known)][:12]
+    rows = [{"item_id": k, **items[k]} for k in unseen]
+    rows += [{"item_id": known[0], "title": "already there"}, {"item_id": "copy-1", **items[known[1]]}]
+    path = tmp_path_factory.mktemp("new") / "new_items.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def added(tiny_run, new_file) -> NewItems:
+    return read(tiny_run, new_file, progress=False)
+
+
+def test_the_catalogues_own_items_get_back_their_sids(tiny_run):
+    files = RunFiles(tiny_run)
+    base, crab = files.load_codebook(), files.load_codebook(rebalanced=True)
+    vectors = np.load(files.embeddings)
+    assert np.array_equal(semantic_codes(base, vectors)[0], base.codes[:, : base.semantic_levels])
+    own = NewItems("catalogue", list(base.item_ids), [{}] * base.n_items, vectors, base.codes.copy())
+    codes = rebalanced_codes(base, crab, own)
+    last = base.semantic_levels - 1
+    # above the last level an item's part is its child token's: the split itself; at the last level (items split
+    # one by one, with a balance term) the nearest part, always one of its own token's parts
+    assert np.array_equal(np.delete(codes, last, 1), np.delete(crab.codes, last, 1))
+    assert not np.array_equal(base.codes[:, last], crab.codes[:, last])  # the tiny run splits at that level
+    parts = {(int(b), int(c)) for b, c in zip(base.codes[:, last], crab.codes[:, last])}
+    assert all((int(b), int(c)) in parts for b, c in zip(base.codes[:, last], codes[:, last]))
+    assert (codes[:, last] == crab.codes[:, last]).mean() > 0.9
+
+
+def small_codebook(dedup: bool) -> Codebook:
+    """Two levels (+ dedup): level 0 codewords at x=0 and x=10, level 1 at x=0, 1, 3; SID (0, 0) holds two items
+    (one without the dedup level)."""
+    codes = [[0, 0, 0], [0, 0, 1], [1, 0, 0]] if dedup else [[0, 0], [1, 2]]
+    words = [np.array([[0.0, 0], [10, 0]], np.float32), np.array([[0.0, 0], [1, 0], [3, 0]], np.float32)]
+    return Codebook(
+        codes=np.array(codes), sizes=[2, 3, 2] if dedup else [2, 3], item_ids=[f"i{n}" for n in range(len(codes))],
+        dedup_levels=int(dedup), codewords=words + ([np.zeros((2, 2), np.float32)] if dedup else []),
+    )  # fmt: skip
+
+
+def test_a_full_sid_sends_a_new_item_to_the_nearest_token_with_room():
+    near = np.array([[0.1, 0.0]] * 6, np.float32)  # nearest SID (0, 0); then (0, 1), then (0, 2)
+    codes, kept = base_codes(small_codebook(dedup=True), near)
+    # (0, 0) holds two items, as many as the dedup level tells apart: the next take (0, 1) and (0, 2), two each
+    assert codes[kept].tolist() == [[0, 1, 0], [0, 1, 1], [0, 2, 0], [0, 2, 1]]
+    assert kept.tolist() == [True] * 4 + [False] * 2  # then every SID under token 0 is full: left out
+    codes, kept = base_codes(small_codebook(dedup=False), near[:3])
+    # without a dedup level a SID holds one item: (0, 0) is item 0's; (0, 1) and (0, 2) take one new item each
+    assert codes.tolist()[:2] == [[0, 1], [0, 2]] and kept.tolist() == [True, True, False]
+
+
+def test_new_items_are_read_once_and_reproducibly(tiny_run, new_file, added, caplog):
+    known = RunFiles(tiny_run).load_items()["item_ids"]
+    assert len(added) == 13 and known[0] not in added.ids and "copy-1" in added.ids
+    again = read(tiny_run, new_file, progress=False)
+    assert again.ids == added.ids and np.array_equal(again.codes, added.codes)
+    # the copy's text is its original's: the same tokens, and the dedup level tells them apart
+    base = RunFiles(tiny_run).load_codebook()
+    copy = added.codes[added.ids.index("copy-1")]
+    semantic = base.semantic_levels
+    free = base.codes[:, :semantic].tolist().count(base.codes[1, :semantic].tolist()) < base.sizes[-1]
+    if free:
+        assert copy[:semantic].tolist() == base.codes[1, :semantic].tolist()
+    full = {tuple(r) for r in base.codes.tolist()}
+    assert not any(tuple(r) in full for r in added.codes.tolist())  # no new item shares a SID
+
+
+@pytest.mark.parametrize("method", ["mor", "tiger", "crab", "ppd", "rr"])
+def test_every_method_over_sids_ranks_the_new_items(tiny_run, added, method):
+    rec = crabrec.load(tiny_run, method, new_items=added, beam=1000)
+    plain = crabrec.load(tiny_run, method, beam=1000)
+    assert rec.item_ids == [*plain.item_ids, *added.ids]
+    assert rec.max_k == plain.max_k + len(added)  # every new item has a SID of its own
+    ranked = [r.item for r in rec.recommend(plain.item_ids[:3], rec.max_k, exclude_seen=False)]
+    assert sorted(ranked) == sorted(rec.item_ids)  # an exhaustive beam reaches every item, the new ones included
+    cards = {r.item: r for r in rec.recommend(plain.item_ids[:3], rec.max_k)}
+    assert all(cards[i].group == 0 and not cards[i].popular for i in added.ids)
+    after_new = rec.recommend([added.ids[0], plain.item_ids[5]], 10)  # a history may hold new items too
+    assert added.ids[0] not in [r.item for r in after_new]
+
+
+def test_methods_over_item_ids_and_runs_without_text_refuse(tiny_run, ids_run, new_file):
+    with pytest.raises(CrabError, match="ranks only the items it was trained on"):
+        crabrec.load(tiny_run, "sasrec", new_items=new_file)
+    with pytest.raises(CrabError, match="its items have no text"):
+        crabrec.load(ids_run, "mor", new_items=new_file)
+    with pytest.raises(CrabError, match="expected the path of an item table"):
+        crabrec.load(tiny_run, "mor", new_items=[1, 2])
+
+
+def test_cli_recommend_with_new_items(tiny_run, new_file, added, tmp_path, capsys):
+    history = f"{added.ids[0]},{added.ids[1]}"
+    code, _ = cli(["recommend", str(tiny_run), "--history", history, "--new-items", str(new_file), "-k", "5"])
+    assert code == 0
+    assert len(capsys.readouterr().out.splitlines()) == 6
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    code, _ = cli(["recommend", str(tiny_run), "--history", "0", "--new-items", str(bad)])
+    err = capsys.readouterr().err
+    assert code == 2 and "bad.csv: no item id column" in err and "Traceback" not in err
+
+
+def test_the_service_serves_new_items(tiny_run, new_file, added):
+    import uvicorn
+
+    from crabrec.serve import build_app
+
+    app = build_app(tiny_run, ["mor", "tiger"], new_items=new_file, max_wait_ms=1)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    end = time.time() + 30
+    while not server.started and time.time() < end:
+        time.sleep(0.05)
+    try:
+        for method in ("mor", "tiger"):
+            code, body = post(f"http://127.0.0.1:{port}", {"history": added.ids[:2], "k": 5, "method": method})
+            assert code == 200 and len(body["items"]) == 5
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
