@@ -8,11 +8,14 @@ and a quick-preset run trains MOR, TIGER, CRAB, PPD and RR on the rest. The held
 run as new items (their text only). Two groups of test users, each with their history as the run saw it (held-out
 items removed), and the run's evaluation protocol (every item ranked, beam 20):
 
-- cold: users whose last item is a held-out one. Reported: HR@10 and NDCG@10 of that item with the new items
-  added (without them it cannot be recommended: 0), and, as a reference, the item whose text embedding is nearest
-  (cosine) to the history's last item's, among all items.
+- cold: users whose last item (test) or last but one (validation) is a held-out one. Reported: HR@10 and NDCG@10
+  of that item with the new items added (without them it cannot be recommended: 0), and, as a reference, the items
+  whose text embeddings are nearest (cosine) to the history's last item's, among all items.
 - warm: users whose last item is not held out (the run's own test rows). HR@10 without and with the new items
   added, and the new items' share of the top-10 slots.
+
+Each method at ``new_share`` 0, 0.1 and 0.3, with new items placed after the generated SIDs that share their first
+3, 2 or 1 tokens (crabrec matches on the first token, the best on validation here).
 
 The held-out items are chosen by a seeded draw; the run is cached in ``--runs`` (a second call only ranks).
 """
@@ -27,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 METHODS = ("mor", "tiger", "crab", "ppd", "rr")
+SHARES = (0.0, 0.1, 0.3)
 STAGES = ("evaluate", "tiger-eval", "crab-eval", "ppd", "rr")
 
 
@@ -90,7 +94,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import crabrec
-    from crabrec.new_items import read
+    from crabrec.new_items import NewItemSlots, read
 
     runs = Path(args.runs)
     folder, inter, items, held = held_out_data(runs / "data", args.share, args.seed)
@@ -99,35 +103,48 @@ def main() -> None:
     added = read(run, new_items_file(runs / "new_items.jsonl", items, held), progress=False)
     mor = crabrec.load(run, "mor")
     known, catalogue = mor.known_users().index, mor.index  # the run's users (TIGER reads their tokens) and items
-    cold, warm = [], []
+    groups: dict[str, list] = {"cold valid": [], "cold test": [], "warm test": []}
     for user, seq in inter.items():
         seq = [str(i) for i in seq]
-        history = [i for i in seq[:-1] if i in catalogue]  # as the run saw it (its k-core filter dropped a few more)
-        if history and user in known and (seq[-1] in held or seq[-1] in catalogue):
-            (cold if seq[-1] in held else warm).append((history, seq[-1], known[user]))
+        if user not in known:
+            continue
+        for name, cut in (("cold valid", -2), ("cold test", -1)):  # the user's last but one, or last, item is new
+            history = [i for i in seq[:cut] if i in catalogue]  # as the run saw it (its k-core filter dropped a few)
+            if history and seq[cut] in held:
+                groups[name].append((history, seq[cut], known[user]))
+        history = [i for i in seq[:-1] if i in catalogue]
+        if history and seq[-1] in catalogue:
+            groups["warm test"].append((history, seq[-1], known[user]))
+    counts = ", ".join(f"{len(rows)} {name}" for name, rows in groups.items())
     print(f"{len(held)} of {len(items)} items held out ({args.share:.0%}, seed {args.seed}); the run's catalogue: "
-          f"{len(catalogue)} items; {len(added)} join it; {len(cold)} cold and {len(warm)} warm test users\n")
-    ch, ct, cu = (list(column) for column in zip(*cold))
-    wh, wt, wu = (list(column) for column in zip(*warm))
+          f"{len(catalogue)} items; {len(added)} join it; test users: {counts}\n")
     new = set(added.ids)
-    print("| method | cold HR@10 | cold NDCG@10 | warm HR@10 without | warm HR@10 with | new items' top-10 share |")
-    print("|---|---|---|---|---|---|")
+
+    def ranked(rec, rows):
+        histories, _, users = zip(*rows)
+        found = rec.recommend_batch(list(histories), 10, users=list(users), exclude_seen=False)
+        return [[r.item for r in row] for row in found]
+
+    print("| method | tokens shared | new_share | cold valid HR@10 | cold test HR@10 | cold test NDCG@10 | "
+          "warm test HR@10 | new items' top-10 share (warm) |")
+    print("|---|---|---|---|---|---|---|---|")
+    warm_targets = [t for _, t, _ in groups["warm test"]]
     for method in METHODS:
-        plain = crabrec.load(run, method)
-        grown = crabrec.load(run, method, new_items=added)
-
-        def ranked(rec, histories, users):
-            found = rec.recommend_batch(histories, 10, users=users, exclude_seen=False)
-            return [[r.item for r in row] for row in found]
-
-        cold_hr, cold_ndcg = hits(ranked(grown, ch, cu), ct)
-        with_new = ranked(grown, wh, wu)
-        share = sum(item in new for row in with_new for item in row) / sum(len(row) for row in with_new)
-        print(f"| {method} | {cold_hr:.4f} | {cold_ndcg:.4f} | {hits(ranked(plain, wh, wu), wt)[0]:.4f} | "
-              f"{hits(with_new, wt)[0]:.4f} | {share:.4f} |")  # fmt: skip
-    text_hr, text_ndcg = hits(nearest_text(run, added, ch), ct)
-    print(f"| nearest text (reference) | {text_hr:.4f} | {text_ndcg:.4f} | – | – | – |")
-    print(f"| random item (expected) | {10 / (len(items)):.4f} | – | – | – | – |")
+        plain = hits(ranked(crabrec.load(run, method), groups["warm test"]), warm_targets)[0]
+        print(f"| {method} | – | no new items | – | – | – | {plain:.4f} | – |")
+        for depth in (3, 2, 1):
+            for share in SHARES:
+                rec = crabrec.load(run, method, new_items=added, new_share=share)
+                rec.ranker = NewItemSlots(rec.ranker.base, len(catalogue), share, depth)  # the tokens matched
+                cells = [hits(ranked(rec, groups[g]), [t for _, t, _ in groups[g]]) for g in ("cold valid", "cold test")]  # noqa: E501
+                warm = ranked(rec, groups["warm test"])
+                taken = sum(item in new for row in warm for item in row) / sum(len(row) for row in warm)
+                print(f"| {method} | {depth} | {share} | {cells[0][0]:.4f} | {cells[1][0]:.4f} | {cells[1][1]:.4f} | "
+                      f"{hits(warm, warm_targets)[0]:.4f} | {taken:.4f} |", flush=True)
+    cold = groups["cold test"]
+    text_hr, text_ndcg = hits(nearest_text(run, added, [h for h, _, _ in cold]), [t for _, t, _ in cold])
+    print(f"| nearest text (reference) | – | – | – | {text_hr:.4f} | {text_ndcg:.4f} | – | – |")
+    print(f"| a random item (expected) | – | – | – | {10 / len(catalogue):.4f} | – | – | – |")
 
 
 if __name__ == "__main__":

@@ -151,3 +151,50 @@ def test_the_service_serves_new_items(tiny_run, new_file, added):
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_a_table_of_items_the_run_holds_adds_nothing(tiny_run, tmp_path):
+    known = RunFiles(tiny_run).load_items()["item_ids"][:3]
+    path = tmp_path / "items.csv"
+    path.write_text("item_id,title\n" + "".join(f"{i},again\n" for i in known))
+    for method in ("mor", "crab"):
+        rec = crabrec.load(tiny_run, method, new_items=path)
+        assert len(rec.item_ids) == len(crabrec.load(tiny_run, method).item_ids)
+
+
+def test_new_items_take_capped_slots_after_the_sids_they_share_tokens_with():
+    from types import SimpleNamespace
+
+    from crabrec.data.dataset import Samples
+    from crabrec.new_items import NewItemSlots
+
+    # items 0-4 in the catalogue, 5 and 6 new; 5 shares item 2's first two tokens, 6 item 0's
+    sids = np.array([[0, 0, 0], [0, 1, 0], [1, 0, 0], [1, 1, 0], [2, 0, 0], [1, 0, 1], [0, 0, 1]])
+    beam = (np.array([[2, 0, 1, 3, 4]]), np.array([[-1.0, -2, -3, -4, -5]]))
+    base = SimpleNamespace(trie=SimpleNamespace(sids=sids, item_sid=np.arange(7)), width=5, block=8,
+                           rank=lambda rows, desc, progress: beam)  # fmt: skip
+
+    def ranked(share: float, seen: list[int]) -> tuple[list[int], list[float]]:
+        rows = Samples.from_rows([0], [[1]], [0], 4, seen=[seen])
+        items, scores = NewItemSlots(base, 5, share, depth=2).rank(rows)
+        return items[0].tolist(), scores[0].tolist()
+
+    # at most round(0.2 k) of every top-k: none in the top 2, one from the third slot on; scored as the SID it
+    # follows (item 2's -1), never above the slot before it (-2); item 4 no longer fits the list
+    assert ranked(0.2, []) == ([2, 0, 5, 1, 3], [-1, -2, -2, -3, -4])
+    assert ranked(0.2, [5]) == ([2, 0, 6, 1, 3], [-1, -2, -2, -3, -4])  # an item of the history is not placed
+    assert ranked(0.0, []) == ([2, 0, 1, 3, 4], [-1, -2, -3, -4, -5])  # share 0: the search's list as it is
+    assert ranked(1.0, [])[0] == [2, 5, 0, 6, 1]  # share 1: each right after the SID it shares tokens with
+
+
+def test_of_the_new_items_sharing_a_token_those_sharing_more_come_first():
+    from types import SimpleNamespace
+
+    from crabrec.new_items import NewItemSlots
+
+    # the search's item 0 has SID (0, 1, 2); new items 1-3 share its first token, item 3 its first two, item 2 all
+    sids = np.array([[0, 1, 2], [0, 0, 0], [0, 1, 2], [0, 1, 0], [1, 1, 2]])
+    base = SimpleNamespace(trie=SimpleNamespace(sids=sids, item_sid=np.arange(5)), width=5, block=8)
+    slots = NewItemSlots(base, 1, 1.0)
+    assert slots.matching(0) == [2, 3, 1]  # item 4 shares no first token
+    assert [item for item, _ in slots.placed([0], [-1.0], ())] == [0, 2, 3, 1]

@@ -21,6 +21,7 @@ def load(
     *,
     beam: int | None = None,
     new_items: str | os.PathLike | None = None,
+    new_share: float | None = None,
 ) -> Recommender:
     """The trained ``method`` (``crabrec methods`` lists them) of the run folder ``run_dir`` that ``crabrec run``
     wrote, as a :class:`~crabrec.recommender.Recommender` ready to rank histories of the dataset's own item ids.
@@ -29,7 +30,10 @@ def load(
     ``evaluate.beam``). ``new_items``: an item table (CSV, TSV, JSON lines or Parquet: an id column and the text
     columns) of items that arrived after training: those the catalogue lacks get semantic IDs from the run's
     quantizer and are ranked like the others, without retraining (methods over semantic IDs only; see
-    docs/guides/serve.md). Raises :class:`crabrec.errors.CrabError` with a one-line reason when the folder is not a
+    docs/guides/serve.md). ``new_share``: the most of every top-k they take after the generated SIDs they share
+    tokens with (round(new_share·k); default 0.1; 0: only where the model generates them itself, which it rarely
+    does).
+    Raises :class:`crabrec.errors.CrabError` with a one-line reason when the folder is not a
     finished run or the method was not trained in it.
 
     Example::
@@ -40,7 +44,7 @@ def load(
     """
     from crabrec.recommender import load as load_run
 
-    return load_run(run_dir, method, beam=beam, new_items=new_items)
+    return load_run(run_dir, method, beam=beam, new_items=new_items, new_share=new_share)
 
 
 def run(

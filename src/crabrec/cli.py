@@ -119,6 +119,10 @@ NEW_ITEMS = typer.Option(
     help="An item table (id and text columns) of items that arrived after training: those the catalogue lacks get "
     "semantic IDs from the run's quantizer and are ranked too, without retraining (docs/guides/serve.md)."
 )
+NEW_SHARE = typer.Option(
+    min=0.0, max=1.0, help="With --new-items: the most of each top-k that new items take, each after a generated SID "
+    "it shares tokens with (default 0.1; 0: only where the model generates them itself)."
+)
 
 
 def refresh_help() -> None:
@@ -759,6 +763,7 @@ def recommend(
     ] = True,
     beam: Annotated[int | None, typer.Option(help="Beam width (default: the run's evaluate.beam).")] = None,
     new_items: Annotated[str | None, NEW_ITEMS] = None,
+    new_share: Annotated[float | None, NEW_SHARE] = None,
 ) -> None:
     """Top-k items after a history (--history), for a user of the data (--user-id) or for a file of histories or
     users (--input ... --output ...).
@@ -810,7 +815,7 @@ def recommend(
         except CrabError as exc:
             raise CrabError(f"--output {exc}") from None
     if input_file is None:
-        rec = load(run_dir, method, beam=beam, new_items=new_items)
+        rec = load(run_dir, method, beam=beam, new_items=new_items, new_share=new_share)
         try:
             ids = None if history is None else history_ids(history)
         except ValueError as exc:
@@ -822,7 +827,7 @@ def recommend(
         typer.echo(format_recommendations(found))
         return
     asked = read_histories(input_file)
-    rec = load(run_dir, method, beam=beam, new_items=new_items)
+    rec = load(run_dir, method, beam=beam, new_items=new_items, new_share=new_share)
     rec.check_k(k)
     try:  # every row checked before the first is ranked
         samples = rec.samples(asked.histories, asked.users, drop_unknown, exclude_seen, user_ids=asked.user_ids,
@@ -873,6 +878,7 @@ def serve(
     max_wait_ms: Annotated[float, typer.Option(min=0.0, help="How long a batch waits for more requests.")] = 5.0,
     max_body: Annotated[int, typer.Option(min=1, help="Largest request body, in bytes.")] = 1 << 20,
     new_items: Annotated[str | None, NEW_ITEMS] = None,
+    new_share: Annotated[float | None, NEW_SHARE] = None,
 ) -> None:
     """An HTTP JSON service: POST /recommend, GET /health, GET /models, docs at /docs.
 
@@ -887,8 +893,9 @@ def serve(
     check_limits(max_batch, max_wait_ms)
     sock = listen(host, port)  # an unusable --host/--port fails here, before the models are loaded
     application = build_app(
-        run_dir, method, new_items=new_items, max_batch=max_batch, max_wait_ms=max_wait_ms, limits=Limits(max_body)
-    )
+        run_dir, method, new_items=new_items, new_share=new_share, max_batch=max_batch, max_wait_ms=max_wait_ms,
+        limits=Limits(max_body),
+    )  # fmt: skip
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("binding to %s: the service has no authentication", host)
     typer.echo(f"serving {', '.join(application.state.batchers)} from {run_dir} at {url(sock)} (docs: /docs)")

@@ -21,7 +21,7 @@ import numpy as np
 from crabrec.config import EmbedConfig
 from crabrec.errors import CrabError, clip, reason
 from crabrec.io import load_npz, write_npz
-from crabrec.progress import bars_enabled
+from crabrec.progress import bars_enabled, library_bars_off
 from crabrec.progress import progress as bar
 
 log = logging.getLogger("crabrec")
@@ -99,14 +99,7 @@ def item_texts(records: list[dict[str, str]], cfg: EmbedConfig, warn: bool = Tru
                 f"embed.template {clip(cfg.template)!r}: field {unknown[0]!r} is in no item's text "
                 f"(fields: {', '.join(sorted(known)) or 'none'})"
             )
-    out = []
-    for rec in records:
-        if cfg.template:
-            text = _FIELD.sub(lambda m, r=rec: clean_text(r.get(m.group(1), "")).rstrip("."), cfg.template)
-        else:
-            text = " ".join(t for t in (clean_text(rec.get(f, "")) for f in fields) if t)
-        text = text.strip()[: cfg.max_chars]
-        out.append(text or "unknown item")
+    out = [item_text(rec, fields, cfg) for rec in records]
     empty = sum(t == "unknown item" for t in out)
     if out and empty == len(out):
         raise CrabError(f"embed.fields {fields}: every item's text is empty; name fields the item table has")
@@ -116,6 +109,15 @@ def item_texts(records: list[dict[str, str]], cfg: EmbedConfig, warn: bool = Tru
     if empty and warn:
         log.warning("%d of %d items have no text in %s; they are embedded as 'unknown item'", empty, len(out), fields)
     return out
+
+
+def item_text(record: dict[str, str], fields: list[str], cfg: EmbedConfig) -> str:
+    """One item's text: ``cfg.template`` filled in, or its ``fields`` joined by spaces; "unknown item" if empty."""
+    if cfg.template:
+        text = _FIELD.sub(lambda m: clean_text(record.get(m.group(1), "")).rstrip("."), cfg.template)
+    else:
+        text = " ".join(t for t in (clean_text(record.get(f, "")) for f in fields) if t)
+    return text.strip()[: cfg.max_chars] or "unknown item"
 
 
 def resolve_encoder(name: str) -> str:
@@ -256,7 +258,8 @@ def encode(
         from sentence_transformers import SentenceTransformer
 
         try:
-            model = SentenceTransformer(path, device=cfg.device)
+            with library_bars_off():  # no "Loading weights" bar: ours for the encoding follows
+                model = SentenceTransformer(path, device=cfg.device)
         except Exception as exc:  # whatever a folder that is not a model makes the library raise
             raise CrabError(
                 f"embed.encoder {clip(cfg.encoder)}: not a sentence-transformers model ({reason(exc)})"

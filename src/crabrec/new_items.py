@@ -2,24 +2,27 @@
 ``crabrec recommend --new-items``, ``crabrec serve --new-items``).
 
 A generative model ranks semantic IDs, and a semantic ID is made from an item's text: an item that arrived after
-training gets one from the run's own quantizer, and the beam search can then generate it like any other. Its text is
-encoded as the catalogue's was (the run's encoder and text fields); each level takes the nearest codeword of the
-residual (an RQ-VAE run encodes with its trained RQ-VAE), which for residual k-means is the quantizer's own rule:
-the catalogue's items get back their stored SIDs. Where the codebook has a dedup level, the item takes the next free
-position among the items that share its tokens. CRAB's rebalanced codebook keeps the base codebook's tree: where a
-token was split, the item joins the part that holds its child token, or, for a child token no item had there (or at
-the last level, where items are split one by one), the part whose items lie nearest to its residual.
+training gets one from the run's own quantizer. Its text is encoded as the catalogue's was (the run's encoder and
+text fields); each level takes the nearest codeword of the residual (an RQ-VAE run encodes with its trained RQ-VAE),
+which for residual k-means is the quantizer's own rule: the catalogue's items get back their stored SIDs. Where the
+codebook has a dedup level, the item takes the next free position among the items that share its tokens; where
+none is free (or, without a dedup level, the SID is taken), it takes the nearest last-level codeword whose SID has
+room. CRAB's rebalanced codebook keeps the base codebook's tree: where a token was split, the item joins the part
+that holds its child token, or, for a child token no item had there (and at the last level, where items are split
+one by one), the part whose items lie nearest to its residual.
+
+A model trained before an item arrived has never generated its SID and rarely does, so, as in TIGER's cold-start
+experiment, new items also take slots right after a generated SID whose first token they share (those sharing more
+tokens first), at most ``round(new_share · k)`` of every top-k (:class:`NewItemSlots`).
 
 Nothing is written into the run: the items live in the loaded recommender. They have no interactions, so they are
-in popularity group 0. An item that would share its whole SID with another (no dedup level, or no free position)
-is left out with a warning, as the model has no token to tell it apart; ID-based methods (SASRec) and the
-popularity floors rank only the items they were trained on.
+in popularity group 0. ID-based methods (SASRec) and the popularity floors rank only the items they were trained on.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,18 +45,18 @@ class NewItems:
     records: list[dict[str, str]]
     vectors: np.ndarray
     codes: np.ndarray
-    rebalanced: dict[str, np.ndarray] = field(default_factory=dict)
+    crab_codes: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def codes_in(self, files: RunFiles, rebalanced: bool) -> np.ndarray:
         """Their SIDs in the run's base codebook, or in CRAB's rebalanced one."""
-        if not rebalanced:
+        if not rebalanced or not len(self):
             return self.codes
-        if "crab" not in self.rebalanced:
-            self.rebalanced["crab"] = rebalanced_codes(files.load_codebook(), files.load_codebook(True), self)
-        return self.rebalanced["crab"]
+        if self.crab_codes is None:
+            self.crab_codes = rebalanced_codes(files.load_codebook(), files.load_codebook(True), self)
+        return self.crab_codes
 
 
 def read(run_dir: str | Path, source: str | Path, progress: bool = True) -> NewItems:
@@ -62,7 +65,7 @@ def read(run_dir: str | Path, source: str | Path, progress: bool = True) -> NewI
     from crabrec.config import load_saved
     from crabrec.data.loaders import _items_from_frame
     from crabrec.data.table import read_item_table
-    from crabrec.embed import encode, text_fields
+    from crabrec.embed import encode, item_text, text_fields
 
     root, path = Path(run_dir), Path(source)
     cfg = load_saved(root)
@@ -119,17 +122,6 @@ def usable(files: RunFiles, cfg, source: str) -> None:
         raise CrabError(f"{source}: new items cannot join this run: its semantic IDs quantize SASRec's item "
                         f"embeddings (tokenize.item_vectors={cfg.tokenize.item_vectors}), which new items do not "
                         "have")  # fmt: skip
-
-
-def item_text(record: dict[str, str], fields: list[str], cfg) -> str:
-    """An item's encoded text from ``fields`` (or ``cfg.template``), as :func:`crabrec.embed.item_texts` makes it."""
-    from crabrec.embed import _FIELD, clean_text
-
-    if cfg.template:
-        text = _FIELD.sub(lambda m: clean_text(record.get(m.group(1), "")).rstrip("."), cfg.template)
-    else:
-        text = " ".join(t for t in (clean_text(record.get(f, "")) for f in fields) if t)
-    return text.strip()[: cfg.max_chars] or "unknown item"
 
 
 def latents(files: RunFiles, vectors: np.ndarray) -> np.ndarray:
@@ -271,3 +263,71 @@ class WithNewItems(RunFiles):
             dedup_levels=cb.dedup_levels,
             meta=cb.meta,
         )
+
+
+class NewItemSlots:
+    """A ranker whose lists give new items slots after the generated SIDs whose first ``depth`` tokens they share
+    (those sharing more tokens first), at most ``round(share · k)`` of every top-k: TIGER's cold-start rule, as a
+    model trained before an item arrived rarely generates its SID itself. An item so placed is scored as that SID
+    (never above the slot before it); items of the history are not placed, and one the search generated keeps its
+    own place. ``depth`` 1, the first token, recommended the held-out items of ``bench_new_items.py`` most often on
+    validation at every share (more tokens rarely match a generated SID)."""
+
+    def __init__(self, base, first_new: int, share: float, depth: int = 1) -> None:
+        self.base, self.share, self.depth = base, share, depth
+        self.trie, self.width, self.block = base.trie, base.width, base.block
+        self.by_prefix: dict[tuple[int, ...], list[int]] = {}
+        for item in range(first_new, len(self.trie.item_sid)):
+            self.by_prefix.setdefault(self.sid(item)[:depth], []).append(item)
+
+    def sid(self, item: int) -> tuple[int, ...]:
+        return tuple(self.trie.sids[self.trie.item_sid[item]].tolist())
+
+    def matching(self, item: int) -> list[int]:
+        """The new items that share the first ``depth`` tokens of ``item``'s SID, those sharing more first."""
+        sid = self.sid(item)
+        found = self.by_prefix.get(sid[: self.depth], [])
+
+        def shared(new: int) -> int:
+            return next((t for t, (a, b) in enumerate(zip(sid, self.sid(new))) if a != b), len(sid))
+
+        return sorted(found, key=shared, reverse=True) if len(found) > 1 else found
+
+    def rank(self, rows, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        items, scores = self.base.rank(rows, desc=desc, progress=progress)
+        if self.share <= 0 or not self.by_prefix:
+            return items, scores
+        out_items, out_scores = np.full_like(items, -1), np.full_like(scores, -np.inf)
+        for r in range(len(items)):
+            seen = () if rows.seen is None else set(rows.seen[r].tolist())
+            row = self.placed(items[r].tolist(), scores[r].tolist(), seen)
+            out_items[r, : len(row)] = [item for item, _ in row]
+            out_scores[r, : len(row)] = [score for _, score in row]
+        return out_items, out_scores
+
+    def placed(self, items: list[int], scores: list[float], seen) -> list[tuple[int, float]]:
+        """One list: the search's items, each followed by the new items that share its prefix, as the cap allows."""
+        out: list[tuple[int, float]] = []
+        waiting: list[tuple[int, float]] = []
+        taken, inserted = set(items), 0
+
+        def place() -> None:
+            nonlocal inserted
+            while waiting and len(out) < self.width and inserted < int(self.share * (len(out) + 1) + 0.5):
+                item, score = waiting.pop(0)
+                out.append((item, min(score, out[-1][1]) if out else score))
+                inserted += 1
+
+        for item, score in zip(items, scores):
+            if item < 0 or len(out) >= self.width:
+                break
+            place()
+            if len(out) >= self.width:
+                break
+            out.append((item, score))
+            for new in self.matching(item):
+                if new not in taken and new not in seen:
+                    waiting.append((new, score))
+                    taken.add(new)
+        place()
+        return out

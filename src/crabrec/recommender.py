@@ -29,6 +29,7 @@ from crabrec.histories import is_user_index
 if TYPE_CHECKING:
     from crabrec.new_items import NewItems
 
+NEW_SHARE = 0.1  # of every top-k, the most that new items take after the generated SIDs they share tokens with
 ItemId = str | int  # item ids are strings; an int is read as its decimal string (as JSON numbers would be)
 
 
@@ -272,13 +273,19 @@ def _utf8(text: str) -> str:
 
 
 def load(
-    run_dir: str | Path, method: str = "mor", *, beam: int | None = None, new_items: str | Path | NewItems | None = None
+    run_dir: str | Path,
+    method: str = "mor",
+    *,
+    beam: int | None = None,
+    new_items: str | Path | NewItems | None = None,
+    new_share: float | None = None,
 ) -> Recommender:
     """The trained ``method`` of the run at ``run_dir`` (a folder ``crabrec run`` wrote).
 
     ``beam``: the beam width (the longest list) of a generative method; default the run's ``evaluate.beam``.
     ``new_items``: an item table of items to add to the catalogue (:mod:`crabrec.new_items`), or the items
-    :func:`crabrec.new_items.read` made of one (to encode them once for several methods)."""
+    :func:`crabrec.new_items.read` made of one (to encode them once for several methods); ``new_share`` (None:
+    ``NEW_SHARE``): the most of every top-k they take after the generated SIDs they share tokens with."""
     from crabrec.config import load_saved
     from crabrec.methods import get, methods
     from crabrec.runfiles import RunFiles
@@ -319,6 +326,14 @@ def load(
             )
         if not isinstance(new_items, str | os.PathLike | NewItems):
             raise CrabError(f"new_items: expected the path of an item table, got {type(new_items).__name__}")
-        files = WithNewItems(root, new_items if isinstance(new_items, NewItems) else read(root, new_items))
+        new_share = NEW_SHARE if new_share is None else new_share
+        if isinstance(new_share, bool) or not isinstance(new_share, int | float) or not 0 <= new_share <= 1:
+            raise CrabError(f"new_share={clip(repr(new_share), 40)}: expected a share from 0 to 1")
+        new_items = new_items if isinstance(new_items, NewItems) else read(root, new_items)
+        files = WithNewItems(root, new_items)
     ranker = chosen.ranker(files, cfg, beam)
+    if new_items is not None:
+        from crabrec.new_items import NewItemSlots
+
+        ranker = NewItemSlots(ranker, files.n_items() - len(new_items), float(new_share))
     return Recommender(root, method, ranker, files.load_items(), files.load_popularity(), cfg.data.max_history)

@@ -20,9 +20,16 @@ def served_methods(run_dir: str | Path, chosen: list[str] | None) -> list[str]:
     return found
 
 
-def build_app(run_dir: str | Path, chosen: list[str] | None = None, new_items: str | Path | None = None, **options):
+def build_app(
+    run_dir: str | Path,
+    chosen: list[str] | None = None,
+    new_items: str | Path | None = None,
+    new_share: float | None = None,
+    **options,
+):
     """The service app of a run: loads each served method once (the first is the default of a request), with
-    ``new_items`` (an item table) added to the catalogue of each, encoded once."""
+    ``new_items`` (an item table) added to the catalogue of each, encoded once (``new_share``: see
+    :func:`crabrec.load`)."""
     from crabrec.recommender import load
     from crabrec.serve.app import create_app
 
@@ -34,7 +41,7 @@ def build_app(run_dir: str | Path, chosen: list[str] | None = None, new_items: s
         if not chosen:  # by default, every evaluated method that can take them
             served = [m for m in served if get(m).sids != "none"]
         new_items = read(run_dir, new_items)
-    recommenders = {m: load(run_dir, m, new_items=new_items) for m in served}
+    recommenders = {m: load(run_dir, m, new_items=new_items, new_share=new_share) for m in served}
     return create_app(run_dir, recommenders, **options)
 
 
