@@ -198,3 +198,10 @@ def test_of_the_new_items_sharing_a_token_those_sharing_more_come_first():
     slots = NewItemSlots(base, 1, 1.0)
     assert slots.matching(0) == [2, 3, 1]  # item 4 shares no first token
     assert [item for item, _ in slots.placed([0], [-1.0], ())] == [0, 2, 3, 1]
+
+
+def test_new_share_goes_with_new_items_and_is_a_share(tiny_run, added):
+    with pytest.raises(CrabError, match="new_share goes with new_items"):
+        crabrec.load(tiny_run, "mor", new_share=0.2)
+    with pytest.raises(CrabError, match="expected a share from 0 to 1"):
+        crabrec.load(tiny_run, "mor", new_items=added, new_share=1.5)

@@ -83,7 +83,7 @@ def read(run_dir: str | Path, source: str | Path, progress: bool = True) -> NewI
     base = files.load_codebook()
     if not ids:
         return NewItems(str(path), [], [], np.zeros((0, 0), np.float32), np.zeros((0, base.n_levels), np.int64))
-    fields = text_fields(catalogue["text"], cfg.embed.fields)  # the fields the catalogue's text was made of
+    fields = text_fields(catalogue.get("text") or [], cfg.embed.fields)  # the fields the catalogue's text was made of
     texts = [item_text(rec, fields, cfg.embed) for rec in records]
     vectors = encode(texts, cfg.embed, progress=progress).vectors
     if cfg.tokenize.quantizer == "rqvae":

@@ -316,6 +316,10 @@ def load(
     for name, stage in registry().items():  # what a ranker reads is what its stage wrote
         if stage.checked_outputs:
             files.check_written(name)
+    if new_items is None and new_share is not None:
+        raise CrabError(
+            "new_share (--new-share) goes with new_items (--new-items): the share of each list they may take"
+        )
     if new_items is not None:
         from crabrec.new_items import NewItems, WithNewItems, read
 

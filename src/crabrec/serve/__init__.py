@@ -30,6 +30,7 @@ def build_app(
     """The service app of a run: loads each served method once (the first is the default of a request), with
     ``new_items`` (an item table) added to the catalogue of each, encoded once (``new_share``: see
     :func:`crabrec.load`)."""
+    from crabrec.errors import CrabError
     from crabrec.recommender import load
     from crabrec.serve.app import create_app
 
@@ -40,6 +41,8 @@ def build_app(
 
         if not chosen:  # by default, every evaluated method that can take them
             served = [m for m in served if get(m).sids != "none"]
+            if not served:
+                raise CrabError(f"{run_dir}: no evaluated method ranks semantic IDs, which new items need")
         new_items = read(run_dir, new_items)
     recommenders = {m: load(run_dir, m, new_items=new_items, new_share=new_share) for m in served}
     return create_app(run_dir, recommenders, **options)
