@@ -201,7 +201,7 @@ def test_of_the_new_items_sharing_a_token_those_sharing_more_come_first():
 
 
 def test_new_share_goes_with_new_items_and_is_a_share(tiny_run, added):
-    with pytest.raises(CrabError, match="new_share goes with new_items"):
+    with pytest.raises(CrabError, match=r"new_share \(--new-share\) goes with new_items"):
         crabrec.load(tiny_run, "mor", new_share=0.2)
     with pytest.raises(CrabError, match="expected a share from 0 to 1"):
         crabrec.load(tiny_run, "mor", new_items=added, new_share=1.5)
