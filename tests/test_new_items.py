@@ -18,7 +18,7 @@ from crabrec.new_items import NewItems, base_codes, read, rebalanced_codes, sema
 from crabrec.runfiles import RunFiles
 from crabrec.sid.codebook import Codebook
 from tests.conftest import cli
-from tests.test_serve import free_port, post
+from tests.test_serve import call, free_port, post
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +148,10 @@ def test_the_service_serves_new_items(tiny_run, new_file, added):
         for method in ("mor", "tiger"):
             code, body = post(f"http://127.0.0.1:{port}", {"history": added.ids[:2], "k": 5, "method": method})
             assert code == 200 and len(body["items"]) == 5
+        code, body = call(f"http://127.0.0.1:{port}/models")
+        sizes = {m["method"]: m.get("items") for m in body["models"]}
+        catalogue = len(RunFiles(tiny_run).load_items()["item_ids"])
+        assert code == 200 and sizes["mor"] == sizes["tiger"] == catalogue + len(added) and sizes["rr"] is None
     finally:
         server.should_exit = True
         thread.join(timeout=10)

@@ -168,7 +168,8 @@ def create_app(
 
     @app.get("/models")
     async def models() -> dict[str, Any]:
-        """Every method of the run: whether it is served, its beam width and its test metrics."""
+        """Every method of the run: whether it is served, its beam width, its catalogue's size and its test
+        metrics."""
         return {"run": str(run_dir), "default": default, "models": model_table(Path(run_dir), recommenders)}
 
     @app.get("/stats")
@@ -287,7 +288,8 @@ def _not_json(constant: str):
 
 
 def model_table(run_dir: Path, served: dict[str, Recommender]) -> list[dict[str, Any]]:
-    """One entry per registered method: served or not, beam width, and its headline test metrics (when evaluated)."""
+    """One entry per registered method: served or not, beam width and catalogue size (when served), and its headline
+    test metrics (when evaluated)."""
     from crabrec.methods import methods
     from crabrec.metrics import HEADLINE
     from crabrec.runfiles import RunFiles
@@ -299,8 +301,8 @@ def model_table(run_dir: Path, served: dict[str, Recommender]) -> list[dict[str,
         except CrabError:
             metrics = None
         entry: dict[str, Any] = {"method": m.name, "label": m.label, "served": m.name in served}
-        if m.name in served:
-            entry["max_k"] = served[m.name].max_k
+        if m.name in served:  # its longest list, and its catalogue (with any new items)
+            entry["max_k"], entry["items"] = served[m.name].max_k, len(served[m.name].item_ids)
         entry["metrics"] = {k: metrics[k] for k in HEADLINE if k in metrics} if metrics else None
         table.append(entry)
     return table
