@@ -5,8 +5,6 @@ followed, and every method over semantic IDs ranking them through the API, the C
 from __future__ import annotations
 
 import json
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +16,7 @@ from crabrec.new_items import NewItems, base_codes, read, rebalanced_codes, sema
 from crabrec.runfiles import RunFiles
 from crabrec.sid.codebook import Codebook
 from tests.conftest import cli
-from tests.test_serve import call, free_port, post
+from tests.test_serve import call, post, serving
 
 
 @pytest.fixture(scope="module")
@@ -132,29 +130,17 @@ def test_cli_recommend_with_new_items(tiny_run, new_file, added, tmp_path, capsy
 
 
 def test_the_service_serves_new_items(tiny_run, new_file, added):
-    import uvicorn
-
     from crabrec.serve import build_app
 
     app = build_app(tiny_run, ["mor", "tiger"], new_items=new_file, max_wait_ms=1)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    end = time.time() + 30
-    while not server.started and time.time() < end:
-        time.sleep(0.05)
-    try:
+    with serving(app) as base:
         for method in ("mor", "tiger"):
-            code, body = post(f"http://127.0.0.1:{port}", {"history": added.ids[:2], "k": 5, "method": method})
+            code, body = post(base, {"history": added.ids[:2], "k": 5, "method": method})
             assert code == 200 and len(body["items"]) == 5
-        code, body = call(f"http://127.0.0.1:{port}/models")
-        sizes = {m["method"]: m.get("items") for m in body["models"]}
-        catalogue = len(RunFiles(tiny_run).load_items()["item_ids"])
-        assert code == 200 and sizes["mor"] == sizes["tiger"] == catalogue + len(added) and sizes["rr"] is None
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+        code, body = call(f"{base}/models")
+    sizes = {m["method"]: m.get("items") for m in body["models"]}
+    catalogue = len(RunFiles(tiny_run).load_items()["item_ids"])
+    assert code == 200 and sizes["mor"] == sizes["tiger"] == catalogue + len(added) and sizes["rr"] is None
 
 
 def test_a_table_of_items_the_run_holds_adds_nothing(tiny_run, tmp_path):

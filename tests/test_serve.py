@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
@@ -30,12 +31,19 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def server(tiny_run):
     """``crabrec serve`` of the tiny run (mor and rr, batches of up to 64 gathered for 20 ms) on a free port."""
-    import uvicorn
-
     from crabrec.serve import build_app
     from crabrec.serve.app import Limits
 
     app = build_app(tiny_run, ["mor", "rr"], max_batch=64, max_wait_ms=20, limits=Limits(max_body=20_000))
+    with serving(app) as base:
+        yield base, app
+
+
+@contextlib.contextmanager
+def serving(app):
+    """``app`` served by uvicorn on a free loopback port, in a thread, until the block ends; yields its base URL."""
+    import uvicorn
+
     port = free_port()
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
@@ -44,9 +52,11 @@ def server(tiny_run):
     while not srv.started and time.time() < end:
         time.sleep(0.05)
     assert srv.started
-    yield f"http://127.0.0.1:{port}", app
-    srv.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
 
 
 def call(url: str, body: bytes | None = None, method: str | None = None) -> tuple[int, dict]:
