@@ -444,6 +444,8 @@ def bad_files(tmp_path, item: str, user: str):
         (["--input", ".", "--output", "o.csv"], ".: a folder, not a file of histories"),
         (["--input", "empty.csv"], "--input needs --output"),
         (["--input", "ok.csv", "--output", "./ok.csv"], "--output ./ok.csv: is the --input file"),
+        (["--input", "x.csv", "--new-items", "ok.csv", "--output", "ok.csv"], "ok.csv: is the --new-items file"),
+        (["--history", item, "--new-share", "0.2"], "new_share (--new-share) goes with new_items (--new-items)"),
         (["--input", "ok.csv", "--output", "folder.csv"], "--output folder.csv: is a folder"),
         (["--input", "ok.csv", "--output", "ok.csv/o.csv"], "ok.csv/o.csv: cannot create its folder"),
         (["--history", item, "--output", "o.xlsx"], "o.xlsx: unknown extension"),

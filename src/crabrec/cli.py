@@ -807,8 +807,9 @@ def recommend(
         )
     if output is not None and output != "-":
         file_format(Path(output))
-        if input_file is not None and Path(output).resolve() == Path(input_file).resolve():
-            raise CrabError(f"--output {output}: is the --input file; write the answers to another file")
+        for flag, given in (("--input", input_file), ("--new-items", new_items)):
+            if given is not None and Path(output).resolve() == Path(given).resolve():
+                raise CrabError(f"--output {output}: is the {flag} file; write the answers to another file")
         not_the_runs_data(Path(output), run_dir, "--output")
         try:  # before ranking: a path that cannot be written fails now, not after the work
             writable_file(output)
