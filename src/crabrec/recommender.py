@@ -210,7 +210,8 @@ class Recommender:
             shown = ", ".join(self._unknown(u) for u in unknown[:5]) + (" …" if len(unknown) > 5 else "")
             raise CrabError(
                 f"{where}: {len(unknown)} item id(s) not in this run's catalogue of {len(self.item_ids)} items: "
-                f"{shown} (--drop-unknown or drop_unknown=True drops them)"
+                f"{shown} (--drop-unknown or drop_unknown=True drops them; items that arrived after training join "
+                "with --new-items or new_items=)"
             )
         known = [self.index[i] for i in ids if i in self.index]
         if not known:
