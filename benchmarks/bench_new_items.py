@@ -136,7 +136,8 @@ def main() -> None:
             for share in SHARES:
                 rec = crabrec.load(run, method, new_items=added, new_share=share)
                 rec.ranker = NewItemSlots(rec.ranker.base, len(catalogue), share, depth)  # the tokens matched
-                cells = [hits(ranked(rec, groups[g]), [t for _, t, _ in groups[g]]) for g in ("cold valid", "cold test")]  # noqa: E501
+                cells = [hits(ranked(rec, groups[g]), [t for _, t, _ in groups[g]]) for g in ("cold valid",
+                                                                                              "cold test")]
                 warm = ranked(rec, groups["warm test"])
                 taken = sum(item in new for row in warm for item in row) / sum(len(row) for row in warm)
                 print(f"| {method} | {depth} | {share} | {cells[0][0]:.4f} | {cells[1][0]:.4f} | {cells[1][1]:.4f} | "
