@@ -128,7 +128,8 @@ def main() -> None:
     print("| method | tokens shared | new_share | cold valid HR@10 | cold test HR@10 | cold test NDCG@10 | "
           "warm test HR@10 | new items' top-10 share (warm) |")
     print("|---|---|---|---|---|---|---|---|")
-    warm_targets = [t for _, t, _ in groups["warm test"]]
+    targets = {name: [t for _, t, _ in rows] for name, rows in groups.items()}
+    warm_targets = targets["warm test"]
     for method in METHODS:
         plain = hits(ranked(crabrec.load(run, method), groups["warm test"]), warm_targets)[0]
         print(f"| {method} | – | no new items | – | – | – | {plain:.4f} | – |")
@@ -136,14 +137,13 @@ def main() -> None:
             for share in SHARES:
                 rec = crabrec.load(run, method, new_items=added, new_share=share)
                 rec.ranker = NewItemSlots(rec.ranker.base, len(catalogue), share, depth)  # the tokens matched
-                cells = [hits(ranked(rec, groups[g]), [t for _, t, _ in groups[g]]) for g in ("cold valid",
-                                                                                              "cold test")]
+                cells = [hits(ranked(rec, groups[g]), targets[g]) for g in ("cold valid", "cold test")]
                 warm = ranked(rec, groups["warm test"])
                 taken = sum(item in new for row in warm for item in row) / sum(len(row) for row in warm)
                 print(f"| {method} | {depth} | {share} | {cells[0][0]:.4f} | {cells[1][0]:.4f} | {cells[1][1]:.4f} | "
                       f"{hits(warm, warm_targets)[0]:.4f} | {taken:.4f} |", flush=True)
     cold = groups["cold test"]
-    text_hr, text_ndcg = hits(nearest_text(run, added, [h for h, _, _ in cold]), [t for _, t, _ in cold])
+    text_hr, text_ndcg = hits(nearest_text(run, added, [h for h, _, _ in cold]), targets["cold test"])
     print(f"| nearest text (reference) | – | – | – | {text_hr:.4f} | {text_ndcg:.4f} | – | – |")
     print(f"| a random item (expected) | – | – | – | {10 / len(catalogue):.4f} | – | – | – |")
 
