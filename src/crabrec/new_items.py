@@ -271,7 +271,7 @@ class NewItemSlots:
     model trained before an item arrived rarely generates its SID itself. An item so placed is scored as that SID
     (never above the slot before it); items of the history are not placed, and one the search generated keeps its
     own place. ``depth`` 1, the first token, recommended the held-out items of ``bench_new_items.py`` most often on
-    validation at every share (more tokens rarely match a generated SID)."""
+    validation for every method, share and draw (more tokens rarely match a generated SID)."""
 
     def __init__(self, base, first_new: int, share: float, depth: int = 1) -> None:
         self.base, self.share, self.depth = base, share, depth
