@@ -50,12 +50,13 @@ class NewItems:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def codes_in(self, files: RunFiles, rebalanced: bool) -> np.ndarray:
-        """Their SIDs in the run's base codebook, or in CRAB's rebalanced one."""
-        if not rebalanced or not len(self):
+    def rebalanced_in(self, base: Codebook, crab: Codebook) -> np.ndarray:
+        """Their SIDs in CRAB's rebalanced codebook ``crab`` of the run whose base codebook is ``base`` (derived once
+        and kept)."""
+        if not len(self):
             return self.codes
         if self.crab_codes is None:
-            self.crab_codes = rebalanced_codes(files.load_codebook(), files.load_codebook(True), self)
+            self.crab_codes = rebalanced_codes(base, crab, self)
         return self.crab_codes
 
 
@@ -254,9 +255,9 @@ class WithNewItems(RunFiles):
 
     def load_codebook(self, rebalanced: bool = False) -> Codebook:
         cb = super().load_codebook(rebalanced)
-        plain = RunFiles(self.root)
+        added = self.added.rebalanced_in(super().load_codebook(), cb) if rebalanced else self.added.codes
         return Codebook(
-            codes=np.concatenate([cb.codes, self.added.codes_in(plain, rebalanced)]),
+            codes=np.concatenate([cb.codes, added]),
             sizes=list(cb.sizes),
             item_ids=[*cb.item_ids, *self.added.ids],
             prefixes=list(cb.prefixes),
@@ -276,9 +277,10 @@ class NewItemSlots:
     def __init__(self, base, first_new: int, share: float, depth: int = 1) -> None:
         self.base, self.share, self.depth = base, share, depth
         self.trie, self.width, self.block = base.trie, base.width, base.block
+        self.new_sid = {item: self.sid(item) for item in range(first_new, len(self.trie.item_sid))}  # built once
         self.by_prefix: dict[tuple[int, ...], list[int]] = {}
-        for item in range(first_new, len(self.trie.item_sid)):
-            self.by_prefix.setdefault(self.sid(item)[:depth], []).append(item)
+        for item, sid in self.new_sid.items():
+            self.by_prefix.setdefault(sid[:depth], []).append(item)
 
     def sid(self, item: int) -> tuple[int, ...]:
         return tuple(self.trie.sids[self.trie.item_sid[item]].tolist())
@@ -289,7 +291,7 @@ class NewItemSlots:
         found = self.by_prefix.get(sid[: self.depth], [])
 
         def shared(new: int) -> int:
-            return next((t for t, (a, b) in enumerate(zip(sid, self.sid(new))) if a != b), len(sid))
+            return next((t for t, (a, b) in enumerate(zip(sid, self.new_sid[new])) if a != b), len(sid))
 
         return sorted(found, key=shared, reverse=True) if len(found) > 1 else found
 
