@@ -22,6 +22,7 @@ def load(
     beam: int | None = None,
     new_items: str | os.PathLike | None = None,
     new_share: float | None = None,
+    unavailable: str | os.PathLike | Sequence[str | int] | None = None,
 ) -> Recommender:
     """The trained ``method`` (``crabrec methods`` lists them) of the run folder ``run_dir`` that ``crabrec run``
     wrote, as a :class:`~crabrec.recommender.Recommender` ready to rank histories of the dataset's own item ids.
@@ -32,7 +33,9 @@ def load(
     quantizer and are ranked like the others, without retraining (methods over semantic IDs only; see
     docs/guides/serve.md). ``new_share``: the most of every top-k they take after the generated SIDs they share
     tokens with (round(new_share·k); default 0.1; 0: only where the model generates them itself, which it rarely
-    does).
+    does). ``unavailable``: items never to recommend (discontinued, out of stock): a list of item ids, or a file of
+    them (a ``.txt`` of one id a line, or an item table); they stay readable in histories, and
+    ``rec.set_unavailable(ids)`` replaces the set later. A request's own ``exclude=`` adds to it.
     Raises :class:`crabrec.errors.CrabError` with a one-line reason when the folder is not a
     finished run or the method was not trained in it.
 
@@ -44,7 +47,7 @@ def load(
     """
     from crabrec.recommender import load as load_run
 
-    return load_run(run_dir, method, beam=beam, new_items=new_items, new_share=new_share)
+    return load_run(run_dir, method, beam=beam, new_items=new_items, new_share=new_share, unavailable=unavailable)
 
 
 def run(

@@ -124,6 +124,11 @@ NEW_SHARE = typer.Option(
     "it shares tokens with (default 0.1; 0: only where the model generates them itself)."
 )
 
+UNAVAILABLE = typer.Option(
+    help="A file of items never to recommend (discontinued, out of stock): a .txt of one item id a line, or an item "
+    "table with an id column. They stay readable in histories (docs/guides/serve.md)."
+)
+
 
 def refresh_help() -> None:
     """Fill the help texts that name methods and stages from the registries (so a registered method shows up)."""
@@ -764,6 +769,7 @@ def recommend(
     beam: Annotated[int | None, typer.Option(help="Beam width (default: the run's evaluate.beam).")] = None,
     new_items: Annotated[str | None, NEW_ITEMS] = None,
     new_share: Annotated[float | None, NEW_SHARE] = None,
+    unavailable: Annotated[str | None, UNAVAILABLE] = None,
 ) -> None:
     """Top-k items after a history (--history), for a user of the data (--user-id) or for a file of histories or
     users (--input ... --output ...).
@@ -807,7 +813,7 @@ def recommend(
         )
     if output is not None and output != "-":
         file_format(Path(output))
-        for flag, given in (("--input", input_file), ("--new-items", new_items)):
+        for flag, given in (("--input", input_file), ("--new-items", new_items), ("--unavailable", unavailable)):
             if given is not None and Path(output).resolve() == Path(given).resolve():
                 raise CrabError(f"--output {output}: is the {flag} file; write the answers to another file")
         not_the_runs_data(Path(output), run_dir, "--output")
@@ -816,7 +822,7 @@ def recommend(
         except CrabError as exc:
             raise CrabError(f"--output {exc}") from None
     if input_file is None:
-        rec = load(run_dir, method, beam=beam, new_items=new_items, new_share=new_share)
+        rec = load(run_dir, method, beam=beam, new_items=new_items, new_share=new_share, unavailable=unavailable)
         try:
             ids = None if history is None else history_ids(history)
         except ValueError as exc:
@@ -828,7 +834,7 @@ def recommend(
         typer.echo(format_recommendations(found))
         return
     asked = read_histories(input_file)
-    rec = load(run_dir, method, beam=beam, new_items=new_items, new_share=new_share)
+    rec = load(run_dir, method, beam=beam, new_items=new_items, new_share=new_share, unavailable=unavailable)
     rec.check_k(k)
     try:  # every row checked before the first is ranked
         samples = rec.samples(asked.histories, asked.users, drop_unknown, exclude_seen, user_ids=asked.user_ids,
@@ -880,6 +886,7 @@ def serve(
     max_body: Annotated[int, typer.Option(min=1, help="Largest request body, in bytes.")] = 1 << 20,
     new_items: Annotated[str | None, NEW_ITEMS] = None,
     new_share: Annotated[float | None, NEW_SHARE] = None,
+    unavailable: Annotated[str | None, UNAVAILABLE] = None,
 ) -> None:
     """An HTTP JSON service: POST /recommend, GET /health, GET /models, docs at /docs.
 
@@ -894,8 +901,8 @@ def serve(
     check_limits(max_batch, max_wait_ms)
     sock = listen(host, port)  # an unusable --host/--port fails here, before the models are loaded
     application = build_app(
-        run_dir, method, new_items=new_items, new_share=new_share, max_batch=max_batch, max_wait_ms=max_wait_ms,
-        limits=Limits(max_body),
+        run_dir, method, new_items=new_items, new_share=new_share, unavailable=unavailable, max_batch=max_batch,
+        max_wait_ms=max_wait_ms, limits=Limits(max_body),
     )  # fmt: skip
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("binding to %s: the service has no authentication", host)

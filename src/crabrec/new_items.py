@@ -99,9 +99,9 @@ def read(run_dir: str | Path, source: str | Path, progress: bool = True) -> NewI
     return NewItems(str(path), [ids[i] for i in keep], [records[i] for i in keep], vectors[keep], codes[keep])
 
 
-def id_column(path: Path, columns: list[str], data) -> str:
+def id_column(path: Path, columns: list[str], data, hint: str = "") -> str:
     """The item table's id column: the one the run's item table used, else the run's item column's name, else a
-    known item-id name."""
+    known item-id name (``hint``: what else the error suggests)."""
     from crabrec.data.table import ITEM_NAMES, find_column
 
     for name in (data.item_table_id_col, data.item_col):
@@ -109,8 +109,9 @@ def id_column(path: Path, columns: list[str], data) -> str:
             return name
     found = find_column(columns, "item", "item", (*ITEM_NAMES, "id"))
     if found is None:
-        raise CrabError(f"{path}: no item id column (looked for item_id, item, id, ...; found "
-                        f"{', '.join(clip(c, 40) for c in columns[:8])}); name the id column item_id")  # fmt: skip
+        found = ", ".join(clip(c, 40) for c in columns[:8])
+        raise CrabError(f"{path}: no item id column (looked for item_id, item, id, ...; found {found}); name the id "
+                        f"column item_id{hint}")  # fmt: skip
     return found
 
 

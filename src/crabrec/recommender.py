@@ -7,12 +7,15 @@ the run's data holds for them, and TIGER reads their own user token.
 It ranks with the method's registered ranker (:mod:`crabrec.rankers`), the one its evaluation used: the same beam
 search (and RR's re-ranking). By default the items of a history are not recommended back (``exclude_seen=True``,
 applied inside the search, so a list keeps its ``k`` items); with ``exclude_seen=False``, ``recommend_batch`` over
-the test histories reproduces ``rankings.parquet`` (the paper's protocol, which ranks every item).
+the test histories reproduces ``rankings.parquet`` (the paper's protocol, which ranks every item). Items that must
+not be recommended (discontinued, out of stock) are excluded the same way: for every request (``unavailable=`` when
+loading, :meth:`Recommender.set_unavailable`) or for one (``exclude=``); see :mod:`crabrec.unavailable`.
 """
 
 from __future__ import annotations
 
 import html
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -29,6 +32,7 @@ from crabrec.histories import is_user_index
 if TYPE_CHECKING:
     from crabrec.new_items import NewItems
 
+log = logging.getLogger("crabrec")
 NEW_SHARE = 0.1  # of every top-k, the most that new items take after the generated SIDs they share tokens with
 ItemId = str | int  # item ids are strings; an int is read as its decimal string (as JSON numbers would be)
 
@@ -73,12 +77,36 @@ class Recommender:
             for item, title, g, p in zip(self.item_ids, self.titles, groups, popular)
         ]
         self.max_history = max_history
+        self.unavailable = np.zeros(0, dtype=np.int64)  # catalogue indices never recommended (set_unavailable)
 
     def __repr__(self) -> str:
         return (
             f"Recommender(run={str(self.run_dir)!r}, method={self.method!r}, items={len(self.item_ids):,}, "
             f"max_k={self.max_k})"
         )
+
+    def set_unavailable(self, ids: Sequence[ItemId], name: str = "unavailable") -> int:
+        """Never recommend the items ``ids`` from now on (replacing any earlier set; ``[]`` clears it); ids the
+        catalogue does not hold are left aside, with a log line (``name``: how it names the list). Returns how many
+        catalogue items are unavailable."""
+        ids = item_ids(ids, name)
+        found = np.unique(np.fromiter((self.index[i] for i in ids if i in self.index), dtype=np.int64))
+        outside = [i for i in dict.fromkeys(ids) if i not in self.index]
+        if outside:
+            shown = ", ".join(self._unknown(u) for u in outside[:5]) + (" …" if len(outside) > 5 else "")
+            log.info("%s: %d of its %d item ids are not in the run's catalogue, which never recommends them: %s",
+                     name, len(outside), len(set(ids)), shown)  # fmt: skip
+        self.unavailable = found
+        return len(found)
+
+    def excluded(self, exclude: Sequence[ItemId] | None) -> np.ndarray:
+        """The catalogue indices no list may hold: ``exclude`` (item ids; ids outside the catalogue are left aside)
+        and the unavailable items."""
+        if exclude is None:
+            return self.unavailable
+        ids = item_ids(exclude, "exclude")
+        asked = np.fromiter((self.index[i] for i in ids if i in self.index), dtype=np.int64)
+        return np.union1d(asked, self.unavailable)
 
     @property
     def max_k(self) -> int:
@@ -94,6 +122,7 @@ class Recommender:
         user_id: str | int | None = None,
         drop_unknown: bool = False,
         exclude_seen: bool = True,
+        exclude: Sequence[ItemId] | None = None,
     ) -> list[Recommendation]:
         """The top-``k`` items after ``history`` (oldest first; only the last ``max_history`` items are read).
 
@@ -102,14 +131,15 @@ class Recommender:
         ``rankings.parquet``). Only TIGER reads the user, as a hashed user token, and without one reads the history
         as user 0's. ``drop_unknown``: ignore ids that are not in the run's catalogue instead of raising.
         ``exclude_seen``: never recommend an item of the history (all of it, not only the last ``max_history``
-        items)."""
+        items). ``exclude``: item ids not to recommend either (out of stock now, say), besides the unavailable
+        items."""
         if history is None and user_id is None:
             raise CrabError("history: missing; give item ids (or a user_id)")
         users = None if user is None else [user]
         user_ids = None if user_id is None else [user_id]
         return self.recommend_batch(
             None if history is None else [history], k, users=users, user_ids=user_ids, drop_unknown=drop_unknown,
-            exclude_seen=exclude_seen,
+            exclude_seen=exclude_seen, exclude=exclude,
         )[0]  # fmt: skip
 
     def recommend_batch(
@@ -121,15 +151,16 @@ class Recommender:
         user_ids: Sequence[str | int] | None = None,
         drop_unknown: bool = False,
         exclude_seen: bool = True,
+        exclude: Sequence[ItemId] | None = None,
         progress: bool = False,
         rows: Sequence[str] | None = None,
     ) -> list[list[Recommendation]]:
         """:meth:`recommend` for many histories (or users: ``user_ids``, a None history for a user's known one),
         ranked in batches of ``evaluate.batch_size`` (one vectorized beam search per batch, as ``evaluate`` does);
-        ``rows``: how errors name each history (:meth:`samples`)."""
+        ``exclude``: item ids no list may hold; ``rows``: how errors name each history (:meth:`samples`)."""
         self.check_k(k)
-        return self.ranked(self.samples(histories, users, drop_unknown, exclude_seen, user_ids=user_ids, rows=rows),
-                           k, progress)  # fmt: skip
+        rows = self.samples(histories, users, drop_unknown, exclude_seen, user_ids=user_ids, rows=rows, exclude=exclude)
+        return self.ranked(rows, k, progress)
 
     def ranked(self, rows: Samples, k: int, progress: bool = False) -> list[list[Recommendation]]:
         """The first ``k`` recommendations of each of ``rows`` (:meth:`samples`), ranked in batches of
@@ -153,9 +184,11 @@ class Recommender:
         *,
         user_ids: Sequence[str | int] | None = None,
         rows: Sequence[str] | None = None,
+        exclude: Sequence[ItemId] | None = None,
     ) -> Samples:
         """Histories of item ids -> the rows the rankers read (errors name the history and its unknown ids); with
-        ``exclude_seen`` each row carries its whole history as the items it must not get back. With ``user_ids``,
+        ``exclude_seen`` each row carries its whole history as the items it must not get back, and every row
+        carries ``exclude`` (item ids) and the unavailable items (:meth:`excluded`). With ``user_ids``,
         a history that is None (or ``histories`` None) is the user's known one. ``rows``: how errors name each
         history's row (a file's ``row 2``); by default ``history 0``, ``history 1`` ..."""
         user_ids = _listed(user_ids)
@@ -192,19 +225,16 @@ class Recommender:
                 if h is None
                 else self.indices(h, named(r, "history"), drop_unknown)
             )
-        seen = found if exclude_seen else None
+        also = self.excluded(exclude)
+        if exclude_seen:
+            seen = [np.concatenate([np.asarray(h, dtype=np.int64), also]) for h in found] if len(also) else found
+        else:
+            seen = [also] * len(found) if len(also) else None
         return Samples.from_rows(user, found, [0] * len(found), self.max_history, seen=seen)
 
     def indices(self, history: Sequence[ItemId], where: str, drop_unknown: bool) -> list[int]:
         """The catalogue indices of a history's item ids (``where``: how errors name the history)."""
-        history = _listed(history)
-        if isinstance(history, str | bytes) or not isinstance(history, Sequence):
-            raise CrabError(f"{where}: expected a list of item ids, got {type(history).__name__}")
-        ids = []
-        for item in history:
-            if isinstance(item, bool) or not isinstance(item, str | int | np.integer):
-                raise CrabError(f"{where}: item ids are strings, got {clip(repr(item), 40)}")
-            ids.append(str(item))
+        ids = item_ids(history, where)
         unknown = [i for i in ids if i not in self.index]
         if unknown and not drop_unknown:
             shown = ", ".join(self._unknown(u) for u in unknown[:5]) + (" …" if len(unknown) > 5 else "")
@@ -263,6 +293,20 @@ class Recommender:
         return out
 
 
+def item_ids(given: Any, where: str) -> list[str]:
+    """``given``, a list of item ids (an int read as its decimal string), as strings; anything else is an error
+    naming ``where``."""
+    given = _listed(given)
+    if isinstance(given, str | bytes) or not isinstance(given, Sequence):
+        raise CrabError(f"{where}: expected a list of item ids, got {type(given).__name__}")
+    ids = []
+    for item in given:
+        if isinstance(item, bool) or not isinstance(item, str | int | np.integer):
+            raise CrabError(f"{where}: item ids are strings, got {clip(repr(item), 40)}")
+        ids.append(str(item))
+    return ids
+
+
 def _listed(value: Any) -> Any:
     """A numpy array of ids (or of id lists) as the list it holds; anything else as it is."""
     return value.tolist() if isinstance(value, np.ndarray) and value.ndim >= 1 else value
@@ -280,13 +324,16 @@ def load(
     beam: int | None = None,
     new_items: str | Path | NewItems | None = None,
     new_share: float | None = None,
+    unavailable: str | Path | Sequence[ItemId] | None = None,
 ) -> Recommender:
     """The trained ``method`` of the run at ``run_dir`` (a folder ``crabrec run`` wrote).
 
     ``beam``: the beam width (the longest list) of a generative method; default the run's ``evaluate.beam``.
     ``new_items``: an item table of items to add to the catalogue (:mod:`crabrec.new_items`), or the items
     :func:`crabrec.new_items.read` made of one (to encode them once for several methods); ``new_share`` (None:
-    ``NEW_SHARE``): the most of every top-k they take after the generated SIDs they share tokens with."""
+    ``NEW_SHARE``): the most of every top-k they take after the generated SIDs they share tokens with.
+    ``unavailable``: items never to recommend (:meth:`Recommender.set_unavailable`): a list of item ids, or a file of
+    them (:func:`crabrec.unavailable.read_ids`: a ``.txt`` of one id a line, or an item table)."""
     from crabrec.config import load_saved
     from crabrec.methods import get, methods
     from crabrec.runfiles import RunFiles
@@ -341,4 +388,12 @@ def load(
         from crabrec.new_items import NewItemSlots
 
         ranker = NewItemSlots(ranker, files.n_items() - len(new_items), float(new_share))
-    return Recommender(root, method, ranker, files.load_items(), files.load_popularity(), cfg.data.max_history)
+    rec = Recommender(root, method, ranker, files.load_items(), files.load_popularity(), cfg.data.max_history)
+    if unavailable is not None:
+        if isinstance(unavailable, str | os.PathLike):
+            from crabrec.unavailable import read_ids
+
+            rec.set_unavailable(read_ids(unavailable, cfg.data), str(unavailable))
+        else:
+            rec.set_unavailable(unavailable)
+    return rec

@@ -25,11 +25,12 @@ def build_app(
     chosen: list[str] | None = None,
     new_items: str | Path | None = None,
     new_share: float | None = None,
+    unavailable: str | Path | None = None,
     **options,
 ):
     """The service app of a run: loads each served method once (the first is the default of a request), with
     ``new_items`` (an item table) added to the catalogue of each, encoded once (``new_share``: see
-    :func:`crabrec.load`)."""
+    :func:`crabrec.load`), and the items of ``unavailable`` (a file of item ids) never recommended."""
     from crabrec.errors import CrabError
     from crabrec.recommender import load
     from crabrec.serve.app import create_app
@@ -44,7 +45,15 @@ def build_app(
             if not served:
                 raise CrabError(f"{run_dir}: no evaluated method ranks semantic IDs, which new items need")
         new_items = read(run_dir, new_items)
+    if unavailable is not None:  # read once for every served method
+        from crabrec.config import load_saved
+        from crabrec.unavailable import read_ids
+
+        name, unavailable = str(unavailable), read_ids(unavailable, load_saved(Path(run_dir)).data)
     recommenders = {m: load(run_dir, m, new_items=new_items, new_share=new_share) for m in served}
+    if unavailable is not None:
+        for rec in recommenders.values():
+            rec.set_unavailable(unavailable, name)
     return create_app(run_dir, recommenders, **options)
 
 

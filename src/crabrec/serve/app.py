@@ -68,6 +68,9 @@ class RecommendRequest(BaseModel):
     users: list[StrictInt] | None = Field(None, description="with `histories`: one user index per history")
     drop_unknown: StrictBool = Field(False, description="ignore item ids outside the catalogue instead of a 422")
     exclude_seen: StrictBool = Field(True, description="never recommend an item of the history (default true)")
+    exclude: ItemIds | None = Field(
+        None, description="item ids no list may hold (out of stock now, say), besides the service's unavailable items"
+    )
 
 
 class RecommendResponse(BaseModel):
@@ -168,8 +171,8 @@ def create_app(
 
     @app.get("/models")
     async def models() -> dict[str, Any]:
-        """Every method of the run: whether it is served, its beam width, its catalogue's size and its test
-        metrics."""
+        """Every method of the run: whether it is served, its beam width, its catalogue's size, how many of its items
+        are unavailable, and its test metrics."""
         return {"run": str(run_dir), "default": default, "models": model_table(Path(run_dir), recommenders)}
 
     @app.get("/stats")
@@ -218,7 +221,9 @@ def create_app(
         users = [body.user] if body.user is not None else body.users
         try:
             rec.check_k(body.k)
-            rows = rec.samples(histories, users, body.drop_unknown, body.exclude_seen, user_ids=user_ids)
+            rows = rec.samples(
+                histories, users, body.drop_unknown, body.exclude_seen, user_ids=user_ids, exclude=body.exclude
+            )
         except CrabError as exc:
             raise BadRequest(422, str(exc)) from None
         items, scores = await batchers[method].submit(rows)
@@ -288,8 +293,8 @@ def _not_json(constant: str):
 
 
 def model_table(run_dir: Path, served: dict[str, Recommender]) -> list[dict[str, Any]]:
-    """One entry per registered method: served or not, beam width and catalogue size (when served), and its headline
-    test metrics (when evaluated)."""
+    """One entry per registered method: served or not, beam width, catalogue size and unavailable items (when served),
+    and its headline test metrics (when evaluated)."""
     from crabrec.methods import methods
     from crabrec.metrics import HEADLINE
     from crabrec.runfiles import RunFiles
@@ -302,7 +307,8 @@ def model_table(run_dir: Path, served: dict[str, Recommender]) -> list[dict[str,
             metrics = None
         entry: dict[str, Any] = {"method": m.name, "label": m.label, "served": m.name in served}
         if m.name in served:  # its longest list, and its catalogue (with any new items)
-            entry["max_k"], entry["items"] = served[m.name].max_k, len(served[m.name].item_ids)
+            rec = served[m.name]
+            entry["max_k"], entry["items"], entry["unavailable"] = rec.max_k, len(rec.item_ids), len(rec.unavailable)
         entry["metrics"] = {k: metrics[k] for k in HEADLINE if k in metrics} if metrics else None
         table.append(entry)
     return table

@@ -1,0 +1,28 @@
+"""Items a trained run must not recommend: discontinued, out of stock, withdrawn (``crabrec.load(...,
+unavailable=...)``, ``crabrec recommend --unavailable``, ``crabrec serve --unavailable``, and per request
+``exclude=``).
+
+They stay in the catalogue: a history may hold them, and the model reads them as before. They are excluded inside
+the search, as the history's own items are (:mod:`crabrec.decode.exclude`), so a list keeps its ``k`` items. Ids the
+catalogue does not hold are left aside: the run never recommends them anyway.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def read_ids(source: str | Path, data) -> list[str]:
+    """The item ids listed in ``source``: a ``.txt`` file of one id a line, or an item table (the formats ``--items``
+    takes) with an id column (the run's item table's, its item column's name, or ``item_id``, ``item``, ``id`` …).
+    ``data``: the run's data config."""
+    from crabrec.data.table import read_item_table
+    from crabrec.io import read_input_text
+    from crabrec.new_items import id_column
+
+    path = Path(source)
+    if path.suffix.lower() == ".txt":
+        return [line.strip() for line in read_input_text(path).splitlines() if line.strip()]
+    table = read_item_table(path)
+    column = id_column(path, [str(c) for c in table.columns], data, hint=", or list the ids one a line in a .txt file")
+    return [str(v) for v in table[column].dropna().tolist()]
