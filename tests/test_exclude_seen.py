@@ -11,7 +11,7 @@ import torch
 
 import crabrec
 from crabrec.decode.beam import constrained_search
-from crabrec.decode.exclude import excluded_nodes
+from crabrec.decode.exclude import NO_NODE, entering, excluded_nodes
 from crabrec.decode.trie import SidTrie
 from crabrec.sid.codebook import Codebook
 from tests.test_recommend import RANKED, histories_of
@@ -23,10 +23,12 @@ HAND = Codebook(
 )
 
 
-def hand_search(seen: list[list[int]], beam: int):
+def hand_search(seen: list[list[int]], beam: int, unavailable: tuple[int, ...] = ()):
     """A fixed "model": P(first) = (0.5, 0.35, 0.15); after 0: A 0.6, B 0.4; after 1: C 0.9, D 0.1; after 2: E 1.
-    So C 0.315, A 0.3, B 0.2, E 0.15, D 0.035."""
+    So C 0.315, A 0.3, B 0.2, E 0.15, D 0.035. ``unavailable`` items' SIDs are taken out of the trie."""
     trie = SidTrie.build(HAND)
+    if unavailable:
+        trie = trie.without(trie.item_sid[list(unavailable)])
     rows = len(seen)
     first = torch.tensor([[LOG(0.5), LOG(0.35), LOG(0.15), -math.inf, -math.inf]] * rows)
     after = {0: [LOG(0.6), LOG(0.4)], 1: [LOG(0.9), LOG(0.1)], 2: [0.0, -math.inf]}
@@ -46,10 +48,21 @@ def test_excluded_nodes_by_hand():
     trie = SidTrie.build(HAND)
     nodes = excluded_nodes(trie, np.array([[0, 1, 2], [4, -1, -1]]), torch.device("cpu"))
     # row 0 saw A, B (all of token 0) and C: token 0's node and the leaves of A, B, C; row 1 saw E: token 2 and E
-    level0 = [sorted(n for n in row if n >= 0) for row in nodes[0].tolist()]
-    assert level0 == [[0], [2]]
-    assert [sorted(n for n in row if n >= 0) for row in nodes[1].tolist()] == [[0, 1, 2], [4]]
+    assert nodes[0].tolist() == [[0], [2]]
+    assert nodes[1].tolist() == [[0, 1, 2], [4, NO_NODE, NO_NODE]]
     assert excluded_nodes(trie, np.array([[-1, -1]]), torch.device("cpu")) is None
+
+
+def test_entering_equals_a_per_row_membership_test():
+    gen = torch.Generator().manual_seed(0)
+    rows, beams, k, nodes = 6, 5, 40, 300
+    nxt = torch.randint(-1, nodes, (rows * beams, k), generator=gen)
+    excluded = torch.full((rows, 120), NO_NODE)
+    for r, width in enumerate([0, 1, 3, 50, 119, 120]):  # empty rows, full rows, the first and last node
+        picked = torch.randperm(nodes, generator=gen)[:width].sort().values
+        excluded[r, :width] = torch.cat([torch.tensor([0, nodes - 1]), picked]).unique()[:width] if width else picked
+    expected = torch.stack([torch.isin(nxt[i], excluded[i // beams]) for i in range(rows * beams)])
+    assert expected.any() and torch.equal(entering(nxt, excluded), expected)
 
 
 @pytest.mark.parametrize(
@@ -124,3 +137,24 @@ def test_a_batch_with_a_long_history_excludes_as_each_history_alone(tiny_run):
     batch = rec.recommend_batch(histories, 10, users=users)
     alone = [rec.recommend(h, 10, user=u) for h, u in zip(histories, users)]
     assert [[r.item for r in x] for x in batch] == [[r.item for r in x] for x in alone]
+
+
+@pytest.mark.parametrize(
+    "unavailable,seen,beam,expected",
+    [
+        ((0,), [], 5, ["C", "B", "E", "D"]),
+        ((0,), [1], 2, ["C", "E"]),  # A out and B seen: token 0 is spent, no slot wasted on it
+        ((0, 1), [], 5, ["C", "E", "D"]),
+        ((2, 3, 4), [0], 5, ["B"]),
+    ],
+)
+def test_a_trie_without_some_sids_never_returns_them(unavailable, seen, beam, expected):
+    assert hand_search([seen], beam, unavailable)[0] == expected
+
+
+def test_a_node_whose_every_sid_is_out_is_no_child():
+    trie = SidTrie.build(HAND)
+    out = trie.without(trie.item_sid[[0, 1, 2]])  # A, B (all of token 0) and C
+    assert out.child[0].tolist() == [[-1, 1, 2]] and out.child[1].tolist()[1] == [-1, 3]
+    assert out.paths()[1][0].tolist() == [0, 1, 1] and trie.paths()[1][0].tolist() == [2, 2, 1]
+    assert trie.child[0].tolist() == [[0, 1, 2]]  # the trie it came from is unchanged

@@ -46,6 +46,24 @@ def test_lists_keep_their_length_and_histories_still_read_the_items(tiny_run, ca
     assert rec.set_unavailable([]) == 0 and len(rec.recommend(catalogue[:4], rec.max_k)) == rec.max_k
 
 
+def test_a_ranker_that_cannot_leave_items_out_has_each_row_exclude_them(tiny_run, catalogue):
+    class Plain:  # a ranker of a method from another package: rank, width and block only
+        def __init__(self, ranker) -> None:
+            self.base, self.width, self.block = ranker, ranker.width, ranker.block
+
+        def rank(self, rows, desc: str = "ranking", progress: bool = True):
+            return self.base.rank(rows, desc, progress)
+
+    gone = catalogue[: len(catalogue) // 2]
+    rec = crabrec.load(tiny_run, "mor", beam=1000, unavailable=gone)
+    plain = crabrec.load(tiny_run, "mor", beam=1000)
+    plain.ranker = Plain(plain.ranker)
+    plain.set_unavailable(gone)
+    assert len(plain.in_rows) == len(gone) and not len(rec.in_rows)
+    history = catalogue[-3:]
+    assert plain.recommend(history, 20) == rec.recommend(history, 20)
+
+
 def test_a_requests_exclude_adds_to_the_unavailable_items(tiny_run, catalogue):
     rec = crabrec.load(tiny_run, "tiger", unavailable=catalogue[:5])
     top = [r.item for r in rec.recommend(catalogue[HISTORY_AT:HISTORY_AT + 2], 10)]  # fmt: skip

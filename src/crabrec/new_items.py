@@ -271,17 +271,27 @@ class NewItemSlots:
     """A ranker whose lists give new items slots after the generated SIDs whose first ``depth`` tokens they share
     (those sharing more tokens first), at most ``round(share · k)`` of every top-k: TIGER's cold-start rule, as a
     model trained before an item arrived rarely generates its SID itself. An item so placed is scored as that SID
-    (never above the slot before it); items of the history are not placed, and one the search generated keeps its
-    own place. ``depth`` 1, the first token, recommended the held-out items of ``bench_new_items.py`` most often on
-    validation for every method, share and draw (more tokens rarely match a generated SID)."""
+    (never above the slot before it); items of the history and unavailable ones are not placed, and one the search
+    generated keeps its own place. ``depth`` 1, the first token, recommended the held-out items of
+    ``bench_new_items.py`` most often on validation for every method, share and draw (more tokens rarely match a
+    generated SID)."""
 
     def __init__(self, base, first_new: int, share: float, depth: int = 1) -> None:
         self.base, self.share, self.depth = base, share, depth
         self.trie, self.width, self.block = base.trie, base.width, base.block
         self.new_sid = {item: self.sid(item) for item in range(first_new, len(self.trie.item_sid))}  # built once
         self.by_prefix: dict[tuple[int, ...], list[int]] = {}
+        self.set_unavailable(np.zeros(0, dtype=np.int64))
+
+    def set_unavailable(self, items: np.ndarray) -> bool:
+        """Leave ``items`` out of the new items placed, and out of the base ranker's lists where it can (else the
+        rows exclude them, which placing honours too)."""
+        out = set(np.asarray(items).tolist())
+        self.by_prefix = {}
         for item, sid in self.new_sid.items():
-            self.by_prefix.setdefault(sid[:depth], []).append(item)
+            if item not in out:
+                self.by_prefix.setdefault(sid[: self.depth], []).append(item)
+        return bool(getattr(self.base, "set_unavailable", lambda _: False)(items))
 
     def sid(self, item: int) -> tuple[int, ...]:
         return tuple(self.trie.sids[self.trie.item_sid[item]].tolist())

@@ -26,6 +26,16 @@ class Ranker(Protocol):
     def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]: ...
 
 
+class LeavesOut(Protocol):
+    """A ranker that can leave items out of every list itself (crabrec's own can); for one without the method, or
+    whose method returns False, :class:`~crabrec.recommender.Recommender` has each row exclude them, as a history's
+    own items are (correct too, but every row then carries them)."""
+
+    def set_unavailable(self, items: np.ndarray) -> bool:
+        """From now on no list holds the items ``items`` (catalogue indices; empty: every item may come back);
+        True when the ranker leaves them out itself."""
+
+
 def inference_device():
     """Where saved models are evaluated: the GPU when there is one (fp32 weights, as trained), else the CPU."""
     import torch
@@ -96,11 +106,17 @@ class GeneratorRanker:
 
         self.model = load_generator(model_dir, codebook)
         self.io = generator_io(model_dir, codebook)
-        self.trie = SidTrie.build(codebook)
+        self.trie = self.search = SidTrie.build(codebook)  # ``search``: the trie without the unavailable SIDs
         # a beam over all the distinct SIDs is already exhaustive: a wider one returns the same list, padded
         self.width, self.batch_size = min(beam, len(self.trie.sids)), batch_size
         self.block = batch_size
         self.processors = tuple(processors(self.trie)) if processors else ()
+
+    def set_unavailable(self, items: np.ndarray) -> bool:
+        """Take the SIDs of ``items`` out of the search's reach (a SID several items share, when any of them is out):
+        the beams never enter a prefix whose every SID is out, so the lists keep their length."""
+        self.search = self.trie.without(np.unique(self.trie.item_sid[items])) if len(items) else self.trie
+        return True
 
     def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
         import torch
@@ -110,7 +126,7 @@ class GeneratorRanker:
         io = self.io
         with torch.inference_mode():  # no autograd bookkeeping at all: about 6% faster than no_grad on the CPU
             return rank_samples(
-                self.model, self.trie, rows, io.tokens, self.width, self.batch_size,
+                self.model, self.search, rows, io.tokens, self.width, self.batch_size,
                 progress=progress, desc=desc, prompt=io.test_prompt, base=io.base,
                 processors=self.processors,
             )  # fmt: skip

@@ -78,6 +78,7 @@ class Recommender:
         ]
         self.max_history = max_history
         self.unavailable = np.zeros(0, dtype=np.int64)  # catalogue indices never recommended (set_unavailable)
+        self.in_rows = self.unavailable  # those each row must exclude: none where the ranker leaves them out itself
 
     def __repr__(self) -> str:
         return (
@@ -96,17 +97,19 @@ class Recommender:
             shown = ", ".join(self._unknown(u) for u in outside[:5]) + (" …" if len(outside) > 5 else "")
             log.info("%s: %d of its %d item ids are not in the run's catalogue, which never recommends them: %s",
                      name, len(outside), len(set(ids)), shown)  # fmt: skip
+        leaves_out = getattr(self.ranker, "set_unavailable", None)  # crabrec's rankers: inside the search
         self.unavailable = found
+        self.in_rows = found[:0] if leaves_out is not None and leaves_out(found) else found
         return len(found)
 
     def excluded(self, exclude: Sequence[ItemId] | None) -> np.ndarray:
-        """The catalogue indices no list may hold: ``exclude`` (item ids; ids outside the catalogue are left aside)
-        and the unavailable items."""
+        """The catalogue indices each row must exclude: ``exclude`` (item ids; ids outside the catalogue are left
+        aside), and the unavailable items where the ranker does not leave them out itself."""
         if exclude is None:
-            return self.unavailable
+            return self.in_rows
         ids = item_ids(exclude, "exclude")
         asked = np.fromiter((self.index[i] for i in ids if i in self.index), dtype=np.int64)
-        return np.union1d(asked, self.unavailable)
+        return np.union1d(asked, self.in_rows)
 
     @property
     def max_k(self) -> int:
@@ -188,7 +191,8 @@ class Recommender:
     ) -> Samples:
         """Histories of item ids -> the rows the rankers read (errors name the history and its unknown ids); with
         ``exclude_seen`` each row carries its whole history as the items it must not get back, and every row
-        carries ``exclude`` (item ids) and the unavailable items (:meth:`excluded`). With ``user_ids``,
+        carries ``exclude`` (item ids; and the unavailable items, where the ranker does not leave them out
+        itself: :meth:`excluded`). With ``user_ids``,
         a history that is None (or ``histories`` None) is the user's known one. ``rows``: how errors name each
         history's row (a file's ``row 2``); by default ``history 0``, ``history 1`` ..."""
         user_ids = _listed(user_ids)

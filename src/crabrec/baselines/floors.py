@@ -22,13 +22,17 @@ class MostPopularRanker:
 
     def __init__(self, freq: np.ndarray, width: int) -> None:
         self.freq = np.asarray(freq, dtype=np.float64)
-        self.order = np.lexsort((np.arange(len(self.freq)), -self.freq))
+        self.everything = self.order = np.lexsort((np.arange(len(self.freq)), -self.freq))
         self.width = min(width, len(self.freq))
+
+    def set_unavailable(self, items: np.ndarray) -> bool:
+        self.order = self.everything[~np.isin(self.everything, items)]
+        return True
 
     def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
         items = np.full((len(rows), self.width), -1, dtype=np.int64)
         if rows.seen is None:
-            items[:] = self.order[: self.width]
+            items[:, : min(self.width, len(self.order))] = self.order[: self.width]
         else:
             for r in range(len(rows)):
                 keep = self.order[~np.isin(self.order, rows.seen[r])]
@@ -46,6 +50,11 @@ class RandomRanker:
 
     def __init__(self, n_items: int, width: int, seed: int) -> None:
         self.n_items, self.width, self.seed = n_items, min(width, n_items), seed
+        self.pool = np.arange(n_items)
+
+    def set_unavailable(self, items: np.ndarray) -> bool:
+        self.pool = np.setdiff1d(np.arange(self.n_items), items)
+        return True
 
     def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
         items = np.full((len(rows), self.width), -1, dtype=np.int64)
@@ -53,7 +62,7 @@ class RandomRanker:
             history = rows.history[r, : rows.length[r]]
             digest = hashlib.sha256(np.ascontiguousarray(history, dtype=np.int64).tobytes()).digest()
             rng = np.random.default_rng([self.seed, int.from_bytes(digest[:8], "little")])
-            pool = np.arange(self.n_items)
+            pool = self.pool
             if rows.seen is not None:
                 pool = pool[~np.isin(pool, rows.seen[r])]
             got = rng.permutation(pool)[: self.width]

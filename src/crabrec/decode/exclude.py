@@ -13,30 +13,19 @@ import torch
 
 from crabrec.decode.trie import SidTrie
 
-
-def sid_paths(trie: SidTrie) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
-    """``(sid_of_item, path, size)``: each item's SID; ``path[t][s]``, the node at depth ``t+1`` on SID ``s``'s path;
-    ``size[t][n]``, how many SIDs pass through that node. Built once per trie and kept."""
-    if "_paths" not in trie.__dict__:
-        node = np.zeros(len(trie.sids), dtype=np.int64)
-        path, size = [], []
-        for t, child in enumerate(trie.child):
-            node = child.numpy()[node, trie.sids[:, t]]
-            path.append(node)
-            size.append(np.bincount(node, minlength=int(child.max()) + 1))
-        trie.__dict__["_paths"] = (trie.item_sid, path, size)
-    return trie.__dict__["_paths"]
+NO_NODE = np.iinfo(np.int64).max  # pads a row's nodes: matches no node, and keeps the row sorted
 
 
 def excluded_nodes(trie: SidTrie, seen: np.ndarray, device: torch.device) -> list[torch.Tensor] | None:
-    """Per level ``t``: ``[rows, width]`` node ids at depth ``t+1`` that row may not enter (padded with -2, which
-    matches no node); ``seen [rows, S]`` holds item indices, -1 padded. None when no row excludes anything."""
-    sid_of_item, path, size = sid_paths(trie)
+    """Per level ``t``: ``[rows, width]`` node ids at depth ``t+1`` that row may not enter, ascending (padded with
+    ``NO_NODE``); ``seen [rows, S]`` holds item indices, -1 padded. None when no row excludes anything."""
+    sid_of_item, (path, size) = trie.item_sid, trie.paths()
     rows = []
     for row in seen:
         items = row[(row >= 0) & (row < len(sid_of_item))]
         sids = np.unique(sid_of_item[items])
-        rows.append(sids[sids >= 0])
+        sids = sids[sids >= 0]
+        rows.append(sids if trie.available is None else sids[trie.available[sids]])  # out of reach already
     if not any(len(r) for r in rows):
         return None
     out = []
@@ -44,8 +33,8 @@ def excluded_nodes(trie: SidTrie, seen: np.ndarray, device: torch.device) -> lis
         full = []
         for sids in rows:
             nodes, counts = np.unique(path[t][sids], return_counts=True)
-            full.append(nodes[counts == size[t][nodes]])
-        table = np.full((len(rows), max(1, max(len(f) for f in full))), -2, dtype=np.int64)
+            full.append(nodes[counts == size[t][nodes]])  # np.unique's order: ascending
+        table = np.full((len(rows), max(1, max(len(f) for f in full))), NO_NODE, dtype=np.int64)
         for r, f in enumerate(full):
             table[r, : len(f)] = f
         out.append(torch.from_numpy(table).to(device))
@@ -53,10 +42,9 @@ def excluded_nodes(trie: SidTrie, seen: np.ndarray, device: torch.device) -> lis
 
 
 def entering(nxt: torch.Tensor, excluded: torch.Tensor) -> torch.Tensor:
-    """``[rows*beams, K]`` mask of the children ``nxt`` (nodes, grouped by row) that are excluded for their row."""
-    rows = excluded.shape[0]
-    grouped = nxt.view(rows, -1, 1)
-    hit = torch.zeros(grouped.shape[:2], dtype=torch.bool, device=nxt.device)
-    for j in range(excluded.shape[1]):  # a handful of nodes per row: no [rows, beams*K, width] intermediate
-        hit |= grouped[..., 0] == excluded[:, j : j + 1]
-    return hit.view_as(nxt)
+    """``[rows*beams, K]`` mask of the children ``nxt`` (nodes, grouped by row) that are excluded for their row
+    (``excluded``: :func:`excluded_nodes`' ascending rows). A binary search per child: a row may exclude thousands
+    of nodes (unavailable items), and no ``[rows, beams*K, width]`` comparison is built."""
+    grouped = nxt.reshape(excluded.shape[0], -1)
+    at = torch.searchsorted(excluded, grouped).clamp_(max=excluded.shape[1] - 1)
+    return (excluded.gather(1, at) == grouped).view_as(nxt)

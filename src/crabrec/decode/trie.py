@@ -13,7 +13,7 @@ from crabrec.sid.codebook import Codebook
 @dataclass
 class SidTrie:
     """``child[t][node, code]`` = node id at depth ``t+1`` (or -1); leaves map to unique SIDs, ``item_sid[i]`` is
-    item ``i``'s SID."""
+    item ``i``'s SID; ``available`` (None: all) marks the SIDs a search may reach (:meth:`without`)."""
 
     child: list[torch.Tensor]
     leaf_sid: torch.Tensor
@@ -21,6 +21,7 @@ class SidTrie:
     item_sid: np.ndarray
     offsets: np.ndarray
     sizes: list[int]
+    available: np.ndarray | None = None
 
     @classmethod
     def build(cls, codebook: Codebook) -> SidTrie:
@@ -40,6 +41,36 @@ class SidTrie:
         leaf_sid = np.empty(n_nodes, dtype=np.int64)
         leaf_sid[node_of] = np.arange(len(sids))
         return cls(child, torch.from_numpy(leaf_sid), sids, inverse.reshape(-1), codebook.offsets, list(codebook.sizes))
+
+    def without(self, sids: np.ndarray) -> SidTrie:
+        """This trie with the SIDs ``sids`` out of a search's reach: the same nodes, SIDs and items, but a node whose
+        every SID is out is no longer its parent's child (so a search never spends a beam on it)."""
+        available = np.ones(len(self.sids), dtype=bool) if self.available is None else self.available.copy()
+        available[np.asarray(sids, dtype=np.int64)] = False
+        path, every = self.paths()
+        child, size = [], []
+        for t, table in enumerate(self.child):
+            size.append(np.bincount(path[t][available], minlength=len(every[t])))
+            kept = table.numpy().copy()
+            kept[(kept >= 0) & (size[t][np.maximum(kept, 0)] == 0)] = -1
+            child.append(torch.from_numpy(kept))
+        kept_cache = {k: v for k, v in self.__dict__.items() if k in ("_groups", "_members", "_representative")}
+        out = SidTrie(child, self.leaf_sid, self.sids, self.item_sid, self.offsets, self.sizes, available)
+        out.__dict__.update(kept_cache, _paths=(path, size))  # which items each SID holds does not change
+        return out
+
+    def paths(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """``(path, size)``: ``path[t][s]``, the node at depth ``t+1`` on SID ``s``'s path; ``size[t][n]``, how many
+        SIDs a search may reach pass through that node. Built once and kept."""
+        if "_paths" not in self.__dict__:
+            node = np.zeros(len(self.sids), dtype=np.int64)
+            path, size = [], []
+            for t, child in enumerate(self.child):
+                node = child.numpy()[node, self.sids[:, t]]
+                path.append(node)
+                size.append(np.bincount(node, minlength=int(child.max()) + 1))
+            self.__dict__["_paths"] = (path, size)
+        return self.__dict__["_paths"]
 
     def tables(self, device: torch.device) -> tuple[list[torch.Tensor], torch.Tensor]:
         """``(child, leaf_sid)`` on ``device`` (copied once per device and kept)."""

@@ -93,6 +93,9 @@ class RerankRanker:
         self.base, self.penalty, self.alpha = base, penalty, alpha
         self.trie, self.width, self.block = base.trie, base.width, base.block
 
+    def set_unavailable(self, items: np.ndarray) -> bool:
+        return self.base.set_unavailable(items)
+
     def rank(self, rows, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
         from crabrec.baselines.rerank import rerank
 

@@ -64,11 +64,16 @@ class SasrecRanker:
                 model_dir / "model.safetensors", lambda: SASRec.from_pretrained(model_dir, config=config)
             )
         self.model, self.width = model.to(inference_device()), min(width, model.config.n_items)
+        self.unavailable = np.zeros(0, dtype=np.int64)
+
+    def set_unavailable(self, items: np.ndarray) -> bool:
+        self.unavailable = np.asarray(items, dtype=np.int64)
+        return True
 
     def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
         from crabrec.models.sasrec import top_full
 
-        return top_full(self.model, rows.history, rows.length, self.width, seen=rows.seen)
+        return top_full(self.model, rows.history, rows.length, self.width, seen=rows.seen, unavailable=self.unavailable)
 
 
 def sasrec_ranker(files, cfg, beam: int | None = None) -> SasrecRanker:

@@ -109,15 +109,19 @@ def top_full(
     k: int,
     batch_size: int = 512,
     seen: np.ndarray | None = None,
+    unavailable: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(items [N, k], scores [N, k])``: each row's top-``k`` items by full ranking, with their logits; a row's
-    ``seen`` items (``[N, S]``, -1 padded) are left out (-1 slots where fewer than ``k`` items remain)."""
+    ``seen`` items (``[N, S]``, -1 padded) and every row's ``unavailable`` ones are left out (-1 slots where fewer
+    than ``k`` items remain)."""
     model.eval()
     device = model.items.weight.device
     items, scores = [], []
     for s in range(0, len(history), batch_size):
         h, n = to_tensors(history[s : s + batch_size], length[s : s + batch_size], model.config.n_items)
         logits = model.scores(h.to(device), n.to(device))
+        if unavailable is not None and len(unavailable):
+            logits[:, torch.from_numpy(unavailable).to(device)] = float("-inf")
         if seen is not None:
             block = torch.from_numpy(seen[s : s + batch_size]).to(device)
             rows, cols = torch.nonzero((block >= 0) & (block < logits.shape[1]), as_tuple=True)
