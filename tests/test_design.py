@@ -24,7 +24,7 @@ PACKAGE = ROOT / "src" / "crabrec"
 FLOORS = {
     0: ("errors", "io", "config", "config_paths", "presets", "datasets", "distributed", "progress", "termination"),
     1: ("data", "sid", "decode", "metrics", "models", "crab", "baselines", "embed"),
-    2: ("train", "evaluation", "runfiles", "rankers", "histories", "export", "new_items"),
+    2: ("train", "evaluation", "runfiles", "rankers", "histories", "export", "new_items", "unavailable"),
     3: ("pipeline", "stages", "methods", "report", "report_facts", "parallel"),
     4: (
         "analyses",

@@ -416,6 +416,7 @@ def bad_files(tmp_path, item: str, user: str):
     (tmp_path / "partial.jsonl").write_text(json.dumps({"history": [item], "user": 1}) + '\n{"history": ["1"]}\n')
     (tmp_path / "cell.jsonl").write_text(json.dumps({"history": {"a": 1}}) + "\n")
     (tmp_path / "h.xlsx").write_text("x")
+    (tmp_path / "latin1.txt").write_bytes(b"B\xe9\n")
     (tmp_path / "both.jsonl").write_text(json.dumps({"history": [item], "user": 1, "user_id": "a"}) + "\n")
     (tmp_path / "booluser.jsonl").write_text(json.dumps({"user_id": True}) + "\n")
     (tmp_path / "nouser.csv").write_text(f"user_id,history\n{user},\nzz,{item}\n")
@@ -445,6 +446,12 @@ def bad_files(tmp_path, item: str, user: str):
         (["--input", "empty.csv"], "--input needs --output"),
         (["--input", "ok.csv", "--output", "./ok.csv"], "--output ./ok.csv: is the --input file"),
         (["--input", "x.csv", "--new-items", "ok.csv", "--output", "ok.csv"], "ok.csv: is the --new-items file"),
+        (["--input", "x.csv", "--unavailable", "ok.csv", "--output", "ok.csv"], "ok.csv: is the --unavailable file"),
+        (["--history", item, "--unavailable", "missing.txt"], "missing.txt: file not found"),
+        (["--history", item, "--unavailable", "folder.csv"], "folder.csv: a folder, not a table file"),
+        (["--history", item, "--unavailable", "nohist.csv"], "nohist.csv: no item id column (looked for item_id"),
+        (["--history", item, "--unavailable", "h.xlsx"], "h.xlsx: a spreadsheet workbook"),
+        (["--history", item, "--unavailable", "latin1.txt"], "latin1.txt: not UTF-8 text (byte 1)"),
         (["--history", item, "--new-share", "0.2"], "new_share (--new-share) goes with new_items (--new-items)"),
         (["--input", "ok.csv", "--output", "folder.csv"], "--output folder.csv: is a folder"),
         (["--input", "ok.csv", "--output", "ok.csv/o.csv"], "ok.csv/o.csv: cannot create its folder"),

@@ -95,8 +95,12 @@ class Recommender:
         outside = [i for i in dict.fromkeys(ids) if i not in self.index]
         if outside:
             shown = ", ".join(self._unknown(u) for u in outside[:5]) + (" …" if len(outside) > 5 else "")
-            log.info("%s: %d of its %d item ids are not in the run's catalogue, which never recommends them: %s",
-                     name, len(outside), len(set(ids)), shown)  # fmt: skip
+            if len(found):
+                log.info("%s: %d of its %d item ids are not in the run's catalogue, which never recommends them: %s",
+                         name, len(outside), len(set(ids)), shown)  # fmt: skip
+            else:  # a file of other ids altogether, or another column of the table
+                log.warning("%s: none of its %d item ids is in the run's catalogue (%s), so no item is left out",
+                            name, len(outside), shown)  # fmt: skip
         leaves_out = getattr(self.ranker, "set_unavailable", None)  # crabrec's rankers: inside the search
         self.unavailable = found
         self.in_rows = found[:0] if leaves_out is not None and leaves_out(found) else found

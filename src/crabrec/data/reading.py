@@ -151,6 +151,8 @@ def read_table(
         )
     parts = parquet_dataset(path)
     if not parts:
+        if path.is_dir():  # and no Parquet parts in it
+            raise CrabError(f"{path}: a folder, not a table file (.csv, .tsv, .jsonl or .parquet)")
         if not path.is_file():
             raise not_found(path)
         refuse_spreadsheet(path)
