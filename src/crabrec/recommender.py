@@ -86,14 +86,14 @@ class Recommender:
             f"max_k={self.max_k})"
         )
 
-    def set_unavailable(self, ids: Sequence[ItemId], name: str = "unavailable") -> int:
+    def set_unavailable(self, ids: Sequence[ItemId], name: str = "unavailable", report: bool = True) -> int:
         """Never recommend the items ``ids`` from now on (replacing any earlier set; ``[]`` clears it); ids the
-        catalogue does not hold are left aside, with a log line (``name``: how it names the list). Returns how many
-        catalogue items are unavailable."""
+        catalogue does not hold are left aside, with a log line unless ``report`` is False (``name``: how it names
+        the list). Returns how many catalogue items are unavailable."""
         ids = item_ids(ids, name)
         found = np.unique(np.fromiter((self.index[i] for i in ids if i in self.index), dtype=np.int64))
         outside = [i for i in dict.fromkeys(ids) if i not in self.index]
-        if outside:
+        if outside and report:
             shown = ", ".join(self._unknown(u) for u in outside[:5]) + (" …" if len(outside) > 5 else "")
             if len(found):
                 log.info("%s: %d of its %d item ids are not in the run's catalogue, which never recommends them: %s",

@@ -52,8 +52,8 @@ def build_app(
         name, unavailable = str(unavailable), read_ids(unavailable, load_saved(Path(run_dir)).data)
     recommenders = {m: load(run_dir, m, new_items=new_items, new_share=new_share) for m in served}
     if unavailable is not None:
-        for rec in recommenders.values():
-            rec.set_unavailable(unavailable, name)
+        for n, rec in enumerate(recommenders.values()):  # one catalogue: its unknown ids logged once
+            rec.set_unavailable(unavailable, name, report=n == 0)
     return create_app(run_dir, recommenders, **options)
 
 
