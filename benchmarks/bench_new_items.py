@@ -1,9 +1,10 @@
 """Items that arrive after training (cold start): how often each generative method recommends them once they join
 the catalogue with ``new_items``, against a text-similarity reference, and what adding them costs the other items.
 
-    python benchmarks/bench_new_items.py [--share 0.05] [--seed 0] [--runs runs/bench-new-items]
+    python benchmarks/bench_new_items.py [--data PATH] [--share 0.05] [--seed 0] [--runs runs/bench-new-items]
 
-The embedded Office data with a random ``--share`` of its items held out: every interaction with them is removed,
+The embedded Office data (or ``--data``: any dataset with item text that crabrec reads, such as MovieLens-100K's
+RecBole files) with a random ``--share`` of its items held out: every interaction with them is removed,
 and a quick-preset run trains MOR, TIGER, CRAB, PPD and RR on the rest. The held-out items then join the trained
 run as new items (their text only). Two groups of test users, each with their history as the run saw it (held-out
 items removed), and the run's evaluation protocol (every item ranked, beam 20):
@@ -34,28 +35,39 @@ SHARES = (0.0, 0.1, 0.3)
 STAGES = ("evaluate", "tiger-eval", "crab-eval", "ppd", "rr")
 
 
-def held_out_data(folder: Path, share: float, seed: int) -> tuple[Path, dict, dict, set[str]]:
-    """The embedded Office data without a seeded ``share`` of its items, as an LC-Rec folder; returns the folder, the
-    original sequences and item text, and the held-out ids."""
-    from crabrec.data.loaders import embedded_path
+def read_data(data: str | None) -> tuple[dict, dict]:
+    """``(sequences, item text)``: user id -> item ids (oldest first), item id -> text record; the embedded Office
+    data's JSON as it is, else ``data`` as crabrec reads it (no k-core filter: the run applies its own)."""
+    from crabrec.config import DataConfig
+    from crabrec.data.loaders import embedded_path, load_dataset
 
-    src = embedded_path()
-    inter = json.loads((src / "Office.inter.json").read_text())
-    items = json.loads((src / "Office.item.json").read_text())
-    ids = sorted(items, key=int)
+    if data is None:
+        src = embedded_path()
+        return json.loads((src / "Office.inter.json").read_text()), json.loads((src / "Office.item.json").read_text())
+    ds = load_dataset(DataConfig(path=data, kcore=0))
+    inter = {user: [ds.item_ids[i] for i in seq.tolist()] for user, seq in zip(ds.users, ds.sequences)}
+    return inter, dict(zip(ds.item_ids, ds.item_text))
+
+
+def held_out_data(folder: Path, share: float, seed: int, data: str | None = None) -> tuple[Path, dict, dict, set[str]]:
+    """The data without a seeded ``share`` of its items, as an LC-Rec folder; returns the folder, the original
+    sequences and item text, and the held-out ids."""
+    inter, items = read_data(data)
+    ids = sorted(items, key=lambda i: (len(i), i))  # numeric ids in their numbers' order
     rng = np.random.default_rng(seed)
     held = {ids[i] for i in rng.choice(len(ids), round(share * len(ids)), replace=False)}
     folder.mkdir(parents=True, exist_ok=True)
     kept = {u: [i for i in seq if str(i) not in held] for u, seq in inter.items()}
-    (folder / "OfficeHeldOut.inter.json").write_text(json.dumps({u: s for u, s in kept.items() if s}))
-    (folder / "OfficeHeldOut.item.json").write_text(json.dumps({k: v for k, v in items.items() if k not in held}))
+    name = "OfficeHeldOut" if data is None else "HeldOut"
+    (folder / f"{name}.inter.json").write_text(json.dumps({u: s for u, s in kept.items() if s}))
+    (folder / f"{name}.item.json").write_text(json.dumps({k: v for k, v in items.items() if k not in held}))
     return folder, inter, items, held
 
 
 def new_items_file(path: Path, items: dict, held: set[str]) -> Path:
     """The held-out items' text as a JSON-lines item table (an ``item_id`` and the text fields)."""
     with path.open("w", encoding="utf-8") as out:
-        for item in sorted(held, key=int):
+        for item in sorted(held, key=lambda i: (len(i), i)):
             out.write(json.dumps({"item_id": item, **items[item]}) + "\n")
     return path
 
@@ -87,6 +99,7 @@ def nearest_text(run: Path, added, histories: list[list[str]], k: int = 10) -> l
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", help="a dataset with item text (default: the embedded Office data)")
     parser.add_argument("--share", type=float, default=0.05, help="share of the items held out")
     parser.add_argument("--seed", type=int, default=0, help="seed of the held-out draw (and of the run)")
     parser.add_argument("--runs", default="runs/bench-new-items", help="where the run is kept")
@@ -97,7 +110,7 @@ def main() -> None:
     from crabrec.new_items import NewItemSlots, read
 
     runs = Path(args.runs)
-    folder, inter, items, held = held_out_data(runs / "data", args.share, args.seed)
+    folder, inter, items, held = held_out_data(runs / "data", args.share, args.seed, args.data)
     run = crabrec.run(data=folder, preset="quick", name="held-out", seed=args.seed, until=list(STAGES),
                       overrides={"runs_dir": str(runs)}, jobs=args.jobs)  # fmt: skip
     added = read(run, new_items_file(runs / "new_items.jsonl", items, held), progress=False)

@@ -109,8 +109,8 @@ def id_column(path: Path, columns: list[str], data, hint: str = "") -> str:
             return name
     found = find_column(columns, "item", "item", (*ITEM_NAMES, "id"))
     if found is None:
-        found = ", ".join(clip(c, 40) for c in columns[:8])
-        raise CrabError(f"{path}: no item id column (looked for item_id, item, id, ...; found {found}); name the id "
+        shown = ", ".join(clip(c, 40) for c in columns[:8])
+        raise CrabError(f"{path}: no item id column (looked for item_id, item, id, ...; found {shown}); name the id "
                         f"column item_id{hint}")  # fmt: skip
     return found
 
@@ -280,17 +280,20 @@ class NewItemSlots:
         self.base, self.share, self.depth = base, share, depth
         self.trie, self.width, self.block = base.trie, base.width, base.block
         self.new_sid = {item: self.sid(item) for item in range(first_new, len(self.trie.item_sid))}  # built once
-        self.by_prefix: dict[tuple[int, ...], list[int]] = {}
-        self.set_unavailable(np.zeros(0, dtype=np.int64))
+        self.by_prefix = self.prefixes(set())
+
+    def prefixes(self, out: set[int]) -> dict[tuple[int, ...], list[int]]:
+        """The new items not in ``out``, by their SIDs' first ``depth`` tokens."""
+        found: dict[tuple[int, ...], list[int]] = {}
+        for item, sid in self.new_sid.items():
+            if item not in out:
+                found.setdefault(sid[: self.depth], []).append(item)
+        return found
 
     def set_unavailable(self, items: np.ndarray) -> bool:
         """Leave ``items`` out of the new items placed, and out of the base ranker's lists where it can (else the
         rows exclude them, which placing honours too)."""
-        out = set(np.asarray(items).tolist())
-        self.by_prefix = {}
-        for item, sid in self.new_sid.items():
-            if item not in out:
-                self.by_prefix.setdefault(sid[: self.depth], []).append(item)
+        self.by_prefix = self.prefixes(set(np.asarray(items).tolist()))
         return bool(getattr(self.base, "set_unavailable", lambda _: False)(items))
 
     def sid(self, item: int) -> tuple[int, ...]:

@@ -398,10 +398,7 @@ def load(
         ranker = NewItemSlots(ranker, files.n_items() - len(new_items), float(new_share))
     rec = Recommender(root, method, ranker, files.load_items(), files.load_popularity(), cfg.data.max_history)
     if unavailable is not None:
-        if isinstance(unavailable, str | os.PathLike):
-            from crabrec.unavailable import read_ids
+        from crabrec.unavailable import given_ids
 
-            rec.set_unavailable(read_ids(unavailable, cfg.data), str(unavailable))
-        else:
-            rec.set_unavailable(unavailable)
+        rec.set_unavailable(*given_ids(unavailable, cfg.data))
     return rec

@@ -9,6 +9,8 @@ catalogue does not hold are left aside: the run never recommends them anyway.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -26,3 +28,11 @@ def read_ids(source: str | Path, data) -> list[str]:
     table = read_item_table(path)
     column = id_column(path, [str(c) for c in table.columns], data, hint=", or list the ids one a line in a .txt file")
     return [str(v) for v in table[column].dropna().tolist()]
+
+
+def given_ids(given: str | os.PathLike | Sequence[str | int], data) -> tuple[Sequence[str | int], str]:
+    """``(ids, name)``: the ids ``given`` as a file (read with :func:`read_ids`) or as a list, and how messages name
+    them (the file, or ``unavailable``)."""
+    if isinstance(given, str | os.PathLike):
+        return read_ids(given, data), str(given)
+    return given, "unavailable"

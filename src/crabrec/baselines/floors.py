@@ -22,11 +22,11 @@ class MostPopularRanker:
 
     def __init__(self, freq: np.ndarray, width: int) -> None:
         self.freq = np.asarray(freq, dtype=np.float64)
-        self.everything = self.order = np.lexsort((np.arange(len(self.freq)), -self.freq))
+        self.by_frequency = self.order = np.lexsort((np.arange(len(self.freq)), -self.freq))
         self.width = min(width, len(self.freq))
 
     def set_unavailable(self, items: np.ndarray) -> bool:
-        self.order = self.everything[~np.isin(self.everything, items)]
+        self.order = self.by_frequency[~np.isin(self.by_frequency, items)]
         return True
 
     def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:

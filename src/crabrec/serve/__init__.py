@@ -47,9 +47,9 @@ def build_app(
         new_items = read(run_dir, new_items)
     if unavailable is not None:  # read once for every served method
         from crabrec.config import load_saved
-        from crabrec.unavailable import read_ids
+        from crabrec.unavailable import given_ids
 
-        name, unavailable = str(unavailable), read_ids(unavailable, load_saved(Path(run_dir)).data)
+        unavailable, name = given_ids(unavailable, load_saved(Path(run_dir)).data)
     recommenders = {m: load(run_dir, m, new_items=new_items, new_share=new_share) for m in served}
     if unavailable is not None:
         for n, rec in enumerate(recommenders.values()):  # one catalogue: its unknown ids logged once
