@@ -195,3 +195,33 @@ def test_new_share_goes_with_new_items_and_is_a_share(tiny_run, added):
         crabrec.load(tiny_run, "mor", new_share=0.2)
     with pytest.raises(CrabError, match="expected a share from 0 to 1"):
         crabrec.load(tiny_run, "mor", new_items=added, new_share=1.5)
+
+
+def test_a_tables_encoding_is_kept_and_read_back_bit_for_bit(tiny_run, new_file, added, tmp_path, monkeypatch):
+    import crabrec.embed
+    import crabrec.io
+    import crabrec.new_items as new_items
+
+    again = read(tiny_run, new_file, progress=False)  # `added` made the run keep the table's encoding
+    assert np.array_equal(again.vectors, added.vectors) and np.array_equal(again.codes, added.codes)
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("encoded again")
+
+    monkeypatch.setattr(crabrec.embed, "encode", no_encoding)
+    read(tiny_run, new_file, progress=False)  # read back: no encoding
+    cache = RunFiles(tiny_run).new_items_cache
+    for n in range(new_items.CACHE_KEEP + 1):  # other tables: encoded, and only the last few kept
+        monkeypatch.undo()
+        path = tmp_path / f"t{n}.csv"
+        path.write_text(f"item_id,title\nfresh-{n},a table of its own {n}\n")
+        read(tiny_run, path, progress=False)
+    assert len(list(cache.glob("*.npy"))) == new_items.CACHE_KEEP
+
+    def cannot_write(*args, **kwargs):
+        raise CrabError("read-only")
+
+    monkeypatch.setattr(crabrec.io, "write_npy", cannot_write)  # a run folder mounted read-only still loads
+    path = tmp_path / "ro.csv"
+    path.write_text("item_id,title\nfresh-ro,read only\n")
+    assert read(tiny_run, path, progress=False).ids == ["fresh-ro"]

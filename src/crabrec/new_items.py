@@ -15,13 +15,17 @@ A model trained before an item arrived has never generated its SID and rarely do
 experiment, new items also take slots right after a generated SID whose first token they share (those sharing more
 tokens first), at most ``round(new_share · k)`` of every top-k (:class:`NewItemSlots`).
 
-Nothing is written into the run: the items live in the loaded recommender. They have no interactions, so they are
-in popularity group 0. ID-based methods (SASRec) and the popularity floors rank only the items they were trained on.
+The items live in the loaded recommender; only their text encoding is kept in the run (``new-items/``, the last
+``CACHE_KEEP`` tables), so that loading the same table again does not encode it again. They have no interactions,
+so they are in popularity group 0. ID-based methods (SASRec) and the popularity floors rank only the items they
+were trained on.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +37,7 @@ from crabrec.runfiles import RunFiles
 from crabrec.sid.codebook import Codebook
 
 log = logging.getLogger("crabrec")
+CACHE_KEEP = 4  # encodings of new-item tables a run keeps: the most recently loaded
 
 
 @dataclass
@@ -66,7 +71,7 @@ def read(run_dir: str | Path, source: str | Path, progress: bool = True) -> NewI
     from crabrec.config import load_saved
     from crabrec.data.loaders import _items_from_frame
     from crabrec.data.table import read_item_table
-    from crabrec.embed import encode, item_text, text_fields
+    from crabrec.embed import item_text, text_fields
 
     root, path = Path(run_dir), Path(source)
     cfg = load_saved(root)
@@ -86,7 +91,7 @@ def read(run_dir: str | Path, source: str | Path, progress: bool = True) -> NewI
         return NewItems(str(path), [], [], np.zeros((0, 0), np.float32), np.zeros((0, base.n_levels), np.int64))
     fields = text_fields(catalogue.get("text") or [], cfg.embed.fields)  # the fields the catalogue's text was made of
     texts = [item_text(rec, fields, cfg.embed) for rec in records]
-    vectors = encode(texts, cfg.embed, progress=progress).vectors
+    vectors = encoded(files, texts, cfg.embed, progress)
     if cfg.tokenize.quantizer == "rqvae":
         vectors = latents(files, vectors)
     codes, kept = base_codes(base, vectors)
@@ -97,6 +102,37 @@ def read(run_dir: str | Path, source: str | Path, progress: bool = True) -> NewI
     keep = np.flatnonzero(kept)
     log.info("%s: %d new item(s) join the catalogue of %d", path, len(keep), len(known))
     return NewItems(str(path), [ids[i] for i in keep], [records[i] for i in keep], vectors[keep], codes[keep])
+
+
+def encoded(files: RunFiles, texts: list[str], embed, progress: bool = True) -> np.ndarray:
+    """The text vectors of ``texts`` by the run's encoder (``embed``: its settings): kept from an earlier load of
+    the same texts with the same settings (bit for bit what encoding them gives: the same texts in the same
+    batches), else encoded now and kept. A run folder that cannot be written is left as it is."""
+    from crabrec.embed import encode
+    from crabrec.io import load_npy, write_npy
+
+    digest = hashlib.sha256(embed.model_dump_json().encode())
+    for text in texts:
+        digest.update(b"\0" + text.encode("utf-8", "surrogatepass"))
+    path = files.new_items_cache / f"{digest.hexdigest()[:32]}.npy"
+    if path.is_file():
+        try:
+            vectors = load_npy(path)
+            if vectors.ndim == 2 and len(vectors) == len(texts) and vectors.dtype == np.float32:
+                os.utime(path)  # the most recently loaded are kept
+                log.info("%d new items: their encoding kept from an earlier load (%s)", len(texts), path)
+                return vectors
+        except (CrabError, OSError):
+            pass  # encoded again, and replaced
+    vectors = encode(texts, embed, progress=progress).vectors
+    try:
+        write_npy(path, vectors)
+        kept = sorted(files.new_items_cache.glob("*.npy"), key=lambda p: p.stat().st_mtime)
+        for old in kept[:-CACHE_KEEP]:
+            old.unlink(missing_ok=True)
+    except (CrabError, OSError) as exc:  # a run folder mounted read-only: encoded at every load
+        log.debug("new items' encoding not kept: %s", exc)
+    return vectors
 
 
 def id_column(path: Path, columns: list[str], data, hint: str = "") -> str:

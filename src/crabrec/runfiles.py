@@ -69,6 +69,11 @@ class RunFiles:
     def embedding_items(self) -> Path:
         return self.root / "embeddings.items.json"
 
+    @property
+    def new_items_cache(self) -> Path:
+        """Encodings of the tables of new items this run was loaded with (:mod:`crabrec.new_items`), by content."""
+        return self.root / "new-items"
+
     def codebook(self, rebalanced: bool = False) -> Path:
         """The base codebook (``sid/``) or CRAB's rebalanced one (``crab/``)."""
         return self.root / ("crab" if rebalanced else "sid") / "codebook.json"
