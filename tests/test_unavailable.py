@@ -4,7 +4,6 @@ keep their length, histories that still read them, the files they come from, the
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import crabrec
@@ -80,7 +79,11 @@ def test_a_requests_exclude_adds_to_the_unavailable_items(tiny_run, catalogue):
 def test_unavailable_items_come_from_a_txt_list_or_an_item_table(tiny_run, catalogue, tmp_path, caplog):
     (tmp_path / "gone.txt").write_text(f"{catalogue[0]}\n\n{catalogue[1]}\nno-such-item\n")
     (tmp_path / "gone.csv").write_text(f"title,item_id\nx,{catalogue[0]}\ny,{catalogue[1]}\n")
-    for name in ("gone.txt", "gone.csv"):
+    import pandas as pd
+
+    ids = [float(catalogue[0]), float(catalogue[1]), None]  # integer ids in a Parquet column that holds a null
+    pd.DataFrame({"item_id": ids}).to_parquet(tmp_path / "gone.parquet")
+    for name in ("gone.txt", "gone.csv", "gone.parquet"):
         rec = crabrec.load(tiny_run, "mor", unavailable=tmp_path / name)
         assert sorted(rec.unavailable.tolist()) == [0, 1]
     assert "1 of its 3 item ids are not in the run's catalogue" in caplog.text and "'no-such-item'" in caplog.text

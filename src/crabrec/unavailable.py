@@ -18,6 +18,7 @@ def read_ids(source: str | Path, data) -> list[str]:
     """The item ids listed in ``source``: a ``.txt`` file of one id a line, or an item table (the formats ``--items``
     takes) with an id column (the run's item table's, its item column's name, or ``item_id``, ``item``, ``id`` …).
     ``data``: the run's data config."""
+    from crabrec.data.reading import id_cells
     from crabrec.data.table import read_item_table
     from crabrec.io import read_input_text
     from crabrec.new_items import id_column
@@ -27,7 +28,7 @@ def read_ids(source: str | Path, data) -> list[str]:
         return [line.strip() for line in read_input_text(path).splitlines() if line.strip()]
     table = read_item_table(path)
     column = id_column(path, [str(c) for c in table.columns], data, hint=", or list the ids one a line in a .txt file")
-    return [str(v) for v in table[column].dropna().tolist()]
+    return [i for i in id_cells(table[column]).str.strip().tolist() if i]  # spelled as the data's ids are
 
 
 def given_ids(given: str | os.PathLike | Sequence[str | int], data) -> tuple[Sequence[str | int], str]:
