@@ -321,7 +321,7 @@ def test_a_spreadsheets_csv_export_reads_as_a_plain_csv(tmp_path):
     plain = tmp_path / "plain.csv"
     plain.write_text("user_id,history\nA7,1000 1001\nB2,1002\n")
     expected = read_histories(plain)
-    assert expected == ([["1000", "1001"], ["1002"]], None, ["A7", "B2"], ["line 2", "line 3"])
+    assert expected == ([["1000", "1001"], ["1002"]], None, ["A7", "B2"], ["line 2", "line 3"], None)
     exports = {
         "bom.csv": "\ufeffuser_id,history\r\nA7,1000 1001\r\nB2,1002\r\n",
         "semicolons.csv": "\ufeffuser_id;history\r\nA7;1000,1001\r\nB2;1002\r\n",

@@ -144,3 +144,44 @@ def test_the_service_leaves_out_unavailable_and_excluded_items(tiny_run, catalog
         code, body = call(f"{base}/models")
     table = {m["method"]: m for m in body["models"]}
     assert table["mor"]["unavailable"] == table["sasrec"]["unavailable"] == 4 and "unavailable" not in table["rr"]
+
+
+def test_each_history_may_exclude_items_of_its_own(tiny_run, catalogue, tmp_path, capsys):
+    import json
+
+    rec = crabrec.load(tiny_run, "mor")
+    histories = [catalogue[HISTORY_AT : HISTORY_AT + 2], catalogue[HISTORY_AT + 5 : HISTORY_AT + 7]]
+    plain = [[r.item for r in row] for row in rec.recommend_batch(histories, 12)]
+    own = [plain[0][:2], None]  # the first row leaves out its first two, the second nothing
+    got = [[r.item for r in row] for row in rec.recommend_batch(histories, 10, excludes=own)]
+    assert got == [plain[0][2:12], plain[1][:10]]
+    with pytest.raises(CrabError, match=r"excludes: expected one per history \(2\), got 1"):
+        rec.recommend_batch(histories, 10, excludes=[[]])
+    with pytest.raises(CrabError, match=r"excludes\[1\]: item ids are strings"):
+        rec.recommend_batch(histories, 10, excludes=[[], [2.5]])
+    # a file's `exclude` column, written as a history is; an empty cell excludes nothing more
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"history": h, "exclude": e}) + "\n"
+                                               for h, e in zip(histories, own)))  # fmt: skip
+    (tmp_path / "in.csv").write_text("exclude,history\n" + f"\"{' '.join(own[0])}\",\"{' '.join(histories[0])}\"\n"
+                                     + f",\"{' '.join(histories[1])}\"\n")  # fmt: skip
+    for name in ("in.jsonl", "in.csv"):
+        out = tmp_path / f"{name}.out.jsonl"
+        code, _ = cli(["recommend", str(tiny_run), "--input", str(tmp_path / name), "--output", str(out), "-k", "10"])
+        assert code == 0 and [json.loads(line)["items"] for line in out.read_text().splitlines()] == got, name
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"history": histories[0], "exclude": {"a": 1}}) + "\n")
+    code, _ = cli(["recommend", str(tiny_run), "--input", str(tmp_path / "bad.jsonl"), "--output", "-"])
+    err = capsys.readouterr().err
+    assert code == 2 and "bad.jsonl: line 1: exclude {'a': 1}: expected item ids" in err
+
+
+def test_the_service_takes_one_exclude_list_per_history(tiny_run, catalogue):
+    from crabrec.serve import build_app
+
+    history = catalogue[HISTORY_AT : HISTORY_AT + 2]
+    with serving(build_app(tiny_run, ["mor"], max_wait_ms=1)) as base:
+        code, body = post(base, {"history": history, "k": 6})
+        top = [r["item"] for r in body["items"]]
+        code, body = post(base, {"histories": [history, history], "k": 5, "excludes": [top[:1], None]})
+        assert code == 200 and [[r["item"] for r in row] for row in body["results"]] == [top[1:6], top[:5]]
+        code, bad = post(base, {"history": history, "excludes": [top[:1]]})
+        assert code == 422 and "`excludes` (one list per history) goes with `histories`" in bad["error"]

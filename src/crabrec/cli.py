@@ -838,7 +838,7 @@ def recommend(
     rec.check_k(k)
     try:  # every row checked before the first is ranked
         samples = rec.samples(asked.histories, asked.users, drop_unknown, exclude_seen, user_ids=asked.user_ids,
-                              rows=asked.rows)  # fmt: skip
+                              rows=asked.rows, excludes=asked.excludes)  # fmt: skip
     except CrabError as exc:
         raise CrabError(f"{input_name(input_file)}: {exc}") from None
     n, block = len(samples), rec.ranker.block

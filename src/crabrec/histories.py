@@ -5,7 +5,8 @@ Input: one history per row in a ``history`` column (CSV: item ids separated by s
 a list literal such as ``[1, 2]``, the file's delimiter a comma, tab, semicolon or bar, whichever its header line has
 most; TSV: tab; parquet: a list column or such a string; JSONL: ``{"history": [...]}`` per line), and optionally
 a ``user_id`` column (a user of the run's data by their id in it: a row without a history gets their known one) or a
-``user`` column (the run's user index); TIGER reads the user. A ``.txt`` file holds one user a line, as S3-Rec's
+``user`` column (the run's user index); TIGER reads the user; and optionally an ``exclude`` column, written as a
+history is, of item ids the row's list must not hold. A ``.txt`` file holds one user a line, as S3-Rec's
 ``Beauty.txt`` and P5's ``sequential_data.txt`` write them: the user's id, then the history's item ids (spaces,
 tabs or commas; none: the user's known history). Output: one row per input row: ``row`` (0-based),
 ``items``, ``scores``, ``groups`` (CSV and TSV: space-separated), written atomically. An error names the input's row
@@ -42,13 +43,15 @@ def file_format(path: Path, formats: tuple[str, ...] = FORMATS) -> str:
 
 class Requests(NamedTuple):
     """What a history file asks: its histories, users (None without a ``user`` column), user ids (None without a
-    ``user_id`` column; a history None where a row names a user id and no history), and how errors name each row
-    (``line 3``, or ``row 0`` in a Parquet file)."""
+    ``user_id`` column; a history None where a row names a user id and no history), how errors name each row
+    (``line 3``, or ``row 0`` in a Parquet file), and each row's items not to recommend (None without an
+    ``exclude`` column)."""
 
     histories: list[list[str] | None]
     users: list[int] | None
     user_ids: list[str] | None
     rows: list[str]
+    excludes: list[list[str]] | None = None
 
 
 def read_histories(source: str | Path) -> Requests:
@@ -85,7 +88,18 @@ def read_histories(source: str | Path) -> Requests:
             histories.append(None)  # the user's known history
         else:
             histories.append(_history(f"{path}: {rows[r]}", value))
-    return Requests(histories, users, user_ids, rows)
+    excludes = None
+    if any(not _blank(rec.get("exclude")) for rec in records):  # a row without one excludes nothing more
+        excludes = [
+            [] if _blank(rec.get("exclude")) else _history(f"{path}: {rows[r]}", rec.get("exclude"), "exclude")
+            for r, rec in enumerate(records)
+        ]
+    return Requests(histories, users, user_ids, rows, excludes)
+
+
+def _blank(value: Any) -> bool:
+    """An empty cell: missing, null, or only spaces."""
+    return value is None or isinstance(value, str) and not value.strip()
 
 
 def input_name(source: str | Path) -> str:
@@ -174,6 +188,7 @@ def _csv(path: str, kind: str, data: bytes) -> list[tuple[str, dict[str, Any]]]:
         rec["user"] = _number(rec["user"]) if rec.get("user") else None
         rec["user_id"] = rec.get("user_id") or None
         rec["history"] = rec.get("history") or None
+        rec["exclude"] = rec.get("exclude") or None
         records.append((f"line {line}", rec))
     return records
 
@@ -202,7 +217,7 @@ def _table(path: str, kind: str, data: bytes) -> list[tuple[str, dict[str, Any]]
     except Exception as exc:  # whatever the reader raises about the file's content
         raise CrabError(f"{path}: unreadable {kind[1:]} ({reason(exc)})") from None
     _need_history(path, list(map(str, frame.columns)))
-    columns = [c for c in ("history", "user", "user_id") if c in frame.columns]
+    columns = [c for c in ("history", "user", "user_id", "exclude") if c in frame.columns]
     records = frame[columns].astype(object).where(frame[columns].notna(), None).to_dict("records")
     return [(f"row {r}", rec) for r, rec in enumerate(records)]
 
@@ -237,19 +252,19 @@ def history_ids(text: str) -> list[str]:
     return [v for v in SPLIT.split(text) if v]
 
 
-def _history(where: str, value: Any) -> list[str]:
-    """One history cell (``where``: its file and row, for errors): a list of ids, or a string as
-    :func:`history_ids` reads it."""
+def _history(where: str, value: Any, column: str = "history") -> list[str]:
+    """One history cell, or another cell of item ids (``column``; ``where``: its file and row, for errors): a list
+    of ids, or a string as :func:`history_ids` reads it."""
     if hasattr(value, "tolist") and not isinstance(value, str):
         value = value.tolist()
     if isinstance(value, str):
         try:
             return history_ids(value)
         except ValueError as exc:
-            raise CrabError(f"{where}: history {exc}") from None
+            raise CrabError(f"{where}: {column} {exc}") from None
     if isinstance(value, list) and all(isinstance(v, str | int) and not isinstance(v, bool) for v in value):
         return [str(v) for v in value]
-    raise CrabError(f"{where}: history {clip(repr(value), 40)}: expected item ids (a list or a string)")
+    raise CrabError(f"{where}: {column} {clip(repr(value), 40)}: expected item ids (a list or a string)")
 
 
 def recommendation_lines(rows: list[list[Any]], start: int = 0) -> str:

@@ -91,7 +91,7 @@ class Recommender:
         catalogue does not hold are left aside, with a log line unless ``report`` is False (``name``: how it names
         the list). Returns how many catalogue items are unavailable."""
         ids = item_ids(ids, name)
-        found = np.unique(np.fromiter((self.index[i] for i in ids if i in self.index), dtype=np.int64))
+        found = np.unique(self.known(ids, name))
         outside = [i for i in dict.fromkeys(ids) if i not in self.index]
         if outside and report:
             shown = ", ".join(self._unknown(u) for u in outside[:5]) + (" …" if len(outside) > 5 else "")
@@ -109,11 +109,14 @@ class Recommender:
     def excluded(self, exclude: Sequence[ItemId] | None) -> np.ndarray:
         """The catalogue indices each row must exclude: ``exclude`` (item ids; ids outside the catalogue are left
         aside), and the unavailable items where the ranker does not leave them out itself."""
-        if exclude is None:
-            return self.in_rows
-        ids = item_ids(exclude, "exclude")
-        asked = np.fromiter((self.index[i] for i in ids if i in self.index), dtype=np.int64)
-        return np.union1d(asked, self.in_rows)
+        return self.in_rows if exclude is None else np.union1d(self.known(exclude, "exclude"), self.in_rows)
+
+    def known(self, ids: Sequence[ItemId] | None, where: str) -> np.ndarray:
+        """The catalogue indices of the item ids ``ids`` the catalogue holds (None: none); ``where`` names them in
+        errors."""
+        if ids is None:
+            return np.zeros(0, dtype=np.int64)
+        return np.fromiter((self.index[i] for i in item_ids(ids, where) if i in self.index), dtype=np.int64)
 
     @property
     def max_k(self) -> int:
@@ -159,14 +162,17 @@ class Recommender:
         drop_unknown: bool = False,
         exclude_seen: bool = True,
         exclude: Sequence[ItemId] | None = None,
+        excludes: Sequence[Sequence[ItemId] | None] | None = None,
         progress: bool = False,
         rows: Sequence[str] | None = None,
     ) -> list[list[Recommendation]]:
         """:meth:`recommend` for many histories (or users: ``user_ids``, a None history for a user's known one),
         ranked in batches of ``evaluate.batch_size`` (one vectorized beam search per batch, as ``evaluate`` does);
-        ``exclude``: item ids no list may hold; ``rows``: how errors name each history (:meth:`samples`)."""
+        ``exclude``: item ids no list may hold; ``excludes``: one list (or None) per history, of item ids its own
+        list may not hold; ``rows``: how errors name each history (:meth:`samples`)."""
         self.check_k(k)
-        rows = self.samples(histories, users, drop_unknown, exclude_seen, user_ids=user_ids, rows=rows, exclude=exclude)
+        rows = self.samples(histories, users, drop_unknown, exclude_seen, user_ids=user_ids, rows=rows, exclude=exclude,
+                            excludes=excludes)  # fmt: skip
         return self.ranked(rows, k, progress)
 
     def ranked(self, rows: Samples, k: int, progress: bool = False) -> list[list[Recommendation]]:
@@ -192,11 +198,12 @@ class Recommender:
         user_ids: Sequence[str | int] | None = None,
         rows: Sequence[str] | None = None,
         exclude: Sequence[ItemId] | None = None,
+        excludes: Sequence[Sequence[ItemId] | None] | None = None,
     ) -> Samples:
         """Histories of item ids -> the rows the rankers read (errors name the history and its unknown ids); with
         ``exclude_seen`` each row carries its whole history as the items it must not get back, and every row
         carries ``exclude`` (item ids; and the unavailable items, where the ranker does not leave them out
-        itself: :meth:`excluded`). With ``user_ids``,
+        itself: :meth:`excluded`), each row its own of ``excludes`` (one list or None per history). With ``user_ids``,
         a history that is None (or ``histories`` None) is the user's known one. ``rows``: how errors name each
         history's row (a file's ``row 2``); by default ``history 0``, ``history 1`` ..."""
         user_ids = _listed(user_ids)
@@ -207,7 +214,10 @@ class Recommender:
         histories = _listed(histories) if histories is not None or user_ids is None else [None] * len(user_ids)
         if isinstance(histories, str | bytes) or not isinstance(histories, Sequence):
             raise CrabError(f"histories: expected a list of item-id lists, got {type(histories).__name__}")
-        for name, given in (("users", users), ("user_ids", user_ids)):
+        excludes = _listed(excludes)
+        if excludes is not None and (isinstance(excludes, str | bytes) or not isinstance(excludes, Sequence)):
+            raise CrabError(f"excludes: expected one list of item ids per history, got {type(excludes).__name__}")
+        for name, given in (("users", users), ("user_ids", user_ids), ("excludes", excludes)):
             if given is not None and len(given) != len(histories):
                 raise CrabError(f"{name}: expected one per history ({len(histories)}), got {len(given)}")
         one = len(histories) == 1 and rows is None
@@ -234,8 +244,10 @@ class Recommender:
                 else self.indices(h, named(r, "history"), drop_unknown)
             )
         also = self.excluded(exclude)
-        if exclude_seen:
-            seen = [np.concatenate([np.asarray(h, dtype=np.int64), also]) for h in found] if len(also) else found
+        own = [self.known(e, named(r, "exclude", "excludes")) for r, e in enumerate(excludes or [])]
+        if exclude_seen or own:
+            parts = [[*([found[r]] if exclude_seen else []), *(own[r : r + 1]), also] for r in range(len(found))]
+            seen = [np.concatenate([np.asarray(p, dtype=np.int64) for p in row]) for row in parts]
         else:
             seen = [also] * len(found) if len(also) else None
         return Samples.from_rows(user, found, [0] * len(found), self.max_history, seen=seen)

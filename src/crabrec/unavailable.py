@@ -1,10 +1,12 @@
 """Items a trained run must not recommend: discontinued, out of stock, withdrawn (``crabrec.load(...,
-unavailable=...)``, ``crabrec recommend --unavailable``, ``crabrec serve --unavailable``, and per request
-``exclude=``).
+unavailable=...)``, ``crabrec recommend --unavailable``, ``crabrec serve --unavailable``; per request
+``exclude=``, per history ``excludes=`` or an ``exclude`` column of ``--input``).
 
-They stay in the catalogue: a history may hold them, and the model reads them as before. They are excluded inside
-the search, as the history's own items are (:mod:`crabrec.decode.exclude`), so a list keeps its ``k`` items. Ids the
-catalogue does not hold are left aside: the run never recommends them anyway.
+They stay in the catalogue: a history may hold them, and the model reads them as before. They are left out inside
+the search, so a list keeps its ``k`` items: a ranker leaves the unavailable items out itself
+(:class:`crabrec.rankers.LeavesOut`; the beam search runs on the trie without their SIDs), and a request's are
+excluded as the history's own items are (:mod:`crabrec.decode.exclude`). Ids the catalogue does not hold are left
+aside: the run never recommends them anyway.
 """
 
 from __future__ import annotations

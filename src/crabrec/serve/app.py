@@ -37,7 +37,7 @@ def _given(*names: str) -> dict[str, Any]:
 # what the endpoint checks beyond each field's type, stated in the published schema for clients and schema tools
 _REQUEST_RULES = {
     "oneOf": [  # one history or user, or several
-        {"allOf": [_given("history", "user_id"), {"not": _given("histories", "user_ids", "users")}]},
+        {"allOf": [_given("history", "user_id"), {"not": _given("histories", "user_ids", "users", "excludes")}]},
         {"allOf": [_given("histories", "user_ids"), {"not": _given("history", "user_id", "user")}]},
     ],
     "not": {  # users by index or by id, not both
@@ -70,6 +70,10 @@ class RecommendRequest(BaseModel):
     exclude_seen: StrictBool = Field(True, description="never recommend an item of the history (default true)")
     exclude: ItemIds | None = Field(
         None, description="item ids no list may hold (out of stock now, say), besides the service's unavailable items"
+    )
+    excludes: list[ItemIds | None] | None = Field(
+        None, description="with `histories` or `user_ids`: one list (or null) per history, of item ids its list may "
+        "not hold"
     )
 
 
@@ -210,6 +214,8 @@ def create_app(
             )
         if (body.user is not None and not single) or (body.users is not None and single):
             raise BadRequest(422, "`user` goes with `history`, `users` with `histories`")
+        if body.excludes is not None and single:
+            raise BadRequest(422, "`excludes` (one list per history) goes with `histories`; `exclude` with `history`")
         if single:
             histories = None if body.history is None else [body.history]
             user_ids = None if body.user_id is None else [body.user_id]
@@ -222,7 +228,8 @@ def create_app(
         try:
             rec.check_k(body.k)
             rows = rec.samples(
-                histories, users, body.drop_unknown, body.exclude_seen, user_ids=user_ids, exclude=body.exclude
+                histories, users, body.drop_unknown, body.exclude_seen, user_ids=user_ids, exclude=body.exclude,
+                excludes=body.excludes,
             )
         except CrabError as exc:
             raise BadRequest(422, str(exc)) from None
