@@ -245,11 +245,13 @@ class Recommender:
             )
         also = self.excluded(exclude)
         own = [self.known(e, named(r, "exclude", "excludes")) for r, e in enumerate(excludes or [])]
-        if exclude_seen or own:
-            parts = [[*([found[r]] if exclude_seen else []), *(own[r : r + 1]), also] for r in range(len(found))]
-            seen = [np.concatenate([np.asarray(p, dtype=np.int64) for p in row]) for row in parts]
-        else:
+        if not exclude_seen and not own:
             seen = [also] * len(found) if len(also) else None
+        else:
+            seen = []
+            for r, history in enumerate(found):
+                row = [np.asarray(history, dtype=np.int64)] if exclude_seen else []
+                seen.append(np.concatenate([*row, *own[r : r + 1], also]))
         return Samples.from_rows(user, found, [0] * len(found), self.max_history, seen=seen)
 
     def indices(self, history: Sequence[ItemId], where: str, drop_unknown: bool) -> list[int]:
