@@ -245,8 +245,8 @@ class Recommender:
             )
         also = self.excluded(exclude)
         own = [self.known(e, named(r, "exclude", "excludes")) for r, e in enumerate(excludes or [])]
-        if not exclude_seen and not own:
-            seen = [also] * len(found) if len(also) else None
+        if not own and not len(also):  # the common request: the history alone, as it is
+            seen = found if exclude_seen else None
         else:
             seen = []
             for r, history in enumerate(found):
