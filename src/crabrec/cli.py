@@ -781,10 +781,11 @@ def recommend(
     from crabrec.config_paths import not_the_runs_data
     from crabrec.histories import (
         ANSWER_PART,
+        READ_PART,
         file_format,
         history_ids,
         input_name,
-        read_histories,
+        iter_histories,
         recommendation_lines,
         write_recommendations,
     )
@@ -833,27 +834,30 @@ def recommend(
         found = rec.recommend(ids, k, user=user, user_id=user_id, drop_unknown=drop_unknown, exclude_seen=exclude_seen)
         typer.echo(format_recommendations(found))
         return
-    asked = read_histories(input_file)
     rec = load(run_dir, method, beam=beam, new_items=new_items, new_share=new_share, unavailable=unavailable)
     rec.check_k(k)
-    try:  # every row checked before the first is ranked
-        samples = rec.samples(asked.histories, asked.users, drop_unknown, exclude_seen, user_ids=asked.user_ids,
-                              rows=asked.rows, excludes=asked.excludes)  # fmt: skip
-    except CrabError as exc:
-        raise CrabError(f"{input_name(input_file)}: {exc}") from None
-    n, block = len(samples), rec.ranker.block
+    block = rec.ranker.block
     part = max(block, ANSWER_PART // block * block)  # whole blocks: the ranker's batches (and answers) as in one part
+    read = []  # every row checked before the first is ranked, held as arrays (not as Python lists of ids)
+    for asked in iter_histories(input_file, size=part * max(1, READ_PART // part)):  # whole parts
+        try:
+            read.append(rec.samples(asked.histories, asked.users, drop_unknown, exclude_seen, user_ids=asked.user_ids,
+                                    rows=asked.rows, excludes=asked.excludes))  # fmt: skip
+        except CrabError as exc:
+            raise CrabError(f"{input_name(input_file)}: {exc}") from None
+    n = sum(map(len, read))
     one = n <= part  # one part: the ranker's own progress bar
+    cuts = [(rows, a) for rows in read for a in range(0, len(rows), part)]
 
     def parts():  # the answers a part of the rows at a time: a million histories never hold a million lists
-        for a in range(0, n, part) if one else progress(range(0, n, part), f"recommend {method}"):
-            yield rec.ranked(samples.take(np.arange(a, min(a + part, n))), k, progress=one)
+        for rows, a in cuts if one else progress(cuts, f"recommend {method}"):
+            yield rec.answers(rows.take(np.arange(a, min(a + part, len(rows)))), k, progress=one)
 
     if output == "-":  # printed once every row is answered: an error prints no answer
         lines, start = [], 0
-        for rows in parts():
-            lines.append(recommendation_lines(rows, start))
-            start += len(rows)
+        for answers in parts():
+            lines.append(recommendation_lines(answers, start))
+            start += len(answers)
         typer.echo("".join(lines), nl=False)
         return
     typer.echo(f"{n} histories -> {write_recommendations(output, parts())}")

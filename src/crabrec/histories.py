@@ -15,12 +15,13 @@ by its line in a text file (``line 3``), else by its place (``row 0``, as the ou
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -32,6 +33,8 @@ INPUT_FORMATS = (*FORMATS, ".txt")
 STDIN_NAME = "standard input"
 SPLIT = re.compile(r"[\s,;|]+")  # ids apart: spaces, commas, semicolons, bars
 ANSWER_PART = 8192  # input rows ranked and written at a time
+READ_PART = 65536  # input rows read and checked at a time
+T = TypeVar("T", str, bytes)
 
 
 def file_format(path: Path, formats: tuple[str, ...] = FORMATS) -> str:
@@ -55,21 +58,45 @@ class Requests(NamedTuple):
 
 
 def read_histories(source: str | Path) -> Requests:
-    """The requests of a history file. ``-`` reads standard input; it and a pipe (``<(...)``) hold JSON lines,
-    parquet or CSV, told apart by their content."""
+    """The requests of a history file, whole (:func:`iter_histories` reads it a part at a time)."""
+    parts = list(iter_histories(source))
+
+    def joined(name: str) -> list[Any] | None:  # a column of every part (None in one: None in all)
+        columns = [getattr(p, name) for p in parts]
+        return None if columns[0] is None else [v for column in columns for v in column]
+
+    excludes = None
+    if any(p.excludes is not None for p in parts):  # a part without the column excludes nothing more
+        excludes = [v for p in parts for v in (p.excludes or [[]] * len(p.rows))]
+    return Requests(joined("histories"), joined("users"), joined("user_ids"), joined("rows"), excludes)
+
+
+def iter_histories(source: str | Path, size: int = READ_PART) -> Iterator[Requests]:
+    """The requests of a history file, ``size`` rows at a time, each part checked as it is read: a file of a
+    million histories is never held as a million rows of Python objects. ``-`` reads standard input; it and a pipe
+    (``<(...)``) hold JSON lines, parquet or CSV, told apart by their content."""
     path, data, kind = _input(source)
     if kind == ".jsonl":
-        numbered = [(f"line {n}", rec) for n, rec in json_object_lines(path, data.splitlines(), "with a `history`")]
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n") if b"\r" in data else data
+        numbered = ((f"line {n}", rec) for n, rec in json_object_lines(path, _lines(data), "with a `history`"))
     elif kind == ".txt":
         numbered = _user_lines(path, data)
     else:
-        numbered = _table(path, kind, data)
+        numbered = _table(path, kind, data, size)
+    given: dict[str, bool] = {}  # whether the parts so far had a user, user_id column
+    while part := list(itertools.islice(numbered, size)):
+        yield _requests(path, part, given)
+    if not given:
+        raise CrabError(f"{path}: no rows; expected one history (or user_id) per row")
+
+
+def _requests(path: str, numbered: list[tuple[str, dict[str, Any]]], given: dict[str, bool]) -> Requests:
+    """A part of a history file's rows as requests, each row checked; ``given``: whether the parts before had a
+    ``user`` and a ``user_id`` column (updated: some rows with one and some without is an error)."""
     rows = [where for where, _ in numbered]
     records = [rec for _, rec in numbered]
-    if not records:
-        raise CrabError(f"{path}: no rows; expected one history (or user_id) per row")
-    users = _column(path, records, "user", _scalar)
-    user_ids = _column(path, records, "user_id", _user_id)
+    users = _column(path, records, "user", _scalar, given)
+    user_ids = _column(path, records, "user_id", _user_id, given)
     if users is not None and user_ids is not None:
         raise CrabError(f"{path}: both `user` and `user_id` columns; give one (user_id: the data's user ids)")
     for r, u in enumerate(users or []):
@@ -140,43 +167,35 @@ def _user_id(value: Any) -> Any:
     return str(value) if isinstance(value, str | int) and not isinstance(value, bool) else value
 
 
-def _column(path: str, records: list[dict[str, Any]], name: str, convert) -> list[Any] | None:
-    """The ``name`` cell of every row (None when no row has one); some rows without it is an error."""
+def _column(path: str, records: list[dict[str, Any]], name: str, convert, given: dict[str, bool]) -> list[Any] | None:
+    """The ``name`` cell of every row (None when no row has one); some rows without it is an error, in this part
+    or against the parts before (``given[name]``: whether they had it; set by the first part)."""
     values = [None if rec.get(name) is None else convert(_scalar(rec.get(name))) for rec in records]
-    given = sum(v is not None for v in values)
-    if given and given != len(values):
+    count = sum(v is not None for v in values)
+    if count and count != len(values) or given.setdefault(name, bool(count)) != bool(count):
         raise CrabError(f"{path}: `{name}` is missing on some rows; give it on every row or on none")
-    return values if given else None
+    return values if count else None
 
 
-def _csv(path: str, kind: str, data: bytes) -> list[tuple[str, dict[str, Any]]]:
-    """The rows of a CSV (or TSV) of histories, each with its line (``line 3``). An unquoted history with commas
-    (``history\\n1000,1001``) has more fields than the header has columns: they are its ids when ``history`` is the
-    last column, else the row is an error (a reader that took the first id for a row label would silently drop
-    it)."""
+def _csv(path: str, kind: str, data: bytes) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The rows of a CSV (or TSV) of histories, each with its line (``line 3``), read as they are asked for. An
+    unquoted history with commas (``history\\n1000,1001``) has more fields than the header has columns: they are its
+    ids when ``history`` is the last column, else the row is an error (a reader that took the first id for a row
+    label would silently drop it)."""
     import csv
-    import io
 
     from crabrec.data.reading import delimiter
 
     text = input_text(path, data)
     sep = "\t" if kind == ".tsv" else delimiter(text.partition("\n")[0])
-    rows, line = [], 1  # (the line each row starts on, the row); blank rows are left out
-    try:
-        reader = csv.reader(io.StringIO(text), delimiter=sep)
-        for row in reader:
-            if any(c.strip() for c in row):
-                rows.append((line, row))
-            line = reader.line_num + 1
-    except csv.Error as exc:
-        raise CrabError(f"{path}: unreadable csv ({reason(exc)})") from None
-    if not rows:
-        return []
-    header = [h.strip() for h in rows[0][1]]
-    _need_history(path, header)
-    at = header.index("history") if "history" in header else len(header)
-    records = []
-    for line, row in rows[1:]:
+    reader = csv.reader(_lines(text), delimiter=sep)
+    header = None
+    for line, row in _csv_rows(path, reader):
+        if header is None:
+            header = [h.strip() for h in row]
+            _need_history(path, header)
+            at = header.index("history") if "history" in header else len(header)
+            continue
         if len(row) > len(header):
             if at != len(header) - 1:
                 raise CrabError(
@@ -189,8 +208,33 @@ def _csv(path: str, kind: str, data: bytes) -> list[tuple[str, dict[str, Any]]]:
         rec["user_id"] = rec.get("user_id") or None
         rec["history"] = rec.get("history") or None
         rec["exclude"] = rec.get("exclude") or None
-        records.append((f"line {line}", rec))
-    return records
+        yield f"line {line}", rec
+
+
+def _lines(text: T) -> Iterator[T]:
+    """The lines of a text (or bytes) whose line ends are ``\\n``, each with its end, one at a time (not a list of a
+    million lines)."""
+    end = "\n" if isinstance(text, str) else b"\n"
+    start = 0
+    while start < len(text):
+        stop = text.find(end, start)
+        stop = len(text) if stop < 0 else stop + 1
+        yield text[start:stop]
+        start = stop
+
+
+def _csv_rows(path: str, reader) -> Iterator[tuple[int, list[str]]]:
+    """``(the line it starts on, row)`` for each row of a CSV reader that is not blank."""
+    import csv
+
+    line = 1
+    try:
+        for row in reader:
+            if any(c.strip() for c in row):
+                yield line, row
+            line = reader.line_num + 1
+    except csv.Error as exc:
+        raise CrabError(f"{path}: unreadable csv ({reason(exc)})") from None
 
 
 def _number(text: str) -> int | float | str:
@@ -204,32 +248,39 @@ def _number(text: str) -> int | float | str:
     return int(value) if value.is_integer() else value
 
 
-def _table(path: str, kind: str, data: bytes) -> list[tuple[str, dict[str, Any]]]:
-    """The rows of a CSV, TSV or Parquet file of histories, each with how errors name it."""
+def _table(path: str, kind: str, data: bytes, size: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The rows of a CSV, TSV or Parquet file of histories, each with how errors name it, read as they are asked
+    for (a Parquet file ``size`` rows at a time)."""
     import io
 
-    import pandas as pd
-
     if kind in (".csv", ".tsv"):
-        return _csv(path, kind, data)
+        yield from _csv(path, kind, data)
+        return
+    import pyarrow.parquet as pq
+
+    start = 0
     try:
-        frame = pd.read_parquet(io.BytesIO(data))
+        table = pq.ParquetFile(io.BytesIO(data))
+        names = table.schema_arrow.names
+        _need_history(path, names)
+        batches = table.iter_batches(size, columns=[c for c in ("history", "user", "user_id", "exclude") if c in names])
+        for batch in batches:
+            frame = batch.to_pandas()
+            records = frame.astype(object).where(frame.notna(), None).to_dict("records")
+            yield from ((f"row {r}", rec) for r, rec in enumerate(records, start))
+            start += len(records)
+    except CrabError:
+        raise
     except Exception as exc:  # whatever the reader raises about the file's content
         raise CrabError(f"{path}: unreadable {kind[1:]} ({reason(exc)})") from None
-    _need_history(path, list(map(str, frame.columns)))
-    columns = [c for c in ("history", "user", "user_id", "exclude") if c in frame.columns]
-    records = frame[columns].astype(object).where(frame[columns].notna(), None).to_dict("records")
-    return [(f"row {r}", rec) for r, rec in enumerate(records)]
 
 
-def _user_lines(path: str, data: bytes) -> list[tuple[str, dict[str, Any]]]:
+def _user_lines(path: str, data: bytes) -> Iterator[tuple[str, dict[str, Any]]]:
     """The rows of a ``.txt`` file of one user a line: the user's id, then the history's item ids (none: the user's
     known history); blank lines are left out."""
-    rows = []
-    for n, line in enumerate(input_text(path, data).splitlines(), start=1):
+    for n, line in enumerate(_lines(input_text(path, data)), start=1):
         if fields := [f for f in SPLIT.split(line.strip()) if f]:
-            rows.append((f"line {n}", {"user_id": fields[0], "history": fields[1:] or None}))
-    return rows
+            yield f"line {n}", {"user_id": fields[0], "history": fields[1:] or None}
 
 
 def _need_history(path: str, columns: list[str]) -> None:
@@ -267,32 +318,52 @@ def _history(where: str, value: Any, column: str = "history") -> list[str]:
     raise CrabError(f"{where}: {column} {clip(repr(value), 40)}: expected item ids (a list or a string)")
 
 
-def recommendation_lines(rows: list[list[Any]], start: int = 0) -> str:
+class Answers(NamedTuple):
+    """Ranked lists as arrays: row ``r``'s list is ``items[r, :count[r]]`` (item ids), with their ``scores`` and
+    popularity ``groups`` in the same places."""
+
+    items: np.ndarray
+    scores: np.ndarray
+    groups: np.ndarray
+    count: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.count)
+
+    def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every list's items, scores (rounded to 6 places, as a :class:`~crabrec.recommender.Recommendation`'s) and
+        groups, one list after another."""
+        keep = np.arange(self.items.shape[1])[None, :] < self.count[:, None]
+        scores = np.array([round(s, 6) for s in self.scores[keep].tolist()], dtype=np.float64)
+        return self.items[keep], scores, self.groups[keep].astype(np.int64)
+
+
+def recommendation_lines(answers: Answers, start: int = 0) -> str:
     """Each input row's recommendations as JSON lines (``row``, ``items``, ``scores``, ``groups``); ``start``: the
     first row's number."""
-    return _lines(_records(rows, start))
+    items, scores, groups = answers.flat()
+    ends = np.cumsum(answers.count).tolist()
+    items, scores, groups = items.tolist(), scores.tolist(), groups.tolist()
+    lines, a = [], 0
+    for r, b in enumerate(ends, start):
+        lines.append(json.dumps({"row": r, "items": items[a:b], "scores": scores[a:b], "groups": groups[a:b]}) + "\n")
+        a = b
+    return "".join(lines)
 
 
-def _lines(records: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps(rec) + "\n" for rec in records)
+def _joined(values: list[Any], ends: list[int]) -> list[str]:
+    """Each row's values (``values[end of the row before : end]``) as one space-separated cell."""
+    cells, a = [], 0
+    for b in ends:
+        cells.append(" ".join(map(str, values[a:b])))
+        a = b
+    return cells
 
 
-def _records(rows: list[list[Any]], start: int = 0) -> list[dict[str, Any]]:
-    return [
-        {
-            "row": r,
-            "items": [x.item for x in recs],
-            "scores": [x.score for x in recs],
-            "groups": [x.group for x in recs],
-        }
-        for r, recs in enumerate(rows, start)
-    ]
-
-
-def write_recommendations(path: str | Path, parts: Iterable[list[list[Any]]]) -> Path:
-    """Write each input row's recommendations (lists of :class:`~crabrec.recommender.Recommendation`), given as
-    ``parts``, consecutive batches of rows, each written as it comes: a file of a million histories never holds all
-    its answers at once. The file appears whole, or not at all when a part fails."""
+def write_recommendations(path: str | Path, parts: Iterable[Answers]) -> Path:
+    """Write each input row's recommendations, given as ``parts``, consecutive batches of rows, each written as it
+    comes: a file of a million histories never holds all its answers at once. The file appears whole, or not at all
+    when a part fails."""
     import pandas as pd
 
     path = Path(path)
@@ -305,22 +376,26 @@ def write_recommendations(path: str | Path, parts: Iterable[list[list[Any]]]) ->
             schema = _answers_schema()
             with pq.ParquetWriter(tmp, schema) as out:
                 start = 0
-                for rows in parts:
-                    out.write_table(pa.Table.from_pylist(_records(rows, start), schema=schema))
-                    start += len(rows)
+                for part in parts:
+                    offsets = pa.array(np.concatenate([[0], np.cumsum(part.count)]), type=pa.int32())
+                    columns = [pa.ListArray.from_arrays(offsets, pa.array(v, type=t.value_type))
+                               for v, t in zip(part.flat(), schema.types[1:])]  # fmt: skip
+                    rows = pa.array(np.arange(start, start + len(part)), type=pa.int64())
+                    out.write_table(pa.Table.from_arrays([rows, *columns], schema=schema))
+                    start += len(part)
             return path
         with open(tmp, "w", encoding="utf-8", newline="") as out:
             start = 0
-            for rows in parts:
-                records = _records(rows, start)
+            for part in parts:
                 if kind == ".jsonl":
-                    out.write(_lines(records))
+                    out.write(recommendation_lines(part, start))
                 else:
-                    flat = [{k: " ".join(map(str, v)) if isinstance(v, list) else v for k, v in r.items()}
-                            for r in records]  # fmt: skip
-                    frame = pd.DataFrame(flat, columns=["row", "items", "scores", "groups"])
+                    ends = np.cumsum(part.count).tolist()
+                    cells = [_joined(v.tolist(), ends) for v in part.flat()]
+                    frame = pd.DataFrame({"row": np.arange(start, start + len(part)), "items": cells[0],
+                                          "scores": cells[1], "groups": cells[2]})  # fmt: skip
                     frame.to_csv(out, index=False, sep="\t" if kind == ".tsv" else ",", header=start == 0)
-                start += len(rows)
+                start += len(part)
     return path
 
 

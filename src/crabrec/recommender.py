@@ -27,7 +27,7 @@ import numpy as np
 from crabrec.data.dataset import Samples
 from crabrec.data.ids import Spellings
 from crabrec.errors import CrabError, clip
-from crabrec.histories import is_user_index
+from crabrec.histories import Answers, is_user_index
 
 if TYPE_CHECKING:
     from crabrec.new_items import NewItems
@@ -76,6 +76,7 @@ class Recommender:
             (_utf8(item), title, int(g), bool(p))
             for item, title, g, p in zip(self.item_ids, self.titles, groups, popular)
         ]
+        self.names = np.array([card[0] for card in self.cards], dtype=object)  # the ids a file of answers writes
         self.max_history = max_history
         self.unavailable = np.zeros(0, dtype=np.int64)  # catalogue indices never recommended (set_unavailable)
         self.in_rows = self.unavailable  # those each row must exclude: none where the ranker leaves them out itself
@@ -180,6 +181,14 @@ class Recommender:
         ``evaluate.batch_size``."""
         items, scores = self.ranker.rank(rows, desc=f"recommend {self.method}", progress=progress)
         return [self.top(items[r], scores[r], k) for r in range(len(rows))]
+
+    def answers(self, rows: Samples, k: int, progress: bool = False) -> Answers:
+        """:meth:`ranked` as arrays (what a file of answers writes): the same lists, without an object per item."""
+        items, scores = self.ranker.rank(rows, desc=f"recommend {self.method}", progress=progress)
+        items, scores = items[:, :k], scores[:, :k]
+        count = np.cumprod(items >= 0, axis=1).sum(axis=1)  # a list ends at its first empty slot, as top() reads it
+        index = np.maximum(items, 0)
+        return Answers(self.names[index], scores, np.asarray(self.group)[index], count)
 
     def check_k(self, k: int) -> None:
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= self.max_k:
@@ -321,6 +330,8 @@ def item_ids(given: Any, where: str) -> list[str]:
     given = _listed(given)
     if isinstance(given, str | bytes) or not isinstance(given, Sequence):
         raise CrabError(f"{where}: expected a list of item ids, got {type(given).__name__}")
+    if all(kind is str for kind in set(map(type, given))):  # the common case, without a check per item
+        return list(given)
     ids = []
     for item in given:
         if isinstance(item, bool) or not isinstance(item, str | int | np.integer):

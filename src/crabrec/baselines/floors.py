@@ -22,21 +22,33 @@ class MostPopularRanker:
 
     def __init__(self, freq: np.ndarray, width: int) -> None:
         self.freq = np.asarray(freq, dtype=np.float64)
-        self.by_frequency = self.order = np.lexsort((np.arange(len(self.freq)), -self.freq))
+        self.by_frequency = np.lexsort((np.arange(len(self.freq)), -self.freq))
         self.width = min(width, len(self.freq))
+        self._order(self.by_frequency)
+
+    def _order(self, order: np.ndarray) -> None:
+        """Rank ``order`` (the items that may be recommended, most frequent first)."""
+        self.order = order
+        self.place = np.full(len(self.freq) + 1, len(order), dtype=np.int64)  # an item's place in it; the last: PAD's
+        self.place[order] = np.arange(len(order))
 
     def set_unavailable(self, items: np.ndarray) -> bool:
-        self.order = self.by_frequency[~np.isin(self.by_frequency, items)]
+        self._order(self.by_frequency[~np.isin(self.by_frequency, items)])
         return True
 
     def rank(self, rows: Samples, desc: str = "ranking", progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
         items = np.full((len(rows), self.width), -1, dtype=np.int64)
         if rows.seen is None:
             items[:, : min(self.width, len(self.order))] = self.order[: self.width]
-        else:
-            for r in range(len(rows)):
-                keep = self.order[~np.isin(self.order, rows.seen[r])]
-                items[r, : min(self.width, len(keep))] = keep[: self.width]
+        for a in range(0, len(rows) if rows.seen is not None else 0, self.block):
+            seen = rows.seen[a : a + self.block]  # padded with PAD (-1), which place[-1] puts past every item
+            head = self.order[: self.width + seen.shape[1]]  # a row's list lies in these: it leaves out at most S
+            taken = np.zeros((len(seen), len(head) + 1), dtype=bool)
+            taken[np.arange(len(seen))[:, None], np.minimum(self.place[seen], len(head))] = True
+            keep = ~taken[:, :-1]
+            slot = np.cumsum(keep, axis=1) - 1  # each kept item's place in its row's list
+            r, c = np.nonzero(keep & (slot < self.width))
+            items[a + r, slot[r, c]] = head[c]
         scores = np.where(items >= 0, self.freq[np.maximum(items, 0)], -np.inf).astype(np.float32)
         return items, scores
 
