@@ -567,9 +567,10 @@ def test_an_input_files_rows_are_named_by_their_line(tmp_path):
 
 @pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".parquet", "-"])
 def test_cli_recommend_answers_a_file_part_by_part_as_in_one_part(tiny_run, tmp_path, capsys, monkeypatch, suffix):
-    """A file of histories is ranked and written a part of its rows at a time, in whole batches of the ranker (a
-    million histories never hold a million answers): the answers equal those of one part byte for byte, the row
-    numbers run on, and a bad row in a later part leaves no file and prints nothing."""
+    """A file of histories is read and checked, then ranked and written, a part of its rows at a time, in whole
+    batches of the ranker (a million histories are never held as Python lists, nor their answers): the answers
+    equal those of one part byte for byte, the row numbers run on, and a bad row in a later part leaves no file and
+    prints nothing."""
     from crabrec import histories as hist
     from crabrec.rankers import GeneratorRanker
 
@@ -592,6 +593,7 @@ def test_cli_recommend_answers_a_file_part_by_part_as_in_one_part(tiny_run, tmp_
                                                      else Path(out).read_bytes())  # fmt: skip
     one = read(whole)
     monkeypatch.setattr(hist, "ANSWER_PART", 2)
+    monkeypatch.setattr(hist, "READ_PART", 4)  # the file read and checked 4 rows at a time too
     code, parted, err = run_cli(args, capsys)
     assert code == 0, err
     assert read(parted) == one
@@ -601,3 +603,86 @@ def test_cli_recommend_answers_a_file_part_by_part_as_in_one_part(tiny_run, tmp_
     code, printed, err = run_cli(args, capsys)
     assert code == 2 and "in.jsonl: line 8: history: 1 item id(s) not in" in err
     assert printed == "" and (suffix == "-" or not Path(out).exists())
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".parquet", "-"])
+def test_a_files_answers_are_the_apis_lists_item_score_and_group(tiny_run, tmp_path, capsys, suffix):
+    """The answers a file gets (written from arrays, not from one object per item) are the API's lists: the same
+    items, scores and groups, and a list shorter than k (the catalogue runs out once a history is left out) ends
+    where the API's does."""
+    k = len(crabrec.load(tiny_run, "pop").item_ids)
+    rec = crabrec.load(tiny_run, "pop", beam=k)
+    histories, _, _ = histories_of(tiny_run, 9)
+    expected = rec.recommend_batch(histories, k=k)
+    assert {len(recs) for recs in expected} != {k}  # some lists are short
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"history": h}) + "\n" for h in histories))
+    out = tmp_path / f"out{suffix}"
+    args = ["recommend", str(tiny_run), "--method", "pop", "--input", str(src), "-k", str(k), "--beam", str(k)]
+    code, printed, err = run_cli([*args, "--output", "-" if suffix == "-" else str(out)], capsys)
+    assert code == 0, err
+    if suffix == "-":
+        frame = pd.DataFrame([json.loads(line) for line in printed.splitlines()])
+    elif suffix == ".jsonl":
+        frame = pd.read_json(out, lines=True)
+    elif suffix == ".parquet":
+        frame = pd.read_parquet(out)
+    else:
+        frame = pd.read_csv(out, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
+        frame = frame.map(str.split) if hasattr(frame, "map") else frame.applymap(str.split)
+    assert [int(r[0]) if isinstance(r, list) else int(r) for r in frame["row"]] == list(range(9))
+    for column, field in (("items", "item"), ("scores", "score"), ("groups", "group")):
+        got = [[type(getattr(recs[0], field))(v) for v in row] for row, recs in zip(frame[column], expected)]
+        assert got == [[getattr(r, field) for r in recs] for recs in expected], column
+
+
+def test_a_file_read_in_parts_gives_the_requests_of_the_whole(tiny_run, tmp_path):
+    """A history file is read a part at a time (a million rows are never held at once): the parts hold the rows of
+    the whole file, named by their lines; a column given on the rows of one part and not on another's is the same
+    error as within a part."""
+    from crabrec.histories import iter_histories, read_histories
+
+    histories, users, _ = histories_of(tiny_run, 7)
+    files = {
+        "h.csv": "history,user\n" + "".join(f"{' '.join(h)},{u}\n\n" for h, u in zip(histories, users)),
+        "h.jsonl": "".join(json.dumps({"history": h, "user": u}) + "\n" for h, u in zip(histories, users)),
+        "h.txt": "".join(f"u{u} {' '.join(h)}\n" for h, u in zip(histories, users)),
+    }
+    pd.DataFrame({"history": histories, "user": users}).to_parquet(tmp_path / "h.parquet")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    for name in [*files, "h.parquet"]:
+        whole = read_histories(tmp_path / name)
+        parts = list(iter_histories(tmp_path / name, size=3))
+        assert [len(p.rows) for p in parts] == [3, 3, 1], name
+        for field in ("histories", "users", "user_ids", "rows"):
+            joined = None if getattr(whole, field) is None else [v for p in parts for v in getattr(p, field)]
+            assert joined == getattr(whole, field), (name, field)
+    assert read_histories(tmp_path / "h.csv").rows[:2] == ["line 2", "line 4"]
+    (tmp_path / "late.jsonl").write_text(files["h.jsonl"] + json.dumps({"history": histories[0]}) + "\n")
+    with pytest.raises(CrabError, match="late.jsonl: `user` is missing on some rows"):
+        list(iter_histories(tmp_path / "late.jsonl", size=7))
+
+
+def test_most_popular_leaves_out_each_rows_items_as_a_loop_over_rows_does():
+    """MostPop leaves out each row's items with array operations; the lists equal a loop over the rows filtering the
+    catalogue's order (random catalogues, frequencies with ties, histories with repeats, unavailable items, lists
+    longer than what is left)."""
+    from crabrec.baselines.floors import MostPopularRanker
+    from crabrec.data.dataset import Samples
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n_items, n = int(rng.integers(1, 60)), int(rng.integers(1, 30))
+        ranker = MostPopularRanker(rng.integers(0, 5, n_items), int(rng.integers(1, 70)))
+        ranker.block = int(rng.integers(1, 8))
+        if rng.random() < 0.3:
+            ranker.set_unavailable(rng.choice(n_items, int(rng.integers(0, n_items)), replace=False))
+        seen = [rng.integers(0, n_items, int(rng.integers(0, 20))).tolist() for _ in range(n)]
+        items, scores = ranker.rank(Samples.from_rows([0] * n, [[0]] * n, [0] * n, 5, seen=seen))
+        expected = np.full_like(items, -1)
+        for r in range(n):
+            keep = ranker.order[~np.isin(ranker.order, seen[r])][: ranker.width]
+            expected[r, : len(keep)] = keep
+        assert (items == expected).all()
+        assert (scores == np.where(items >= 0, ranker.freq[np.maximum(items, 0)], -np.inf)).all()
