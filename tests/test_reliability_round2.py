@@ -311,7 +311,7 @@ def test_ctrl_c_in_a_command_that_writes_no_run_says_nothing_was_written(tiny_ru
 
     item = crabrec.recommender.load(tiny_run).item_ids[0]
     (tmp_path / "in.jsonl").write_text(json.dumps({"history": [item]}) + "\n")
-    monkeypatch.setattr(crabrec.recommender.Recommender, "ranked", ctrl_c)
+    monkeypatch.setattr(crabrec.recommender.Recommender, "answers", ctrl_c)
     args = ["--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "o.csv")]
     code, _ = cli(["recommend", str(tiny_run), *args])
     assert code == 130 and capsys.readouterr().err.strip() == "crabrec: error: interrupted; nothing was written"
