@@ -117,3 +117,60 @@ def test_ratio_zero_splits_nothing(office_codebook):
     for old, new in zip(cb.codewords, out.codebook.codewords, strict=True):
         np.testing.assert_array_equal(old, new)
     assert [row["split"] for row in out.report] == [0] * cb.semantic_levels
+
+
+def _same_codebooks(ours, reference) -> None:
+    """The same split, bit for bit: codes, sizes, codewords, every level of residuals, and what the residuals file
+    holds."""
+    from crabrec.sid.residuals import Residuals
+
+    assert np.array_equal(ours.codes, reference.codes) and ours.sizes == reference.sizes
+    for a, b in zip(ours.codewords or [], reference.codewords or [], strict=True):
+        assert np.array_equal(a, b) and a.dtype == b.dtype
+    assert len(ours.residuals) == len(reference.residuals)
+    for a, b in zip(ours.residuals, reference.residuals, strict=True):
+        assert np.array_equal(a, b, equal_nan=True) and a.dtype == b.dtype
+    stored = Residuals.of(ours.residuals, ours.codewords, ours.codes).arrays()
+    expected = Residuals.of(reference.residuals, reference.codewords, reference.codes).arrays()
+    assert stored.keys() == expected.keys()
+    assert all(np.array_equal(stored[k], expected[k]) for k in stored)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"ratio": 0.3}, {"ratio": 0.3, "levels": [1]}, {"ratio": [0.5, 0.0, 0.3]}, {"ratio": 0.2, "levels": [0, 2]}],
+)
+def test_rebalancing_one_level_at_a_time_equals_every_level_held(office_codebook, tmp_path, settings):
+    """The residuals are held one level at a time while tokens split (a million items: one or two levels, not all
+    four): the rebalanced codebook equals the reference's, which holds every level and adds each move to every
+    deeper level at once, bit for bit, whether the input's residuals are a list, read back from its file, or a
+    rebalanced codebook's (rows that differ from the recursion), and with a dedup level below."""
+    from crabrec.crab.rebalance import EveryLevel
+    from crabrec.sid.codebook import Codebook
+
+    cb, freq = office_codebook
+    cfg = CrabConfig(**settings)
+    once = rebalance(cb, freq, cfg, 5, progress=False)
+    _same_codebooks(once.codebook, rebalance(cb, freq, cfg, 5, progress=False, held=EveryLevel).codebook)
+    assert once.codebook.dedup_levels == cb.dedup_levels and len(cb.residuals) == 4  # the dedup level's too
+    once.codebook.save(tmp_path / "codebook.json")
+    again = Codebook.load(tmp_path / "codebook.json")  # residuals read from the file: first level, differing rows
+    cfg2 = CrabConfig(ratio=0.25)
+    _same_codebooks(rebalance(again, freq, cfg2, 1, progress=False).codebook,
+                    rebalance(again, freq, cfg2, 1, progress=False, held=EveryLevel).codebook)  # fmt: skip
+
+
+def test_rebalancing_residuals_without_codewords_keeps_every_level(office_codebook):
+    """Residuals without codewords (ids-only data clusters on the model's token vectors) move nothing: each level is
+    kept whole, as the reference keeps it."""
+    from crabrec.crab.rebalance import EveryLevel
+    from crabrec.sid.codebook import Codebook
+
+    cb, freq = office_codebook
+    levels = [np.asarray(r, np.float64) for r in cb.residuals]
+    plain = Codebook(codes=cb.codes, sizes=list(cb.sizes), item_ids=cb.item_ids, prefixes=cb.prefixes,
+                     dedup_levels=cb.dedup_levels, residuals=levels)  # fmt: skip
+    cfg = CrabConfig(ratio=0.3)
+    ours = rebalance(plain, freq, cfg, 2, progress=False).codebook
+    _same_codebooks(ours, rebalance(plain, freq, cfg, 2, progress=False, held=EveryLevel).codebook)
+    assert ours.codewords is None and all(r.dtype == np.float32 for r in ours.residuals)

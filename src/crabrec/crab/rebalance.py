@@ -9,6 +9,7 @@ decreasing popularity.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from crabrec.crab.reg_kmeans import Units, reg_kmeans
 from crabrec.errors import CrabError
 from crabrec.progress import progress as bar
 from crabrec.sid.codebook import Codebook
+from crabrec.sid.residuals import CHUNK, WHOLE, Residuals, fits
 
 
 @dataclass
@@ -56,8 +58,110 @@ def token_residuals(token_ids: np.ndarray, table: np.ndarray) -> list[np.ndarray
     return [np.ascontiguousarray(tails[:, level]) for level in range(token_ids.shape[1])]
 
 
-def rebalance(cb: Codebook, freq: np.ndarray, cfg: CrabConfig, seed: int, progress: bool = True) -> Rebalanced:
-    """Return a new codebook whose over-popular tokens are split; the input codebook is not modified."""
+class LevelResiduals:
+    """The residuals of a codebook being rebalanced, held one level at a time: the items' residuals entering the
+    level being split (:meth:`rows`), and the moves of items to a new token (:meth:`move`), which shift their
+    residuals at every deeper level by the old codeword less the new one. Each deeper level is computed from the
+    input codebook's own when its turn comes (:meth:`next_level`), with the moved items' shifts added in the order
+    they were made, and compared with the recursion of the rebalanced codewords a chunk of rows at a time: the
+    result keeps the first level and the rows that differ (:class:`~crabrec.sid.residuals.Residuals`), not every
+    level (a million items: 1.7 GB a level at 384 dimensions). ``codewords`` and ``codes`` are the rebalanced
+    codebook's, which the caller updates in place as tokens split (a level's are final once it is done)."""
+
+    def __init__(self, residuals: Sequence[np.ndarray], codewords: list[np.ndarray] | None, codes: np.ndarray):
+        self.codewords, self.codes, self.count = codewords, codes, len(residuals)
+        self.source = iter(residuals)  # the input's levels, computed one after another
+        self.first = self.input = np.asarray(next(self.source), np.float32)  # the input's rows of this level
+        self.level = 0
+        self.moved = np.zeros(0, np.int64)  # items whose rows at this level differ from the input's (sorted) ...
+        self.values = self.first[:0]  # ... and those rows
+        self.shifts: list[tuple[np.ndarray, np.ndarray]] = []  # (items, shift), in the order they were made
+        self.changed: dict[int, tuple[np.ndarray | None, np.ndarray]] = {}
+
+    def rows(self, items: np.ndarray) -> np.ndarray:
+        """The residuals of ``items`` entering the current level."""
+        return self._patched(self.input, self.moved, self.values, items)
+
+    def move(self, items: np.ndarray, shift: np.ndarray) -> None:
+        """``items`` moved to a new token at the current level: their residuals at every deeper level shift."""
+        self.shifts.append((items, shift))
+
+    def next_level(self) -> None:
+        """The current level is done (its codes and codewords are final): go on to the next."""
+        self.level += 1
+        if self.level >= self.count:
+            return
+        upcoming = np.asarray(next(self.source), np.float32)
+        moved = np.unique(np.concatenate([items for items, _ in self.shifts])) if self.shifts else self.moved
+        values = upcoming[moved]
+        for items, shift in self.shifts:  # each deeper level gets every move above it, in order
+            values[np.searchsorted(moved, items)] += shift
+        self.changed[self.level] = self._differing(upcoming, moved, values)
+        self.input, self.moved, self.values = upcoming, moved, values
+
+    def result(self) -> Residuals:
+        """Every level, as the rebalanced codebook's residuals."""
+        while self.level < self.count - 1:
+            self.next_level()
+        return Residuals(self.first, self.codewords, self.codes, self.count, self.changed)
+
+    def _differing(self, upcoming: np.ndarray, moved: np.ndarray, values: np.ndarray):
+        """``(rows, values)`` of the next level that the recursion from the current one does not give bit for bit
+        (``rows`` None: the whole level, where there are no codewords to compute it from)."""
+        level = self.level
+        try:
+            fits(self.codewords or [], self.codes, level, self.input.shape[1:], upcoming.shape[1:])
+        except (IndexError, ValueError):
+            whole = upcoming.copy() if len(moved) else upcoming
+            whole[moved] = values
+            return WHOLE, whole
+        words, found = self.codewords[level - 1], []
+        for start in range(0, len(upcoming), CHUNK):
+            span = np.arange(start, min(start + CHUNK, len(upcoming)))
+            expected = self.rows(span) - words[self.codes[span, level - 1]]
+            given = self._patched(upcoming, moved, values, span)
+            rows = np.flatnonzero((expected != given).reshape(len(span), -1).any(1))
+            found.append((rows + start, given[rows]))
+        return np.concatenate([r for r, _ in found]), np.concatenate([v for _, v in found])
+
+    @staticmethod
+    def _patched(level: np.ndarray, moved: np.ndarray, values: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """``level[items]`` with the rows of ``moved`` items taken from ``values``."""
+        out = level[items]
+        if len(moved):
+            at = np.minimum(np.searchsorted(moved, items), len(moved) - 1)
+            hit = moved[at] == items
+            out[hit] = values[at[hit]]
+        return out
+
+
+class EveryLevel:
+    """The reference for :class:`LevelResiduals`: every level held (a copy each), each move added to every deeper
+    level at once."""
+
+    def __init__(self, residuals: Sequence[np.ndarray], codewords: list[np.ndarray] | None, codes: np.ndarray):
+        self.levels, self.level = [np.array(r, dtype=np.float32) for r in residuals], 0
+
+    def rows(self, items: np.ndarray) -> np.ndarray:
+        return self.levels[self.level][items]
+
+    def move(self, items: np.ndarray, shift: np.ndarray) -> None:
+        for deeper in range(self.level + 1, len(self.levels)):
+            self.levels[deeper][items] += shift
+
+    def next_level(self) -> None:
+        self.level += 1
+
+    def result(self) -> list[np.ndarray]:
+        return self.levels
+
+
+def rebalance(
+    cb: Codebook, freq: np.ndarray, cfg: CrabConfig, seed: int, progress: bool = True, held=LevelResiduals
+) -> Rebalanced:
+    """Return a new codebook whose over-popular tokens are split; the input codebook is not modified. ``held``: how
+    the residual levels are held while tokens split (:class:`LevelResiduals`; the tests pass every level held
+    whole, the reference)."""
     if cb.residuals is None:
         raise CrabError("rebalance: the codebook has no per-item residuals (re-run tokenize)")
     freq = np.asarray(freq, np.float64)
@@ -67,13 +171,16 @@ def rebalance(cb: Codebook, freq: np.ndarray, cfg: CrabConfig, seed: int, progre
     levels = cfg.levels if cfg.levels is not None else list(range(cb.semantic_levels))
     codes = cb.codes.copy()
     sizes = list(cb.sizes)
-    residuals = [np.array(r, dtype=np.float32) for r in cb.residuals]  # copies: the input codebook stays as it was
     codewords = [np.array(c, dtype=np.float32) for c in cb.codewords] if cb.codewords is not None else None
+    residuals = held(cb.residuals, codewords, codes)  # the input codebook's stay as they were
     token_map: dict[str, list[str]] = {}
     parent: dict[str, str] = {}
     report = []
     work = Codebook(codes=codes, sizes=sizes, item_ids=cb.item_ids, prefixes=cb.prefixes, dedup_levels=cb.dedup_levels)
-    for level in sorted(levels):
+    for level in range(cb.semantic_levels):
+        if level not in levels:
+            residuals.next_level()
+            continue
         before = work.popularity_profile(freq, level)
         used = work.used(level)
         pop = work.popularity(freq, level)
@@ -97,8 +204,9 @@ def rebalance(cb: Codebook, freq: np.ndarray, cfg: CrabConfig, seed: int, progre
                 continue
             n = np.bincount(unit_of, minlength=j).astype(np.float64)
             p = np.bincount(unit_of, weights=freq[items], minlength=j)
-            rsum = np.zeros((j, residuals[level].shape[1]))
-            np.add.at(rsum, unit_of, residuals[level][items])
+            rows = residuals.rows(items)
+            rsum = np.zeros((j, rows.shape[1]))
+            np.add.at(rsum, unit_of, rows)
             units = Units(r=rsum / n[:, None], n=n, p=p)
             z = reg_kmeans(units, m, cfg.lam, seed + 7919 * level + c, cfg.n_init, cfg.max_iter, cfg.exact_limit)
             cluster_p = np.bincount(z, weights=p, minlength=m)
@@ -121,17 +229,16 @@ def rebalance(cb: Codebook, freq: np.ndarray, cfg: CrabConfig, seed: int, progre
                 members = items[item_cluster == cluster]
                 codes[members, level] = token
                 if token != c and codewords is not None and old_cw is not None:
-                    centroid = residuals[level][members].mean(0)
+                    centroid = rows[item_cluster == cluster].mean(0)
                     codewords[level][token] = centroid
-                    shift = (old_cw - centroid).astype(np.float32)
-                    for deeper in range(level + 1, len(residuals)):
-                        residuals[deeper][members] += shift
+                    residuals.move(members, (old_cw - centroid).astype(np.float32))
             old_name = cb.token_name(level, c)
             token_map[old_name] = [cb.token_name(level, t) for t in sorted(new_ids.values())]
             for token in new_ids.values():
                 if token != c:
                     parent[cb.token_name(level, token)] = old_name
             split_count += 1
+        residuals.next_level()
         work = Codebook(
             codes=codes, sizes=sizes, item_ids=cb.item_ids, prefixes=cb.prefixes, dedup_levels=cb.dedup_levels
         )
@@ -164,7 +271,7 @@ def rebalance(cb: Codebook, freq: np.ndarray, cfg: CrabConfig, seed: int, progre
         prefixes=list(cb.prefixes),
         dedup_levels=cb.dedup_levels,
         codewords=codewords,
-        residuals=residuals,
+        residuals=residuals.result(),
         meta=meta,
     )
     return Rebalanced(codebook=out, token_map=token_map, parent=parent, report=report)

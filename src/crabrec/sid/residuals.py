@@ -155,7 +155,7 @@ class Residuals(Sequence):
                     n, outside = len(self.codes), rows[(rows < 0) | (rows >= len(self.codes))]
                     if len(outside):
                         raise IndexError(f"index {outside[0]} of level {level}'s rows is beyond its {n} items")
-                    _fits(self.codewords or [], self.codes, level, width, values.shape[1:])
+                    fits(self.codewords or [], self.codes, level, width, values.shape[1:])
                 width = values.shape[1:]
             self.first, self.changed, self.count = first, changed, count
         except (KeyError, IndexError, ValueError) as exc:
@@ -180,11 +180,11 @@ def _next(previous: np.ndarray, codewords: list[np.ndarray], codes: np.ndarray, 
     rows of shape ``width`` (ValueError or IndexError when the codewords do not fit)."""
     if len(codes) != len(previous):
         raise ValueError(f"level {level - 1} has {len(previous)} rows for {len(codes)} items")
-    _fits(codewords, codes, level, previous.shape[1:], width)
+    fits(codewords, codes, level, previous.shape[1:], width)
     return less_codewords(previous, codewords[level - 1], codes[:, level - 1], np.empty((len(previous), *width), dtype))
 
 
-def _fits(codewords: list[np.ndarray], codes: np.ndarray, level: int, before: tuple, width: tuple) -> None:
+def fits(codewords: list[np.ndarray], codes: np.ndarray, level: int, before: tuple, width: tuple) -> None:
     """That level ``level`` (rows of shape ``width``) follows from the level before it (rows of shape ``before``)
     by its codewords: ValueError or IndexError when they do not fit."""
     if len(codewords) < level or codes.shape[1] < level:
