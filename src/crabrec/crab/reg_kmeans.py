@@ -124,30 +124,54 @@ def _fill_empty(z: np.ndarray, m: int) -> np.ndarray:
 
 
 def lloyd(units: Units, z: np.ndarray, m: int, lam: float, rng: np.random.Generator, max_iter: int = 100) -> np.ndarray:
-    """Alternate exact centre means and coordinate-descent reassignment; F never increases."""
+    """Alternate exact centre means and coordinate-descent reassignment; F never increases. Each sweep visits the
+    units in a random order, one at a time as :func:`lloyd_reference` does, and finds the next one that moves with
+    array operations over the units after it (the cluster loads change only when one moves): the same assignment,
+    bit for bit, without a Python step per unit in the sweeps where few units move."""
     z = z.copy()
-    scale = 1.0 / units.sse0 if units.sse0 > 1e-12 else 0.0
-    pbar = units.total_p / m
-    norm = lam / units.total_p**2 if units.total_p > 0 else 0.0
-    weighted = units.n[:, None] * units.r
+    for dist, load, sizes, norm, pbar in _iterations(units, z, m, lam, max_iter):
+        order = rng.permutation(len(z))
+        changed, at, width = False, 0, 16
+        while at < len(order):
+            part = order[at : at + width]
+            cur, pj = z[part], units.p[part]
+            without = np.repeat(load[None], len(part), axis=0)
+            without[np.arange(len(part)), cur] -= pj  # each unit's cluster without it
+            delta = dist[part] + norm * (pj[:, None] * (2.0 * (without - pbar) + pj[:, None]))
+            best = delta.argmin(1)
+            rows = np.arange(len(part))
+            moves = np.flatnonzero((sizes[cur] > 1) & (delta[rows, best] < delta[rows, cur] - 1e-12))
+            if not len(moves):  # none of these moves: look further ahead at once
+                at, width = at + len(part), min(2 * width, 4096)
+                continue
+            k = int(moves[0])
+            old, new = int(cur[k]), int(best[k])
+            z[part[k]] = new
+            load[old], load[new] = without[k, old], without[k, new] + pj[k]
+            sizes[old] -= 1
+            sizes[new] += 1
+            changed, at, width = True, at + k + 1, max(16, width // 2)
+        if not changed:
+            break
+    return z
+
+
+def lloyd_reference(
+    units: Units, z: np.ndarray, m: int, lam: float, rng: np.random.Generator, max_iter: int = 100
+) -> np.ndarray:
+    """:func:`lloyd` with a Python step per unit of each sweep (the reference it is checked equal to)."""
+    z = z.copy()
     p = units.p.tolist()
-    for _ in range(max_iter):
-        onehot = np.zeros((len(z), m))
-        onehot[np.arange(len(z)), z] = 1.0
-        counts = onehot.T @ units.n
-        mu = (onehot.T @ weighted) / np.maximum(counts, 1e-300)[:, None]
-        # centres stay fixed during the sweep, so the distance part of every move is known up front
-        dist = (units.n[:, None] * ((units.r[:, None, :] - mu[None]) ** 2).sum(-1) * scale).tolist()
-        load = (onehot.T @ units.p).tolist()
-        sizes = np.bincount(z, minlength=m).tolist()
+    for dist, load, sizes, norm, pbar in _iterations(units, z, m, lam, max_iter):
+        dist, load, sizes = dist.tolist(), load.tolist(), sizes.tolist()
         changed = False
         for j in rng.permutation(len(z)).tolist():
             cur = int(z[j])
             if sizes[cur] == 1:
                 continue
             pj = p[j]
-            without = [load[c] - (pj if c == cur else 0.0) for c in range(m)]
-            delta = [dist[j][c] + norm * ((without[c] + pj - pbar) ** 2 - (without[c] - pbar) ** 2) for c in range(m)]
+            without = [load[c] - pj if c == cur else load[c] for c in range(m)]
+            delta = [dist[j][c] + norm * (pj * (2.0 * (without[c] - pbar) + pj)) for c in range(m)]
             best = min(range(m), key=delta.__getitem__)
             if delta[best] < delta[cur] - 1e-12:
                 z[j] = best
@@ -159,6 +183,28 @@ def lloyd(units: Units, z: np.ndarray, m: int, lam: float, rng: np.random.Genera
         if not changed:
             break
     return z
+
+
+def _iterations(units: Units, z: np.ndarray, m: int, lam: float, max_iter: int):
+    """Per Lloyd iteration over ``z`` (changed in place between them): each unit's scaled distance to every centre
+    (the centres stay fixed during the sweep, so the distance part of every move is known up front), the clusters'
+    loads and sizes, and the balance term's weight and target load. A move of ``p_j`` from a cluster of load ``w +
+    p_j`` to one of load ``w'`` changes the balance term by ``norm·p_j·(2(w' − p̄) + p_j) − norm·p_j·(2(w − p̄) +
+    p_j)``, the difference of squares ``(w + p_j − p̄)² − (w − p̄)²`` factored."""
+    scale = 1.0 / units.sse0 if units.sse0 > 1e-12 else 0.0
+    pbar = units.total_p / m
+    norm = lam / units.total_p**2 if units.total_p > 0 else 0.0
+    weighted = units.n[:, None] * units.r
+    for _ in range(max_iter):
+        onehot = np.zeros((len(z), m))
+        onehot[np.arange(len(z)), z] = 1.0
+        counts = onehot.T @ units.n
+        mu = (onehot.T @ weighted) / np.maximum(counts, 1e-300)[:, None]
+        squared = np.empty((len(z), m))
+        for c in range(m):  # a centre at a time: no [J, M, d] array (the same sums as one over it)
+            diff = units.r - mu[c]
+            squared[:, c] = np.square(diff, out=diff).sum(-1)
+        yield units.n[:, None] * squared * scale, onehot.T @ units.p, np.bincount(z, minlength=m), norm, pbar
 
 
 def reg_kmeans(
