@@ -40,17 +40,22 @@ class MostPopularRanker:
         items = np.full((len(rows), self.width), -1, dtype=np.int64)
         if rows.seen is None:
             items[:, : min(self.width, len(self.order))] = self.order[: self.width]
-        for a in range(0, len(rows) if rows.seen is not None else 0, self.block):
-            seen = rows.seen[a : a + self.block]  # padded with PAD (-1), which place[-1] puts past every item
-            head = self.order[: self.width + seen.shape[1]]  # a row's list lies in these: it leaves out at most S
-            taken = np.zeros((len(seen), len(head) + 1), dtype=bool)
-            taken[np.arange(len(seen))[:, None], np.minimum(self.place[seen], len(head))] = True
-            keep = ~taken[:, :-1]
-            slot = np.cumsum(keep, axis=1) - 1  # each kept item's place in its row's list
-            r, c = np.nonzero(keep & (slot < self.width))
-            items[a + r, slot[r, c]] = head[c]
+        else:
+            for a in range(0, len(rows), self.block):
+                self._fill(items[a : a + self.block], rows.seen[a : a + self.block])
         scores = np.where(items >= 0, self.freq[np.maximum(items, 0)], -np.inf).astype(np.float32)
         return items, scores
+
+    def _fill(self, items: np.ndarray, seen: np.ndarray) -> None:
+        """Each row of ``items``: the order without the row's ``seen`` items (padded with PAD, -1, which ``place``
+        puts past every item), by array operations over the block, not a pass over the catalogue per row."""
+        head = self.order[: self.width + seen.shape[1]]  # a row's list lies in these: it leaves out at most S
+        taken = np.zeros((len(seen), len(head) + 1), dtype=bool)
+        taken[np.arange(len(seen))[:, None], np.minimum(self.place[seen], len(head))] = True
+        keep = ~taken[:, :-1]
+        slot = np.cumsum(keep, axis=1) - 1  # each kept item's place in its row's list
+        r, c = np.nonzero(keep & (slot < self.width))
+        items[r, slot[r, c]] = head[c]
 
 
 class RandomRanker:
