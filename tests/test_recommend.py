@@ -686,3 +686,21 @@ def test_most_popular_leaves_out_each_rows_items_as_a_loop_over_rows_does():
             expected[r, : len(keep)] = keep
         assert (items == expected).all()
         assert (scores == np.where(items >= 0, ranker.freq[np.maximum(items, 0)], -np.inf)).all()
+
+
+def test_recommend_frame_is_recommend_batch_as_one_table(tiny_run):
+    """``recommend_frame`` holds the lists of ``recommend_batch`` (users by id, exclusions, lists shorter than k
+    included) as one row per item: the same items, ranks, scores and groups, built without an object per item."""
+    k = len(crabrec.load(tiny_run, "pop").item_ids)
+    for method, beam in (("pop", k), ("tiger", None)):
+        rec = crabrec.load(tiny_run, method, beam=beam)
+        histories, _, _ = histories_of(tiny_run, 6)
+        ids = rec.known_users().ids[:6]
+        asks = {"user_ids": ids, "excludes": [[histories[0][0]], None, [], None, None, None]}
+        width = k if beam else 5
+        frame = rec.recommend_frame(None, width, **asks)
+        lists = rec.recommend_batch(None, width, **asks)
+        assert list(frame.columns) == ["row", "rank", "item", "score", "group"]
+        expected = [(r, x.rank, x.item, x.score, x.group) for r, recs in enumerate(lists) for x in recs]
+        assert list(frame.itertuples(index=False, name=None)) == expected
+        assert beam is None or len(frame) < 6 * width  # lists shorter than k

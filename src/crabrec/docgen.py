@@ -30,6 +30,7 @@ API = (
     ("crabrec.recommender", "Recommender"),
     ("crabrec.recommender", "Recommender.recommend"),
     ("crabrec.recommender", "Recommender.recommend_batch"),
+    ("crabrec.recommender", "Recommender.recommend_frame"),
     ("crabrec.recommender", "Recommender.max_k"),
     ("crabrec.recommender", "Recommendation"),
     ("crabrec.config", "load_config"),

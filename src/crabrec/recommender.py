@@ -30,6 +30,8 @@ from crabrec.errors import CrabError, clip
 from crabrec.histories import Answers, is_user_index
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from crabrec.new_items import NewItems
 
 log = logging.getLogger("crabrec")
@@ -175,6 +177,35 @@ class Recommender:
         rows = self.samples(histories, users, drop_unknown, exclude_seen, user_ids=user_ids, rows=rows, exclude=exclude,
                             excludes=excludes)  # fmt: skip
         return self.ranked(rows, k, progress)
+
+    def recommend_frame(
+        self,
+        histories: Sequence[Sequence[ItemId] | None] | None = None,
+        k: int = 10,
+        *,
+        users: Sequence[int] | None = None,
+        user_ids: Sequence[str | int] | None = None,
+        drop_unknown: bool = False,
+        exclude_seen: bool = True,
+        exclude: Sequence[ItemId] | None = None,
+        excludes: Sequence[Sequence[ItemId] | None] | None = None,
+        progress: bool = False,
+    ) -> pd.DataFrame:
+        """:meth:`recommend_batch` as one pandas DataFrame, one row per recommended item: ``row`` (the history's
+        place, from 0), ``rank`` (from 1), ``item``, ``score`` and ``group``, as :class:`Recommendation` gives them.
+        Built from arrays, without an object per item: a million histories' top 10 is a table of ten million rows,
+        where their lists of objects would take gigabytes."""
+        import pandas as pd
+
+        self.check_k(k)
+        rows = self.samples(histories, users, drop_unknown, exclude_seen, user_ids=user_ids, exclude=exclude,
+                            excludes=excludes)  # fmt: skip
+        found = self.answers(rows, k, progress)
+        items, scores, groups = found.flat()
+        starts = np.cumsum(found.count) - found.count
+        row = np.repeat(np.arange(len(found)), found.count)
+        rank = np.arange(len(items)) - np.repeat(starts, found.count) + 1
+        return pd.DataFrame({"row": row, "rank": rank, "item": items, "score": scores, "group": groups})
 
     def ranked(self, rows: Samples, k: int, progress: bool = False) -> list[list[Recommendation]]:
         """The first ``k`` recommendations of each of ``rows`` (:meth:`samples`), ranked in batches of
