@@ -316,11 +316,11 @@ def test_cli_recommend_a_file_of_one_user_a_line(tiny_run, tmp_path, capsys):
 def test_a_spreadsheets_csv_export_reads_as_a_plain_csv(tmp_path):
     """Excel's "CSV UTF-8" starts with a byte-order mark, and where the decimal mark is a comma it separates fields
     with semicolons: the same histories as a plain CSV (the header was read as "\\ufeffhistory", or as one column)."""
-    from crabrec.histories import read_histories
+    from crabrec.histories import iter_histories
 
     plain = tmp_path / "plain.csv"
     plain.write_text("user_id,history\nA7,1000 1001\nB2,1002\n")
-    expected = read_histories(plain)
+    expected = next(iter_histories(plain))
     assert expected == ([["1000", "1001"], ["1002"]], None, ["A7", "B2"], ["line 2", "line 3"], None)
     exports = {
         "bom.csv": "\ufeffuser_id,history\r\nA7,1000 1001\r\nB2,1002\r\n",
@@ -330,7 +330,7 @@ def test_a_spreadsheets_csv_export_reads_as_a_plain_csv(tmp_path):
     }
     for name, text in exports.items():
         (tmp_path / name).write_bytes(text.encode("utf-8"))
-        assert read_histories(tmp_path / name) == expected, name
+        assert next(iter_histories(tmp_path / name)) == expected, name
 
 
 @pytest.mark.parametrize("kind", ["csv", "jsonl", "parquet"])
@@ -555,14 +555,14 @@ def test_an_input_files_rows_are_named_by_their_line(tmp_path):
     its place, as the output's ``row`` column numbers it."""
     import pandas as pd
 
-    from crabrec.histories import read_histories
+    from crabrec.histories import iter_histories
 
     (tmp_path / "h.csv").write_text('user_id,history\n\nA7,"1000\n1001"\nB2,1002\n')
-    assert read_histories(tmp_path / "h.csv").rows == ["line 3", "line 5"]
+    assert next(iter_histories(tmp_path / "h.csv")).rows == ["line 3", "line 5"]
     (tmp_path / "h.jsonl").write_text('{"history": [1]}\n\n{"history": [2]}\n')
-    assert read_histories(tmp_path / "h.jsonl").rows == ["line 1", "line 3"]
+    assert next(iter_histories(tmp_path / "h.jsonl")).rows == ["line 1", "line 3"]
     pd.DataFrame({"history": [["1"], ["2"]]}).to_parquet(tmp_path / "h.parquet")
-    assert read_histories(tmp_path / "h.parquet").rows == ["row 0", "row 1"]
+    assert next(iter_histories(tmp_path / "h.parquet")).rows == ["row 0", "row 1"]
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".parquet", "-"])
@@ -640,7 +640,7 @@ def test_a_file_read_in_parts_gives_the_requests_of_the_whole(tiny_run, tmp_path
     """A history file is read a part at a time (a million rows are never held at once): the parts hold the rows of
     the whole file, named by their lines; a column given on the rows of one part and not on another's is the same
     error as within a part."""
-    from crabrec.histories import iter_histories, read_histories
+    from crabrec.histories import iter_histories
 
     histories, users, _ = histories_of(tiny_run, 7)
     files = {
@@ -652,13 +652,13 @@ def test_a_file_read_in_parts_gives_the_requests_of_the_whole(tiny_run, tmp_path
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     for name in [*files, "h.parquet"]:
-        whole = read_histories(tmp_path / name)
+        whole = next(iter_histories(tmp_path / name))
         parts = list(iter_histories(tmp_path / name, size=3))
         assert [len(p.rows) for p in parts] == [3, 3, 1], name
         for field in ("histories", "users", "user_ids", "rows"):
             joined = None if getattr(whole, field) is None else [v for p in parts for v in getattr(p, field)]
             assert joined == getattr(whole, field), (name, field)
-    assert read_histories(tmp_path / "h.csv").rows[:2] == ["line 2", "line 4"]
+    assert next(iter_histories(tmp_path / "h.csv")).rows[:2] == ["line 2", "line 4"]
     (tmp_path / "late.jsonl").write_text(files["h.jsonl"] + json.dumps({"history": histories[0]}) + "\n")
     with pytest.raises(CrabError, match="late.jsonl: `user` is missing on some rows"):
         list(iter_histories(tmp_path / "late.jsonl", size=7))

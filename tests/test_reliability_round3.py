@@ -348,7 +348,7 @@ def test_serve_refuses_a_wait_that_never_ends(wait):
 # -- class 8: CSV histories with unquoted commas -----------------------------------------------------------------
 def test_a_csv_history_with_unquoted_commas_keeps_every_item(tmp_path):
     from crabrec.errors import CrabError
-    from crabrec.histories import read_histories
+    from crabrec.histories import iter_histories
 
     cases = {
         "history\n1000,1001\n1002 1003\n": ([["1000", "1001"], ["1002", "1003"]], None, None),
@@ -360,11 +360,11 @@ def test_a_csv_history_with_unquoted_commas_keeps_every_item(tmp_path):
     for n, (text, expect) in enumerate(cases.items()):
         path = tmp_path / f"h{n}.csv"
         path.write_text(text)
-        assert read_histories(path)[:3] == expect, text
+        assert next(iter_histories(path))[:3] == expect, text
     path = tmp_path / "ambiguous.csv"
     path.write_text("history,user\n1000,1001,3\n")
     with pytest.raises(CrabError, match=r"ambiguous.csv: line 2: 3 fields for 2 columns; quote the history"):
-        read_histories(path)
+        next(iter_histories(path))
 
 
 # -- class 11: serve accepts connections once it prints its address; a signal stops it normally ---------------------

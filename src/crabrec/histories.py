@@ -57,20 +57,6 @@ class Requests(NamedTuple):
     excludes: list[list[str]] | None = None
 
 
-def read_histories(source: str | Path) -> Requests:
-    """The requests of a history file, whole (:func:`iter_histories` reads it a part at a time)."""
-    parts = list(iter_histories(source))
-
-    def joined(name: str) -> list[Any] | None:  # a column of every part (None in one: None in all)
-        columns = [getattr(p, name) for p in parts]
-        return None if columns[0] is None else [v for column in columns for v in column]
-
-    excludes = None
-    if any(p.excludes is not None for p in parts):  # a part without the column excludes nothing more
-        excludes = [v for p in parts for v in (p.excludes or [[]] * len(p.rows))]
-    return Requests(joined("histories"), joined("users"), joined("user_ids"), joined("rows"), excludes)
-
-
 def iter_histories(source: str | Path, size: int = READ_PART) -> Iterator[Requests]:
     """The requests of a history file, ``size`` rows at a time, each part checked as it is read: a file of a
     million histories is never held as a million rows of Python objects. ``-`` reads standard input; it and a pipe
