@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -33,9 +32,6 @@ def set_verbosity(level: int) -> None:
         level = max(level, QUIET)
     _level = level
     logging.getLogger("crabrec").setLevel(level)
-    # peft reads a property that transformers has deprecated: library-to-library noise, nothing a user can act on
-    # (here, where every process sets its verbosity: the stages that run in worker processes too)
-    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
     if _set_tqdm_disable:  # an earlier call's: decide afresh
         os.environ.pop("TQDM_DISABLE", None)
         _set_tqdm_disable = False

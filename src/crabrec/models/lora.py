@@ -30,7 +30,9 @@ def add_lora(model, r: int, alpha: int, dropout: float = 0.0, trainable_tokens: 
         raise CrabError(f"{type(model).__name__}: no attention projections named {list(ATTENTION)} to put LoRA on")
     extra = {"trainable_token_indices": {"embed_tokens": trainable_tokens}} if trainable_tokens else {}
     config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets, **extra)
-    model = get_peft_model(model, config)
+    with warnings.catch_warnings():  # peft reads a property transformers deprecated: nothing a user can act on
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        model = get_peft_model(model, config)
     return fuse_lora_products(token_indices_on_the_device(keep_input_dtype_under_autocast(model)))
 
 
