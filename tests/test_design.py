@@ -38,6 +38,7 @@ FLOORS = {
         "runlist",
         "compare",
         "runner",
+        "frames",
     ),
 }
 TOP = 5  # the package root itself: it re-exports the public API (crabrec.load)

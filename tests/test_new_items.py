@@ -94,6 +94,24 @@ def test_new_items_are_read_once_and_reproducibly(tiny_run, new_file, added, cap
     assert not any(tuple(r) in full for r in added.codes.tolist())  # no new item shares a SID
 
 
+def test_a_dataframe_of_new_items_is_the_same_table_in_a_file(tiny_run, new_file, added):
+    """The file's rows as a pandas DataFrame (and as a pyarrow Table) give the same items, SIDs and lists."""
+    import pandas as pd
+    import pyarrow as pa
+
+    frame = pd.read_json(new_file, lines=True, dtype=False)
+    for table in (frame, pa.Table.from_pandas(frame)):
+        again = read(tiny_run, table, progress=False)
+        assert again.ids == added.ids and np.array_equal(again.codes, added.codes)
+        assert np.array_equal(again.vectors, added.vectors)
+    history = RunFiles(tiny_run).load_items()["item_ids"][:3]
+    assert crabrec.load(tiny_run, new_items=frame).recommend(history) == crabrec.load(
+        tiny_run, new_items=new_file
+    ).recommend(history)
+    with pytest.raises(CrabError, match="new_items: expected the path of an item table, a pandas DataFrame"):
+        crabrec.load(tiny_run, new_items=frame.to_dict())
+
+
 @pytest.mark.parametrize("method", ["mor", "tiger", "crab", "ppd", "rr"])
 def test_every_method_over_sids_ranks_the_new_items(tiny_run, added, method):
     rec = crabrec.load(tiny_run, method, new_items=added, beam=1000)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
     from crabrec.recommender import Recommender
 
@@ -20,7 +21,7 @@ def load(
     method: str = "mor",
     *,
     beam: int | None = None,
-    new_items: str | os.PathLike | None = None,
+    new_items: str | os.PathLike | pd.DataFrame | pa.Table | None = None,
     new_share: float | None = None,
     unavailable: str | os.PathLike | Sequence[str | int] | None = None,
 ) -> Recommender:
@@ -29,13 +30,13 @@ def load(
 
     ``beam``: the beam width, which is the longest list a generative method returns (default: the run's
     ``evaluate.beam``). ``new_items``: an item table (CSV, TSV, JSON lines or Parquet: an id column and the text
-    columns) of items that arrived after training: those the catalogue lacks get semantic IDs from the run's
-    quantizer and are ranked like the others, without retraining (methods over semantic IDs only; see
-    docs/guides/serve.md). ``new_share``: the most of every top-k they take after the generated SIDs they share
-    tokens with (round(new_share·k); default 0.1; 0: only where the model generates them itself, which it rarely
-    does). ``unavailable``: items never to recommend (discontinued, out of stock): a list of item ids, or a file of
-    them (a ``.txt`` of one id a line, or an item table); they stay readable in histories, and
-    ``rec.set_unavailable(ids)`` replaces the set later. A request's own ``exclude=`` adds to it.
+    columns; or the table itself, a pandas DataFrame or a pyarrow Table) of items that arrived after training: those
+    the catalogue lacks get semantic IDs from the run's quantizer and are ranked like the others, without retraining
+    (methods over semantic IDs only; see docs/guides/serve.md). ``new_share``: the most of every top-k they take
+    after the generated SIDs they share tokens with (round(new_share·k); default 0.1; 0: only where the model
+    generates them itself, which it rarely does). ``unavailable``: items never to recommend (discontinued, out of
+    stock): a list of item ids, or a file of them (a ``.txt`` of one id a line, or an item table); they stay readable
+    in histories, and ``rec.set_unavailable(ids)`` replaces the set later. A request's own ``exclude=`` adds to it.
     Raises :class:`crabrec.errors.CrabError` with a one-line reason when the folder is not a
     finished run or the method was not trained in it.
 
@@ -53,8 +54,8 @@ def load(
 def run(
     run_dir: str | os.PathLike | None = None,
     *,
-    data: str | os.PathLike | None = None,
-    items: str | os.PathLike | None = None,
+    data: str | os.PathLike | pd.DataFrame | pa.Table | None = None,
+    items: str | os.PathLike | pd.DataFrame | pa.Table | None = None,
     format: str | None = None,  # (named as the command's --format)
     config: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
     preset: str | None = None,
@@ -72,6 +73,11 @@ def run(
     values by dotted key (``{"train.epochs": 3, "data.kcore": 0}``). ``run_dir``: an existing run, whose saved
     config is used (``overrides`` and ``seed`` still apply). Finished stages are skipped, as with the command.
 
+    ``data`` and ``items`` also take the tables themselves (a pandas DataFrame or a pyarrow Table, with a file's
+    columns): stored in the run folder as Parquet (``input/``) and read as that file would be. Without ``name``, the
+    run folder is named after their content (``frame-1f3a9c0b-quick``); with it, a changed table recomputes what
+    depends on it, as an edited data file does.
+
     ``jobs`` is 1 here (the command's default is 0, automatic): more train models in spawned worker processes,
     which import the calling script again, so a script that asks for them calls ``run`` under ``if __name__ ==
     "__main__":`` (a notebook need not).
@@ -88,6 +94,9 @@ def run(
         run = crabrec.run(data="ratings.csv", items="movies.csv", overrides={"train.epochs": 3})
         print(crabrec.results(run)[["HR@10", "DGU@10"]])
     """
+    from crabrec import frames
+    from crabrec.data.objects import checked, is_table
+    from crabrec.errors import CrabError
     from crabrec.progress import library_bars_off
     from crabrec.runner import RunOptions, run_all
 
@@ -97,21 +106,29 @@ def run(
     def path(value: str | os.PathLike | None) -> str | None:
         return os.fspath(value) if value is not None else None
 
+    given = {"data": checked(data, "data"), "items": checked(items, "items")}
+    tables = {key: value for key, value in given.items() if is_table(value)}  # stored in the run folder
     configs = [config] if isinstance(config, str | os.PathLike) else config
     options = RunOptions(
         run_dir=path(run_dir),
         config=[os.fspath(c) for c in configs] if configs is not None else None,
         preset=preset,
-        data=path(data),
-        items=path(items),
+        data=None if "data" in tables else path(data),
+        items=None if "items" in tables else path(items),
         data_format=format,
         name=name,
         seed=seed,
         values=dict(overrides) if overrides is not None else None,
     )
-    cfg = options.resolve()
-    with library_bars_off(only_off_terminal=True):  # the libraries' bars follow ours, as in the command
-        run_all(cfg, names(force), names(until), seeds, frontier, jobs)
+    cfg = frames.resolve(options, tables) if tables else options.resolve()
+    try:
+        with library_bars_off(only_off_terminal=True):  # the libraries' bars follow ours, as in the command
+            run_all(cfg, names(force), names(until), seeds, frontier, jobs)
+    except CrabError as exc:
+        raise frames.as_given(exc, cfg, tables) if tables else exc from None
+    finally:
+        if tables:  # the tables the run reads now, and no others
+            frames.tidy(cfg.run_dir)
     return Path(cfg.run_dir)
 
 

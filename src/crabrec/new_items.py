@@ -28,13 +28,17 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from crabrec.errors import CrabError, clip
 from crabrec.runfiles import RunFiles
 from crabrec.sid.codebook import Codebook
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 log = logging.getLogger("crabrec")
 CACHE_KEEP = 4  # encodings of new-item tables a run keeps: the most recently loaded
@@ -65,20 +69,22 @@ class NewItems:
         return self.crab_codes
 
 
-def read(run_dir: str | Path, source: str | Path, progress: bool = True) -> NewItems:
-    """The items of the item table ``source`` (the formats ``--items`` takes) that the run's catalogue lacks, encoded
-    and given semantic IDs as the run's own items were; items it already holds are left as they are."""
+def read(run_dir: str | Path, source: str | Path | pd.DataFrame | pa.Table, progress: bool = True) -> NewItems:
+    """The items of the item table ``source`` (a file in the formats ``--items`` takes, a pandas DataFrame or a
+    pyarrow Table, read as that table in a Parquet file) that the run's catalogue lacks, encoded and given semantic
+    IDs as the run's own items were; items it already holds are left as they are."""
     from crabrec.config import load_saved
     from crabrec.data.loaders import _items_from_frame
+    from crabrec.data.objects import arrow, is_table
     from crabrec.data.table import read_item_table
     from crabrec.embed import item_text, text_fields
 
-    root, path = Path(run_dir), Path(source)
+    root, path = Path(run_dir), Path("new_items" if is_table(source) else source)  # a table object: named as given
     cfg = load_saved(root)
     files = RunFiles(root)
     catalogue = files.load_items()
     usable(files, cfg, str(path))
-    table = read_item_table(path)
+    table = arrow(source, "new_items").to_pandas() if is_table(source) else read_item_table(path)
     found = _items_from_frame(table, id_column(path, [str(c) for c in table.columns], cfg.data), path)
     known = set(map(str, catalogue["item_ids"]))
     ids = [i for i in found if i not in known]

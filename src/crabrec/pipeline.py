@@ -436,7 +436,7 @@ def locks_taken() -> int:
 # of these alone; the config is written once a stage has finished)
 RUN_ENTRIES = frozenset(
     {"data", "embeddings.npy", "embeddings.items.json", "sid", "crab", "models", "stages", "frontier",
-     "analysis", "seeds", "report.md", "report.html", "report_data.json", "report_files", "new-items"}
+     "analysis", "seeds", "report.md", "report.html", "report_data.json", "report_files", "new-items", "input"}
 )  # fmt: skip
 
 

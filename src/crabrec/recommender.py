@@ -31,6 +31,7 @@ from crabrec.histories import Answers, is_user_index
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
     from crabrec.new_items import NewItems
 
@@ -386,14 +387,15 @@ def load(
     method: str = "mor",
     *,
     beam: int | None = None,
-    new_items: str | Path | NewItems | None = None,
+    new_items: str | Path | NewItems | pd.DataFrame | pa.Table | None = None,
     new_share: float | None = None,
     unavailable: str | Path | Sequence[ItemId] | None = None,
 ) -> Recommender:
     """The trained ``method`` of the run at ``run_dir`` (a folder ``crabrec run`` wrote).
 
     ``beam``: the beam width (the longest list) of a generative method; default the run's ``evaluate.beam``.
-    ``new_items``: an item table of items to add to the catalogue (:mod:`crabrec.new_items`), or the items
+    ``new_items``: an item table of items to add to the catalogue (:mod:`crabrec.new_items`: a file, a pandas
+    DataFrame or a pyarrow Table), or the items
     :func:`crabrec.new_items.read` made of one (to encode them once for several methods); ``new_share`` (None:
     ``NEW_SHARE``): the most of every top-k they take after the generated SIDs they share tokens with.
     ``unavailable``: items never to recommend (:meth:`Recommender.set_unavailable`): a list of item ids, or a file of
@@ -440,8 +442,13 @@ def load(
                 f"method {method!r} ranks only the items it was trained on (by their ids), so it cannot take new "
                 "items; a method that ranks semantic IDs can (mor, tiger, crab, ppd, rr ...)"
             )
-        if not isinstance(new_items, str | os.PathLike | NewItems):
-            raise CrabError(f"new_items: expected the path of an item table, got {type(new_items).__name__}")
+        from crabrec.data.objects import is_table
+
+        if not (isinstance(new_items, str | os.PathLike | NewItems) or is_table(new_items)):
+            raise CrabError(
+                "new_items: expected the path of an item table, a pandas DataFrame or a pyarrow Table, got "
+                f"{type(new_items).__name__}"
+            )
         new_share = NEW_SHARE if new_share is None else new_share
         if isinstance(new_share, bool) or not isinstance(new_share, int | float) or not 0 <= new_share <= 1:
             raise CrabError(f"new_share={clip(repr(new_share), 40)}: expected a share from 0 to 1")

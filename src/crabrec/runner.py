@@ -52,6 +52,54 @@ class RunOptions:
 
     def resolve(self, **sections: dict[str, Any] | None) -> RunConfig:
         """The run's config; ``sections`` are a command's own options (e.g. ``tokenize={"levels": 4}``)."""
+        overrides, typed, origin = self._overrides(sections)
+        if self.run_dir is None:
+            cfg = self._new(overrides, origin)
+            described = self.config or self.preset or self.data or self.data_format or self.items
+            if self.name is None or described or not (cfg.run_dir / "config.yaml").is_file():
+                refuse_other_data(cfg, "--data" if self.data else "this config's data")
+                return cfg
+            # --name of an existing run and nothing else that describes one: that run's saved config, as with RUN_DIR
+            return RunOptions(str(cfg.run_dir), sets=self.sets, seed=self.seed, values=self.values).resolve(**sections)
+        given = (
+            ("--data", self.data),
+            ("--items", self.items),
+            ("--format", self.data_format),
+            ("--name", self.name),
+            ("--config", self.config),
+        )
+        extra = [flag for flag, value in given if value]
+        if extra:
+            raise CrabError(
+                f"{self.run_dir}: a run directory fixes its config; drop {', '.join(extra)} (--set applies)"
+            )
+        path = Path(self.run_dir)
+        if not (path / "config.yaml").is_file():
+            raise CrabError(f"{self.run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
+        cfg = load_saved(path, overrides, self.preset, origin)
+        if "path" in (typed.get("data") or {}):
+            refuse_other_data(cfg, "--set data.path")
+        return cfg
+
+    def preview(self) -> RunConfig:
+        """The config of the new run these options describe (no ``run_dir``), its folder not looked at: where the run
+        would be written, before anything is checked against what that folder holds."""
+        return self._new(*self._overrides({})[::2])
+
+    def _new(self, overrides: dict[str, Any], origin: dict[str, str]) -> RunConfig:
+        """A new run's config: the configs and presets under ``overrides``; a data file's run named after it."""
+        if self.name is not None:
+            overrides["name"] = self.name
+        cfg = load_config(self.config, overrides, self.preset, origin)
+        if self.data and "name" not in overrides and cfg.name in PRESET_NAMES:  # own data: its own run folder
+            from crabrec.data.table import dataset_name
+
+            cfg = cfg.model_copy(update={"name": f"{dataset_name(Path(self.data).resolve())}-{cfg.preset}"})
+        return cfg
+
+    def _overrides(self, sections: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+        """``(overrides, typed, origin)``: every value given, the ``--set`` and Python ones among them, and the option
+        each dotted key came from (for an error about it)."""
         named: dict[str, Any] = {k: v for k, v in sections.items() if v}
         if self.data is not None:
             named.setdefault("data", {})["path"] = self.data
@@ -81,39 +129,7 @@ class RunOptions:
         # the keys as typed: a value that is itself a mapping ({event: [buy]}) is one setting, named by its key
         origin.update(dict.fromkeys((item.partition("=")[0].strip() for item in self.sets or []), "--set"))
         origin.update(dict.fromkeys((_dotted(key) for key in self.values or {}), "overrides"))
-        if self.run_dir is None:
-            if self.name is not None:
-                overrides["name"] = self.name
-            cfg = load_config(self.config, overrides, self.preset, origin)
-            if self.data and "name" not in overrides and cfg.name in PRESET_NAMES:  # own data: its own run folder
-                from crabrec.data.table import dataset_name
-
-                cfg = cfg.model_copy(update={"name": f"{dataset_name(Path(self.data).resolve())}-{cfg.preset}"})
-            described = self.config or self.preset or self.data or self.data_format or self.items
-            if self.name is None or described or not (cfg.run_dir / "config.yaml").is_file():
-                refuse_other_data(cfg, "--data" if self.data else "this config's data")
-                return cfg
-            # --name of an existing run and nothing else that describes one: that run's saved config, as with RUN_DIR
-            return RunOptions(str(cfg.run_dir), sets=self.sets, seed=self.seed, values=self.values).resolve(**sections)
-        given = (
-            ("--data", self.data),
-            ("--items", self.items),
-            ("--format", self.data_format),
-            ("--name", self.name),
-            ("--config", self.config),
-        )
-        extra = [flag for flag, value in given if value]
-        if extra:
-            raise CrabError(
-                f"{self.run_dir}: a run directory fixes its config; drop {', '.join(extra)} (--set applies)"
-            )
-        path = Path(self.run_dir)
-        if not (path / "config.yaml").is_file():
-            raise CrabError(f"{self.run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
-        cfg = load_saved(path, overrides, self.preset, origin)
-        if "path" in (typed.get("data") or {}):
-            refuse_other_data(cfg, "--set data.path")
-        return cfg
+        return overrides, typed, origin
 
 
 def refuse_other_data(cfg: RunConfig, given: str) -> None:
@@ -123,6 +139,7 @@ def refuse_other_data(cfg: RunConfig, given: str) -> None:
     import os
 
     from crabrec.config_paths import readable, same_path, saved_base, saved_values
+    from crabrec.frames import given_to
 
     folder = cfg.run_dir
     if not any((folder / "stages").glob("*.json")):
@@ -135,6 +152,8 @@ def refuse_other_data(cfg: RunConfig, given: str) -> None:
         old = readable(old, saved_base(folder, saved))
     new = cfg.data.path
     if old == new or (old and new and same_path(old, new)):  # a copy elsewhere is another dataset that may change
+        return
+    if old and new and given_to(folder, old, new):  # crabrec.run(data=DataFrame, name=...) again: its data changed
         return
 
     def named(path: str | None) -> str:
