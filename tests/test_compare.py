@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from crabrec.compare import compare
+from crabrec.comparison import compare
 from crabrec.metrics import HEADLINE
 from tests.conftest import cli
 from tests.test_reliability_round2 import one_line_error
@@ -54,3 +54,36 @@ def test_bad_requests_are_one_line_errors(tiny_run, tmp_path, capsys):
     shutil.copytree(tiny_run, run)
     (run / "models" / "rr" / "rankings.parquet").unlink()
     one_line_error(capsys, ["compare", str(run), "--method", "rr"], "rankings.parquet: missing")
+
+
+def test_the_python_api_gives_the_same_comparison_as_a_table(tiny_run):
+    """``crabrec.compare``: the command's numbers, one row per metric, the two methods' values under their names."""
+    import crabrec
+
+    table = crabrec.compare(tiny_run, "rr", samples=50)
+    got = compare(tiny_run, "rr", "mor", 50)
+    assert list(table.index) == list(HEADLINE)
+    for k in HEADLINE:
+        row = table.loc[k]
+        assert (row["mor"], row["rr"], row["delta"]) == (got[k]["base"], got[k]["value"], got[k]["delta"])
+        low, high = got[k]["ci"]
+        assert (row["low"], row["high"], bool(row["excludes_0"])) == (low, high, not low <= 0 <= high)
+    assert table.attrs["bootstrap"]["samples"] == 50 and table.attrs["labels"]["method"] == "RR"
+
+
+@pytest.mark.parametrize(
+    "kwargs, expect",
+    [
+        ({"method": "zzz"}, "method 'zzz': expected one of"),
+        ({"method": "rr", "against": "rr"}, "method and against are both 'rr'; name two methods"),
+        ({"method": "rr", "samples": 0}, "samples=0: expected a number of resamples ≥ 1"),
+        ({"method": "rr", "run_dir": ["runs"]}, "run_dir: expected a path to a run folder, got list"),
+    ],
+)
+def test_the_python_api_says_what_is_wrong_in_its_own_terms(tiny_run, kwargs, expect):
+    import crabrec
+    from crabrec.errors import CrabError
+
+    with pytest.raises(CrabError) as err:
+        crabrec.compare(**{"run_dir": tiny_run, **kwargs})
+    assert expect in str(err.value)

@@ -36,7 +36,7 @@ FLOORS = {
         "__main__",
         "docgen",
         "runlist",
-        "compare",
+        "comparison",
         "runner",
         "frames",
     ),

@@ -528,7 +528,7 @@ def compare_methods(
     """
     import json
 
-    from crabrec.compare import compare, render
+    from crabrec.comparison import compare, render
 
     result = compare(run_dir, method, against, samples)
     typer.echo(json.dumps(result) if as_json else render(result))
