@@ -120,15 +120,16 @@ def run(
         seed=seed,
         values=dict(overrides) if overrides is not None else None,
     )
-    cfg = frames.resolve(options, tables) if tables else options.resolve()
+    stored = frames.resolve(options, tables) if tables else None
+    cfg = stored.config if stored else options.resolve()
     try:
         with library_bars_off(only_off_terminal=True):  # the libraries' bars follow ours, as in the command
             run_all(cfg, names(force), names(until), seeds, frontier, jobs)
     except CrabError as exc:
-        raise frames.as_given(exc, cfg, tables) if tables else exc from None
+        raise frames.as_given(exc, cfg, tables) if stored else exc from None
     finally:
-        if tables:  # the tables the run reads now, and no others
-            frames.tidy(cfg.run_dir)
+        if stored:  # the tables the run reads, and no others
+            frames.tidy(stored)
     return Path(cfg.run_dir)
 
 

@@ -29,7 +29,17 @@ if TYPE_CHECKING:
 FOLDER = "input"  # a run folder's entry that holds the tables given as objects
 
 
-def resolve(options: RunOptions, tables: dict[str, Any]) -> RunConfig:
+@dataclasses.dataclass(frozen=True)
+class Stored:
+    """Where :func:`resolve` put a call's tables: the run's config, the tables' folder, and whether this call made
+    it (an earlier call's holds the same tables)."""
+
+    config: RunConfig
+    folder: Path
+    made: bool
+
+
+def resolve(options: RunOptions, tables: dict[str, Any]) -> Stored:
     """The run config of ``options`` with the table objects ``tables`` as its ``data``/``items`` (by argument name),
     written to the run folder's :data:`FOLDER` once the config is settled (a refused run writes nothing)."""
     from crabrec.io import atomic_path
@@ -51,12 +61,13 @@ def resolve(options: RunOptions, tables: dict[str, Any]) -> RunConfig:
     paths = {key: str(folder / files[key]) for key in stored}
     cfg = dataclasses.replace(options, name=name, **paths).resolve()
     with run_lock(cfg.run_dir):  # not into someone else's folder, nor while another process runs there
+        made = not folder.is_dir()
         for key, data in stored.items():
             path = Path(paths[key])
             if not (path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data):
                 with atomic_path(path) as tmp:
                     tmp.write_bytes(data)
-    return cfg
+    return Stored(cfg, folder, made)
 
 
 def as_given(exc: CrabError, cfg: RunConfig, tables: dict[str, Any]) -> CrabError:
@@ -78,26 +89,27 @@ def given_to(run_dir: Path, old: str, new: str) -> bool:
     return all(Path(p).resolve().is_relative_to(inside) for p in (old, new))
 
 
-def tidy(run_dir: Path) -> None:
-    """After a run on tables given as objects: the run's :data:`FOLDER` keeps the tables its saved config reads and
-    no other (the config is saved once a stage finishes: a call that finished none leaves the run as it was, with
-    the tables before; one that did leaves only its own), and a run folder that holds nothing else goes."""
+def tidy(stored: Stored) -> None:
+    """After a run on tables given as objects: once the run's saved config reads them (it is saved when a stage
+    finishes), the tables given before them go; while it does not, tables this call stored go again (and the run
+    folder, when that leaves it empty), so a call that finished no stage leaves the run as it was."""
     import shutil
 
     from crabrec.config_paths import readable, same_path, saved_base, saved_values
     from crabrec.pipeline import run_lock
 
-    folder = Path(run_dir) / FOLDER
-    if not folder.is_dir():
-        return
+    run_dir = stored.config.run_dir
     with contextlib.suppress(CrabError), run_lock(run_dir):  # (a process that took the run since keeps it as it is)
-        saved = saved_values(Path(run_dir) / "config.yaml") or {}
+        saved = saved_values(run_dir / "config.yaml") or {}
         data = saved.get("data") if isinstance(saved.get("data"), dict) else {}
-        read = [readable(v, saved_base(Path(run_dir), saved)) for v in (data.get("path"), data.get("item_table"))
+        read = [readable(v, saved_base(run_dir, saved)) for v in (data.get("path"), data.get("item_table"))
                 if isinstance(v, str) and v]  # fmt: skip
-        for entry in folder.iterdir():
-            if not any(same_path(str(entry), str(Path(p).parent)) for p in read):
-                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-        for empty in (folder, Path(run_dir)):
-            if not any(empty.iterdir()):
+        if any(same_path(str(stored.folder), str(Path(p).parent)) for p in read):
+            gone = [entry for entry in stored.folder.parent.iterdir() if entry != stored.folder]
+        else:
+            gone = [stored.folder] if stored.made and stored.folder.is_dir() else []
+        for entry in gone:
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        for empty in (stored.folder.parent, run_dir):
+            if empty.is_dir() and not any(empty.iterdir()):
                 empty.rmdir()
