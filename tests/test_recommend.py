@@ -224,6 +224,25 @@ def test_numpy_histories_are_read_as_lists(tiny_run):
         crabrec.load(None)
 
 
+def test_pandas_columns_are_read_as_lists(tiny_run):
+    """What a notebook holds: a Series of histories (``groupby(...).agg(list)``), a Series or Index of ids; each is
+    the list it holds (a user id Index, per-history excludes, unavailable items and a frame's rows too)."""
+    import pandas as pd
+
+    rec = crabrec.load(tiny_run, "mor")
+    ids, users = rec.item_ids[:4], rec.known_users().ids[:2]
+    lists = [ids[:2], ids[2:]]
+    histories = pd.Series(lists, index=["u1", "u2"])
+    assert rec.recommend(pd.Series(ids[:2]), k=5) == rec.recommend(ids[:2], k=5)
+    assert rec.recommend_batch(histories, k=5, excludes=pd.Series([ids[:1], ids[3:]])) == rec.recommend_batch(
+        lists, k=5, excludes=[ids[:1], ids[3:]]
+    )
+    assert rec.recommend_batch(user_ids=pd.Index(users), k=5) == rec.recommend_batch(user_ids=list(users), k=5)
+    assert rec.recommend_frame(histories, k=5).equals(rec.recommend_frame(lists, k=5))
+    rec.set_unavailable(pd.Index(ids[:1]))
+    assert ids[0] not in [r.item for r in rec.recommend(ids[1:3], k=20)]
+
+
 def test_untrained_method_is_one_line(tiny_run, tmp_path):
     import shutil
 

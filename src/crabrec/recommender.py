@@ -373,8 +373,11 @@ def item_ids(given: Any, where: str) -> list[str]:
 
 
 def _listed(value: Any) -> Any:
-    """A numpy array of ids (or of id lists) as the list it holds; anything else as it is."""
-    return value.tolist() if isinstance(value, np.ndarray) and value.ndim >= 1 else value
+    """An array of ids (or of id lists) as the list it holds: a numpy array, a pandas Series or Index (a column, a
+    ``groupby(...).agg(list)``), a torch tensor; anything else as it is."""
+    if getattr(value, "ndim", 0) >= 1 and callable(getattr(value, "tolist", None)):
+        return value.tolist()
+    return value
 
 
 def _utf8(text: str) -> str:
