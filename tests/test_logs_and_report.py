@@ -195,10 +195,10 @@ def test_log_lines_pass_no_control_characters_to_the_terminal(where):
     a message's own line breaks stay."""
     import logging
 
-    from crabrec.cli import _Formatter
     from crabrec.parallel import _Tagged
+    from crabrec.progress import CommandFormatter
 
-    formatter = _Formatter() if where == "main" else _Tagged("data")
+    formatter = CommandFormatter() if where == "main" else _Tagged("data")
     for level in (logging.INFO, logging.WARNING):
         record = logging.LogRecord("crabrec", level, __file__, 1, "column %s\nnext", ("a\x1b[2J\x9b\u202e",), None)
         text = formatter.format(record)

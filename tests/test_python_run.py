@@ -77,3 +77,42 @@ def test_off_a_terminal_the_libraries_bars_stay_off_as_ours_do(small_office, tmp
     assert res.returncode == 0, res.stderr[-2000:]
     assert "\r" not in res.stderr and "Writing model shards" not in res.stderr, res.stderr[-2000:]
     assert res.stdout.split() == ["True"]
+
+
+@pytest.mark.parametrize(
+    "setup, shown",
+    [
+        ("", "lines"),  # a program that set up no logging: the command's lines on stderr
+        ("quiet", "nothing"),  # quiet=True: warnings only
+        ("logging.basicConfig(level=logging.WARNING)", "nothing"),  # the program's own setup is kept
+        ("logging.basicConfig(level=logging.INFO, format='%(name)s|%(message)s')", "its own"),
+    ],
+)
+def test_a_program_without_logging_sees_the_commands_lines(setup, shown, small_office, tmp_path):
+    """From Python, the stage lines reach stderr as the command prints them unless the program has set up logging
+    (then its setup decides) or asks for ``quiet``; the crabrec logger is as it was after the call."""
+    import os
+    import subprocess
+    import sys
+
+    quiet = setup == "quiet"
+    script = (
+        "import json, logging, sys; import crabrec; "
+        + ("" if quiet or not setup else setup + "; ")
+        + "log = logging.getLogger('crabrec'); before = (log.level, list(log.handlers)); "
+        + f"crabrec.run(data=sys.argv[1], overrides=json.loads(sys.argv[2]), until='data', quiet={quiet}); "
+        + "print(before == (log.level, list(log.handlers)))"
+    )
+    overrides = json.dumps({**tiny_overrides(), "runs_dir": str(tmp_path)})
+    env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
+    res = subprocess.run([sys.executable, "-c", script, str(small_office), overrides], capture_output=True, text=True,
+                         env=env, timeout=300)  # fmt: skip
+    assert res.returncode == 0 and res.stdout.split() == ["True"], res.stderr[-2000:]
+    lines = res.stderr.splitlines()
+    if shown == "lines":
+        assert any(line.startswith("[data] done in ") for line in lines), res.stderr
+        assert lines[0].startswith("run ") and not any("INFO" in line for line in lines)
+    elif shown == "its own":
+        assert any(line.startswith("crabrec|[data] done in ") for line in lines), res.stderr
+    else:
+        assert "[data]" not in res.stderr, res.stderr

@@ -67,6 +67,7 @@ def run(
     seeds: int = 1,
     frontier: bool = False,
     jobs: int = 1,
+    quiet: bool = False,
 ) -> Path:
     """Run an experiment as ``crabrec run`` does, and return its run folder (read it with :func:`results` and
     :func:`load`). Every argument is the command's option of the same name; ``overrides`` are its ``--set``, as
@@ -82,10 +83,11 @@ def run(
     which import the calling script again, so a script that asks for them calls ``run`` under ``if __name__ ==
     "__main__":`` (a notebook need not).
 
-    What the command prints goes to the ``crabrec`` logger (``logging.basicConfig()`` and
-    ``logging.getLogger("crabrec").setLevel(logging.INFO)`` show it): a line per stage and epoch, and where stderr
-    is no terminal (a notebook), a line a minute inside a long loop instead of a progress bar (the libraries' bars,
-    such as transformers' when it saves a model, are off for the call then). A bad setting or
+    What the command prints goes to the ``crabrec`` logger: a line per stage and epoch, and where stderr is no
+    terminal (a notebook), a line a minute inside a long loop instead of a progress bar (the libraries' bars, such
+    as transformers' when it saves a model, are off for the call then). A program that has set up no logging sees
+    these lines on stderr, as the command prints them; one that has (``logging.basicConfig(...)``) gets them through
+    its own setup. ``quiet``: warnings only and no bars, as the command's ``--quiet``. A bad setting or
     input raises :class:`crabrec.errors.CrabError` with the command's one-line message; Ctrl-C stops the run with
     the same cleanup, the finished stages kept.
 
@@ -97,7 +99,7 @@ def run(
     from crabrec import frames
     from crabrec.data.objects import checked, is_table
     from crabrec.errors import CrabError
-    from crabrec.progress import library_bars_off
+    from crabrec.progress import library_bars_off, shown_as_the_command_shows
     from crabrec.runner import RunOptions, run_all
 
     def names(value: str | Sequence[str] | None) -> list[str] | None:
@@ -123,7 +125,7 @@ def run(
     stored = frames.resolve(options, tables) if tables else None
     cfg = stored.config if stored else options.resolve()
     try:
-        with library_bars_off(only_off_terminal=True):  # the libraries' bars follow ours, as in the command
+        with shown_as_the_command_shows(quiet), library_bars_off(only_off_terminal=True):  # theirs follow ours
             run_all(cfg, names(force), names(until), seeds, frontier, jobs)
     except CrabError as exc:
         raise frames.as_given(exc, cfg, tables) if stored else exc from None

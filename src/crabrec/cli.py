@@ -155,10 +155,10 @@ def _summary(callback: object) -> str | None:
 
 
 def _setup_logging() -> None:
-    from crabrec.progress import NORMAL, set_verbosity
+    from crabrec.progress import NORMAL, CommandFormatter, set_verbosity
 
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_Formatter())
+    handler.setFormatter(CommandFormatter())
     log.handlers[:] = [handler]
     log.propagate = False
     set_verbosity(NORMAL)
@@ -187,14 +187,6 @@ def _verbosity(
     if quiet and verbose:
         raise CrabError("--quiet and --verbose: give one of them")
     set_verbosity(QUIET if quiet else VERBOSE if verbose else NORMAL)
-
-
-class _Formatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        msg = printable(record.getMessage(), keep="\n")
-        if record.levelno >= logging.WARNING:
-            return f"crabrec: {record.levelname.lower()}: {msg}"
-        return msg
 
 
 @app.command()

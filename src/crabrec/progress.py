@@ -39,6 +39,45 @@ def set_verbosity(level: int) -> None:
         _silence_third_party_bars()
 
 
+class CommandFormatter(logging.Formatter):
+    """A log line as the command prints it: the message alone, a warning or error as ``crabrec: warning: ...``, and
+    no control character a data file's text could hold (:func:`~crabrec.errors.printable`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from crabrec.errors import printable
+
+        msg = printable(record.getMessage(), keep="\n")
+        if record.levelno >= logging.WARNING:
+            return f"crabrec: {record.levelname.lower()}: {msg}"
+        return msg
+
+
+@contextmanager
+def shown_as_the_command_shows(quiet: bool = False) -> Iterator[None]:
+    """For a call from Python (:func:`crabrec.run`): where the program has set up no logging (no handler on the
+    ``crabrec`` logger or the root logger), the stage and epoch lines go to stderr as the command prints them; a
+    program that has set up logging keeps its setup. ``quiet``: warnings only, and no bars (the command's
+    ``--quiet``). The logger and the bars are as they were afterwards."""
+    global _level
+    log = logging.getLogger("crabrec")
+    before = (_level, log.level, list(log.handlers))
+    if not log.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(CommandFormatter())
+        log.addHandler(handler)
+        if log.level == logging.NOTSET:
+            log.setLevel(NORMAL)
+    if quiet:
+        _level = QUIET
+        log.setLevel(max(log.level, QUIET))
+    try:
+        yield
+    finally:
+        _level = before[0]
+        log.setLevel(before[1])
+        log.handlers[:] = before[2]
+
+
 def bars_enabled() -> bool:
     """Whether a progress bar may be drawn at all: a terminal on stderr, no ``TQDM_DISABLE``, no ``--quiet``."""
     from crabrec.config import env_flag
