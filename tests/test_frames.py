@@ -125,6 +125,18 @@ def stored_users(run) -> list:
     return np.load(run / "data" / "users.npz", allow_pickle=False)["ids"].tolist()
 
 
+def test_ids_of_strings_and_numbers_read_as_strings(tables, tmp_path):
+    """A column of strings and integers (ids gathered from two sources) holds strings, as a CSV file of it reads:
+    the same table, and so the same run folder, as the column of strings."""
+    data, items = tables
+    strings = data.astype({"item_id": str})
+    mixed = data.astype({"item_id": object})
+    mixed.loc[mixed.index % 2 == 0, "item_id"] = strings["item_id"]
+    assert {type(v) for v in mixed["item_id"]} == {int, str}
+    run = crabrec.run(data=strings, items=items, overrides=settings(tmp_path), until="data")
+    assert crabrec.run(data=mixed, items=items, overrides=settings(tmp_path), until="data") == run
+
+
 def test_items_alone_as_a_dataframe_join_a_data_file(tables, tmp_path):
     """A DataFrame of items beside a data file: the run is named after the file and stores the items table."""
     data, items = tables
@@ -140,7 +152,7 @@ def test_items_alone_as_a_dataframe_join_a_data_file(tables, tmp_path):
     [
         ({"data": [("u1", "i1")]}, "data: expected a file or folder path, a pandas DataFrame or a pyarrow Table; got"),
         ({"items": {"i1": "a pen"}}, "items: expected a file or folder path, a pandas DataFrame or a pyarrow"),
-        ({"data": pd.DataFrame({"user": ["a", "b"], "item": ["x", 3]})}, "data: column 'item' of the DataFrame cannot"),
+        ({"data": pd.DataFrame({"user": ["a", "b"], "item": ["x", [3]]})}, "data: column 'item' of the"),
         ({"data": pd.DataFrame([["a", "x"]], columns=["user", "user"])}, "the column 'user' twice"),
         ({"data": pd.DataFrame(index=range(3))}, "data: the table has no columns"),
         ({"data": pd.DataFrame(columns=["user", "item"])}, "data: the table has no rows"),

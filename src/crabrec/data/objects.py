@@ -3,6 +3,7 @@ checked, and turned into the pyarrow Table a Parquet file of them would hold."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,8 @@ from crabrec.errors import CrabError, clip, listed, reason
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+log = logging.getLogger("crabrec")
 
 
 def is_table(value: Any) -> bool:
@@ -31,8 +34,9 @@ def checked(value: Any, argument: str) -> Any:
 
 def arrow(value: Any, argument: str) -> pa.Table:
     """The table object ``value`` as a pyarrow Table without pandas' metadata: a DataFrame's named index levels
-    become columns; columns named by numbers, named twice or holding values of several types, and an empty table,
-    are a :class:`CrabError` naming ``argument``."""
+    become columns, and a column of strings and numbers (ids from two sources) holds strings; columns named by
+    numbers or named twice, a column of values pyarrow cannot type, and an empty table are a :class:`CrabError`
+    naming ``argument``."""
     import pyarrow as pa
 
     if isinstance(value, pa.Table):
@@ -49,18 +53,42 @@ def arrow(value: Any, argument: str) -> pa.Table:
         if len(set(names)) < len(names):
             twice = sorted({n for n in names if names.count(n) > 1})
             raise CrabError(f"{argument}: the DataFrame has the column {twice[0]!r} twice; expected one of each")
-        try:
-            table = pa.Table.from_pandas(frame, preserve_index=False)
-        except (pa.ArrowException, TypeError, ValueError) as exc:
-            column = next((n for n in names if _untyped(frame[n])), None)
-            where = f"column {column!r}" if column is not None else "a column"
-            raise CrabError(
-                f"{argument}: {where} of the DataFrame cannot be stored as a table ({clip(reason(exc), 120)}); "
-                "expected one type a column (ids as strings or as integers)"
-            ) from None
+        table = _from_pandas(frame, argument)
     if table.num_columns == 0 or table.num_rows == 0:
         raise CrabError(f"{argument}: the table has no {'columns' if table.num_columns == 0 else 'rows'}")
     return table.replace_schema_metadata(None)
+
+
+def _from_pandas(frame: Any, argument: str, again: bool = False) -> pa.Table:
+    """``frame`` as a pyarrow Table; a column of strings and numbers (ids from two sources) as strings, as a file of
+    them reads, and any other column pyarrow cannot type a :class:`CrabError`."""
+    import pyarrow as pa
+
+    try:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        untyped = [n for n in frame.columns if frame[n].dtype == object and _untyped(frame[n])]
+        mixed = [] if again else [n for n in untyped if _scalars(frame[n])]
+        if mixed:
+            log.info("%s: column(s) %s hold strings and numbers: read as strings", argument, listed(mixed, 80))
+            strings = {n: [None if _missing(v) else str(v) for v in frame[n]] for n in mixed}
+            return _from_pandas(frame.assign(**strings), argument, again=True)
+        where = f"column {untyped[0]!r}" if untyped else "a column"
+        raise CrabError(
+            f"{argument}: {where} of the DataFrame cannot be stored as a table ({clip(reason(exc), 120)}); expected "
+            "one type a column, or strings and numbers"
+        ) from None
+
+
+def _scalars(column: Any) -> bool:
+    """Whether every cell of ``column`` is a string, a number, a boolean or missing (nothing nested)."""
+    import numpy as np
+
+    return all(v is None or isinstance(v, str | int | float | bool | np.generic) for v in column)
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
 
 
 def _untyped(column: Any) -> bool:
