@@ -84,7 +84,8 @@ class RunOptions:
     def preview(self) -> RunConfig:
         """The config of the new run these options describe (no ``run_dir``), its folder not looked at: where the run
         would be written, before anything is checked against what that folder holds."""
-        return self._new(*self._overrides({})[::2])
+        overrides, _, origin = self._overrides({})
+        return self._new(overrides, origin)
 
     def _new(self, overrides: dict[str, Any], origin: dict[str, str]) -> RunConfig:
         """A new run's config: the configs and presets under ``overrides``; a data file's run named after it."""
