@@ -137,6 +137,33 @@ def test_ids_of_strings_and_numbers_read_as_strings(tables, tmp_path):
     assert crabrec.run(data=mixed, items=items, overrides=settings(tmp_path), until="data") == run
 
 
+class Arrowish:
+    """A table of another library, as crabrec sees one: an object whose ``to_arrow()`` gives its pyarrow Table."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def to_arrow(self):
+        return self.table
+
+
+def test_a_table_with_to_arrow_is_its_pyarrow_table(tables, tmp_path):
+    """A table that gives a pyarrow Table with ``to_arrow()`` (a polars DataFrame) is that table: the same run."""
+    data, items = tables
+    run = crabrec.run(data=data, items=items, overrides=settings(tmp_path), until="data")
+    assert crabrec.run(data=Arrowish(pa.Table.from_pandas(data)), items=Arrowish(pa.Table.from_pandas(items)),
+                       overrides=settings(tmp_path), until="data") == run  # fmt: skip
+
+
+def test_a_polars_dataframe_is_the_same_table(tables, tmp_path):
+    """polars (not a dependency; where it is installed): its DataFrame, long strings and all, is the same run."""
+    pl = pytest.importorskip("polars")
+    data, items = tables
+    run = crabrec.run(data=data, items=items, overrides=settings(tmp_path), until="data")
+    assert crabrec.run(data=pl.from_pandas(data), items=pl.from_pandas(items), overrides=settings(tmp_path),
+                       until="data") == run  # fmt: skip
+
+
 def test_items_alone_as_a_dataframe_join_a_data_file(tables, tmp_path):
     """A DataFrame of items beside a data file: the run is named after the file and stores the items table."""
     data, items = tables
@@ -150,8 +177,10 @@ def test_items_alone_as_a_dataframe_join_a_data_file(tables, tmp_path):
 @pytest.mark.parametrize(
     "given, expect",
     [
-        ({"data": [("u1", "i1")]}, "data: expected a file or folder path, a pandas DataFrame or a pyarrow Table; got"),
-        ({"items": {"i1": "a pen"}}, "items: expected a file or folder path, a pandas DataFrame or a pyarrow"),
+        ({"data": [("u1", "i1")]}, "data: expected a file or folder path, a pandas DataFrame, a pyarrow Table or a"),
+        ({"items": {"i1": "a pen"}}, "items: expected a file or folder path, a pandas DataFrame, a pyarrow Table"),
+        ({"data": pd.Series(["a"])}, "(polars); got pandas."),
+        ({"data": Arrowish(["a"])}, "data: tests.test_frames.Arrowish.to_arrow() gave list, not a pyarrow Table"),
         ({"data": pd.DataFrame({"user": ["a", "b"], "item": ["x", [3]]})}, "data: column 'item' of the"),
         ({"data": pd.DataFrame([["a", "x"]], columns=["user", "user"])}, "the column 'user' twice"),
         ({"data": pd.DataFrame(index=range(3))}, "data: the table has no columns"),

@@ -108,7 +108,7 @@ def test_a_dataframe_of_new_items_is_the_same_table_in_a_file(tiny_run, new_file
     assert crabrec.load(tiny_run, new_items=frame).recommend(history) == crabrec.load(
         tiny_run, new_items=new_file
     ).recommend(history)
-    with pytest.raises(CrabError, match="new_items: expected the path of an item table, a pandas DataFrame"):
+    with pytest.raises(CrabError, match="new_items: expected the path of an item table, a pandas DataFrame, a"):
         crabrec.load(tiny_run, new_items=frame.to_dict())
 
 

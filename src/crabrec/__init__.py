@@ -30,15 +30,15 @@ def load(
 
     ``beam``: the beam width, which is the longest list a generative method returns (default: the run's
     ``evaluate.beam``). ``new_items``: an item table (CSV, TSV, JSON lines or Parquet: an id column and the text
-    columns; or the table itself, a pandas DataFrame or a pyarrow Table) of items that arrived after training: those
-    the catalogue lacks get semantic IDs from the run's quantizer and are ranked like the others, without retraining
-    (methods over semantic IDs only; see docs/guides/serve.md). ``new_share``: the most of every top-k they take
-    after the generated SIDs they share tokens with (round(new_share·k); default 0.1; 0: only where the model
-    generates them itself, which it rarely does). ``unavailable``: items never to recommend (discontinued, out of
-    stock): a list of item ids, or a file of them (a ``.txt`` of one id a line, or an item table); they stay readable
-    in histories, and ``rec.set_unavailable(ids)`` replaces the set later. A request's own ``exclude=`` adds to it.
-    Raises :class:`crabrec.errors.CrabError` with a one-line reason when the folder is not a
-    finished run or the method was not trained in it.
+    columns; or the table itself: a pandas DataFrame, a pyarrow Table, a polars one) of items that arrived after
+    training: those the catalogue lacks get semantic IDs from the run's quantizer and are ranked like the others,
+    without retraining (methods over semantic IDs only; see docs/guides/serve.md). ``new_share``: the most of every
+    top-k they take after the generated SIDs they share tokens with (round(new_share·k); default 0.1; 0: only where
+    the model generates them itself, which it rarely does). ``unavailable``: items never to recommend
+    (discontinued, out of stock): a list of item ids, or a file of them (a ``.txt`` of one id a line, or an item
+    table); they stay readable in histories, and ``rec.set_unavailable(ids)`` replaces the set later. A request's
+    own ``exclude=`` adds to it. Raises :class:`crabrec.errors.CrabError` with a one-line reason when the folder is
+    not a finished run or the method was not trained in it.
 
     Example::
 
@@ -74,10 +74,10 @@ def run(
     values by dotted key (``{"train.epochs": 3, "data.kcore": 0}``). ``run_dir``: an existing run, whose saved
     config is used (``overrides`` and ``seed`` still apply). Finished stages are skipped, as with the command.
 
-    ``data`` and ``items`` also take the tables themselves (a pandas DataFrame or a pyarrow Table, with a file's
-    columns): stored in the run folder as Parquet (``input/``) and read as that file would be. Without ``name``, the
-    run folder is named after their content (``frame-1f3a9c0b-quick``); with it, a changed table recomputes what
-    depends on it, as an edited data file does.
+    ``data`` and ``items`` also take the tables themselves (a pandas DataFrame, a pyarrow Table or a table with
+    ``to_arrow()`` such as a polars DataFrame, with a file's columns): stored in the run folder as Parquet
+    (``input/``) and read as that file would be. Without ``name``, the run folder is named after their content
+    (``frame-1f3a9c0b-quick``); with it, a changed table recomputes what depends on it, as an edited data file does.
 
     ``jobs`` is 1 here (the command's default is 0, automatic): more train models in spawned worker processes,
     which import the calling script again, so a script that asks for them calls ``run`` under ``if __name__ ==

@@ -445,12 +445,12 @@ def load(
                 f"method {method!r} ranks only the items it was trained on (by their ids), so it cannot take new "
                 "items; a method that ranks semantic IDs can (mor, tiger, crab, ppd, rr ...)"
             )
-        from crabrec.data.objects import is_table
+        from crabrec.data.objects import is_table, type_name
 
         if not (isinstance(new_items, str | os.PathLike | NewItems) or is_table(new_items)):
             raise CrabError(
-                "new_items: expected the path of an item table, a pandas DataFrame or a pyarrow Table, got "
-                f"{type(new_items).__name__}"
+                "new_items: expected the path of an item table, a pandas DataFrame, a pyarrow Table or a table with "
+                f"to_arrow() (polars), got {type_name(new_items)}"
             )
         new_share = NEW_SHARE if new_share is None else new_share
         if isinstance(new_share, bool) or not isinstance(new_share, int | float) or not 0 <= new_share <= 1:

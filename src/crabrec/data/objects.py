@@ -3,6 +3,7 @@ checked, and turned into the pyarrow Table a Parquet file of them would hold."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -17,10 +18,14 @@ log = logging.getLogger("crabrec")
 
 
 def is_table(value: Any) -> bool:
-    """Whether ``value`` is a table object (a pandas DataFrame or a pyarrow Table); the libraries are not imported
-    to tell."""
+    """Whether ``value`` is a table object: a pandas DataFrame, a pyarrow Table, or a table that gives one with
+    ``to_arrow()`` (a polars DataFrame); the libraries are not imported to tell."""
     pd, pa = sys.modules.get("pandas"), sys.modules.get("pyarrow")
-    return (pd is not None and isinstance(value, pd.DataFrame)) or (pa is not None and isinstance(value, pa.Table))
+    return (
+        (pd is not None and isinstance(value, pd.DataFrame))
+        or (pa is not None and isinstance(value, pa.Table))
+        or (not isinstance(value, type) and callable(getattr(value, "to_arrow", None)))
+    )
 
 
 def checked(value: Any, argument: str) -> Any:
@@ -28,19 +33,30 @@ def checked(value: Any, argument: str) -> Any:
     if value is None or isinstance(value, str | os.PathLike) or is_table(value):
         return value
     raise CrabError(
-        f"{argument}: expected a file or folder path, a pandas DataFrame or a pyarrow Table; got {type(value).__name__}"
+        f"{argument}: expected a file or folder path, a pandas DataFrame, a pyarrow Table or a table with to_arrow() "
+        f"(polars); got {type_name(value)}"
     )
 
 
+def type_name(value: Any) -> str:
+    """``value``'s type as a message names it: ``list``, ``polars.dataframe.frame.DataFrame``."""
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
 def arrow(value: Any, argument: str) -> pa.Table:
-    """The table object ``value`` as a pyarrow Table without pandas' metadata: a DataFrame's named index levels
-    become columns, and a column of strings and numbers (ids from two sources) holds strings; columns named by
-    numbers or named twice, a column of values pyarrow cannot type, and an empty table are a :class:`CrabError`
-    naming ``argument``."""
+    """The table object ``value`` as a pyarrow Table without pandas' metadata, its long strings as plain ones
+    (pandas 3 and polars give the same file as pandas 2): a DataFrame's named index levels become columns, and a
+    column of strings and numbers (ids from two sources) holds strings; columns named by numbers or named twice, a
+    column of values pyarrow cannot type, and an empty table are a :class:`CrabError` naming ``argument``."""
     import pyarrow as pa
 
     if isinstance(value, pa.Table):
         table = value
+    elif not _is_pandas(value):  # a table that gives its pyarrow Table (polars)
+        table = value.to_arrow()
+        if not isinstance(table, pa.Table):
+            raise CrabError(f"{argument}: {type_name(value)}.to_arrow() gave {type_name(table)}, not a pyarrow Table")
     else:
         frame = value.reset_index() if any(n is not None for n in value.index.names) else value
         unnamed = [c for c in frame.columns if not isinstance(c, str)]
@@ -56,7 +72,16 @@ def arrow(value: Any, argument: str) -> pa.Table:
         table = _from_pandas(frame, argument)
     if table.num_columns == 0 or table.num_rows == 0:
         raise CrabError(f"{argument}: the table has no {'columns' if table.num_columns == 0 else 'rows'}")
+    small = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}  # as pandas 2 gives them: one file
+    schema = pa.schema([f.with_type(small.get(f.type, f.type)) for f in table.schema])  # for one table's content
+    with contextlib.suppress(pa.ArrowInvalid):  # (a chunk of over 2 GB of text stays long)
+        table = table.cast(schema)
     return table.replace_schema_metadata(None)
+
+
+def _is_pandas(value: Any) -> bool:
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(value, pd.DataFrame)
 
 
 def _from_pandas(frame: Any, argument: str, again: bool = False) -> pa.Table:
