@@ -111,11 +111,12 @@ def test_lora_hides_the_libraries_deprecation_noise_and_nothing_else():
     with warnings.catch_warnings(record=True) as seen:
         warnings.resetwarnings()
         warnings.simplefilter("always")
-        assert model.is_gradient_checkpointing is False  # the property warns when read directly
+        assert model.is_gradient_checkpointing is False  # read directly, it warns (transformers since 5.x; 5.0 not)
+        direct = len(seen)
         add_lora(model, 2, 4)
         warnings.warn("another FutureWarning", FutureWarning, 1)
     messages = [str(w.message) for w in seen]
-    assert sum("is_gradient_checkpointing" in m for m in messages) == 1 and "another FutureWarning" in messages
+    assert sum("is_gradient_checkpointing" in m for m in messages) == direct and "another FutureWarning" in messages
 
 
 def test_a_run_logged_to_a_file_is_one_line_per_epoch_and_stage(office_slice, tmp_path, capsys, normal):
