@@ -144,6 +144,8 @@ class Arrowish:
         self.table = table
 
     def to_arrow(self):
+        if self.table is None:
+            raise ValueError("no table")
         return self.table
 
 
@@ -181,6 +183,7 @@ def test_items_alone_as_a_dataframe_join_a_data_file(tables, tmp_path):
         ({"items": {"i1": "a pen"}}, "items: expected a file or folder path, a pandas DataFrame, a pyarrow Table"),
         ({"data": pd.Series(["a"])}, "(polars); got pandas."),
         ({"data": Arrowish(["a"])}, "data: tests.test_frames.Arrowish.to_arrow() gave list, not a pyarrow Table"),
+        ({"data": Arrowish(None)}, "data: tests.test_frames.Arrowish.to_arrow() failed (no table)"),
         ({"data": pd.DataFrame({"user": ["a", "b"], "item": ["x", [3]]})}, "data: column 'item' of the"),
         ({"data": pd.DataFrame([["a", "x"]], columns=["user", "user"])}, "the column 'user' twice"),
         ({"data": pd.DataFrame(index=range(3))}, "data: the table has no columns"),

@@ -54,7 +54,10 @@ def arrow(value: Any, argument: str) -> pa.Table:
     if isinstance(value, pa.Table):
         table = value
     elif not _is_pandas(value):  # a table that gives its pyarrow Table (polars)
-        table = value.to_arrow()
+        try:
+            table = value.to_arrow()
+        except Exception as exc:  # whatever the other library raises about its table
+            raise CrabError(f"{argument}: {type_name(value)}.to_arrow() failed ({reason(exc)})") from None
         if not isinstance(table, pa.Table):
             raise CrabError(f"{argument}: {type_name(value)}.to_arrow() gave {type_name(table)}, not a pyarrow Table")
     else:
