@@ -1,4 +1,5 @@
-"""Atomic writes: a file gets the mode a plain ``open`` would give it, and an unwritable path is one clear error."""
+"""Atomic writes: a file gets the mode a plain ``open`` would give it (a folder too, whatever its writers make), and an
+unwritable path is one clear error."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import stat
 import pytest
 
 from crabrec.errors import CrabError
-from crabrec.io import UMASK, write_json, write_text
+from crabrec.io import UMASK, write_folder, write_json, write_text
 
 
 def mode(path) -> int:
@@ -23,6 +24,27 @@ def test_a_new_file_gets_the_umask_mode_and_a_replaced_one_keeps_its_own(tmp_pat
     write_json(new, {"a": 2})
     assert mode(new) == 0o640 and new.read_text() == '{\n  "a": 2\n}\n'
     assert [p.name for p in new.parent.iterdir()] == ["a.json"]  # no temporary file left behind
+
+
+def test_a_written_folder_gets_the_umask_modes_whatever_its_writers_made(tmp_path):
+    """safetensors creates its files 0600: a model folder must still be readable by a teammate or a server running as
+    another user, as every other file of a run is; a replaced folder keeps its own mode."""
+
+    def fill(tmp):
+        (tmp / "sub").mkdir(parents=True)
+        for name, private in [("model.safetensors", 0o600), ("sub/vocab.json", 0o600), ("run.sh", 0o700)]:
+            (tmp / name).write_text("x")
+            os.chmod(tmp / name, private)
+        os.chmod(tmp / "sub", 0o700)
+
+    folder = tmp_path / "model"
+    write_folder(folder, fill)
+    assert mode(folder) == 0o777 & ~UMASK and mode(folder / "sub") == 0o777 & ~UMASK
+    assert mode(folder / "model.safetensors") == mode(folder / "sub" / "vocab.json") == 0o666 & ~UMASK
+    assert mode(folder / "run.sh") == 0o777 & ~UMASK  # an executable stays one
+    os.chmod(folder, 0o750)
+    write_folder(folder, fill)
+    assert mode(folder) == 0o750 and mode(folder / "model.safetensors") == 0o666 & ~UMASK
 
 
 def test_an_unwritable_path_is_one_error_naming_it(tmp_path):

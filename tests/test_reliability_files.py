@@ -209,6 +209,35 @@ def test_a_damaged_checkpoint_is_refused(damage, expect, tmp_path):
         load_checkpoint(tmp_path / "ckpt", model, opt, sched)
 
 
+class Tied(torch.nn.Module):
+    """One weight under six names, as a tied embedding and output layer are (and PEFT's wrappers add more)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(3, 3, bias=False)
+        for name in "bcdef":
+            setattr(self, name, torch.nn.Linear(3, 3, bias=False))
+            getattr(self, name).weight = self.a.weight
+
+
+def test_a_checkpoint_of_tied_weights_is_the_same_bytes_each_time_and_loads_back(tmp_path):
+    """safetensors writes a metadata map of several entries in a random order (save_model names each tied copy in
+    one): the same weights gave a different checkpoint file from one write to the next."""
+    from safetensors.torch import load_model
+
+    from crabrec.train.loop import save_weights
+
+    torch.manual_seed(0)
+    model = Tied()
+    files = [tmp_path / f"w{i}.safetensors" for i in range(3)]
+    for path in files:
+        save_weights(model, path)
+    assert len({path.read_bytes() for path in files}) == 1
+    again = Tied()
+    load_model(again, str(files[0]))
+    assert torch.equal(again.a.weight, model.a.weight) and again.f.weight is again.a.weight
+
+
 # -- 9. an imported SID index ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "text, expect",

@@ -46,6 +46,22 @@ def publish_mode(tmp: Path, path: Path) -> None:
     os.chmod(tmp, mode)
 
 
+def publish_tree(tmp: Path, folder: Path) -> None:
+    """Give the folder ``tmp`` the mode ``folder`` has (or a plain ``mkdir``'s) and everything in it the mode a plain
+    ``open``/``mkdir`` would give it: writers such as safetensors' create their files private (0600), which would
+    keep a model from a teammate, or from a server running as another user. Links are left as they are."""
+    publish_mode(tmp, folder)
+    for root, dirs, files in os.walk(tmp):
+        for name in dirs:
+            if not os.path.islink(os.path.join(root, name)):
+                os.chmod(os.path.join(root, name), 0o777 & ~UMASK)
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                executable = os.stat(path).st_mode & 0o111
+                os.chmod(path, (0o666 | (0o111 if executable else 0)) & ~UMASK)
+
+
 def writable_parent(path: str | os.PathLike) -> Path:
     """``path``'s folder, created if missing; a :class:`CrabError` naming ``path`` when it cannot be written there."""
     path = Path(path)
@@ -153,15 +169,17 @@ WRITE_WORDS = (*SPACE_WORDS, "IoError", "write failed", "failed writing", "Read-
 
 
 def write_folder(folder: str | os.PathLike, fill: Callable[[Path], None]) -> None:
-    """``fill`` the folder ``<folder>.tmp`` (it creates it), then rename it onto ``folder``; the previous ``folder``
-    waits as ``<folder>.old`` until the new one is in place. A write that fails (a full disk, a read-only folder: an
-    OSError, or the words of torch's and safetensors' writers) removes the temporary folder and is one error naming
-    ``folder``; the previous ``folder`` stays as it was, and so it does after Ctrl-C."""
+    """``fill`` the folder ``<folder>.tmp`` (it creates it), give it the modes of :func:`publish_tree`, then rename
+    it onto ``folder``; the previous ``folder`` waits as ``<folder>.old`` until the new one is in place. A write that
+    fails (a full disk, a read-only folder: an OSError, or the words of torch's and safetensors' writers) removes the
+    temporary folder and is one error naming ``folder``; the previous ``folder`` stays as it was, and so it does after
+    Ctrl-C."""
     folder = Path(folder)
     tmp, old = folder.with_name(folder.name + ".tmp"), folder.with_name(folder.name + ".old")
     try:
         shutil.rmtree(tmp, ignore_errors=True)
         fill(tmp)
+        publish_tree(tmp, folder)
         shutil.rmtree(old, ignore_errors=True)
         if folder.exists():  # moved aside, not deleted, until the new one is in place
             folder.rename(old)

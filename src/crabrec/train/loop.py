@@ -99,11 +99,10 @@ def save_checkpoint(
 ) -> None:
     """Write ``folder`` (whole or not at all): the weights, the optimizer's and scheduler's states, the random
     generators' (``rng``, default: now) and ``state``; ``best``, a kept model, is copied in as ``best/``."""
-    from safetensors.torch import save_model
 
     def fill(tmp: Path) -> None:
         tmp.mkdir(parents=True)
-        save_model(model, str(tmp / "weights.safetensors"))
+        save_weights(model, tmp / "weights.safetensors")
         extra = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng or rng_state()}
         torch.save(extra, tmp / "optim.pt")
         if best is not None:
@@ -215,6 +214,37 @@ def extends(saved: dict[str, Any], budget_free: str, cfg: LoopConfig) -> bool:
 
 
 STATE_KEYS = ("epoch", "best_score", "best_epoch", "bad_epochs", "history", "seconds")
+
+
+def save_weights(model, path: Path) -> None:
+    """The model's weights as safetensors, each tied tensor once under its first name in sorted order (as safetensors'
+    ``save_model`` keeps it, and its ``load_model`` reads it back). The names left out are listed in one metadata
+    entry: safetensors writes a metadata map of several entries in a random order, so a model with tied weights gave
+    different bytes from one process to the next for the same weights."""
+    from safetensors.torch import save_file, save_model
+
+    state = model.state_dict()
+    first: dict[tuple, str] = {}
+    aliases: dict[str, str] = {}
+    for name in sorted(state):
+        tensor = state[name]
+        key = (
+            tensor.device,
+            tensor.untyped_storage().data_ptr(),
+            tensor.storage_offset(),
+            tuple(tensor.shape),
+            tensor.stride(),
+            tensor.dtype,
+        )
+        if key in first:
+            aliases[name] = first[key]
+        else:
+            first[key] = name
+    kept = {name: state[name].contiguous() for name in first.values()}
+    try:
+        save_file(kept, str(path), metadata={"aliases": json.dumps(aliases, sort_keys=True)} if aliases else None)
+    except (RuntimeError, ValueError):  # tensors that overlap without being the same view: safetensors' own way
+        save_model(model, str(path))
 
 
 def load_checkpoint(folder: Path, model, optimizer, scheduler) -> dict[str, Any] | None:
