@@ -50,5 +50,6 @@ lock: setup
 	{ sed -n '1,2p' constraints.txt; $(PIP) freeze --exclude-editable | sed 's/+cpu$$//' | grep -v '^crabrec' | sort -f; } > constraints.tmp
 	mv constraints.tmp constraints.txt
 
+# What setup, docs and tests made; never runs/ or backbones/ (trained models are the user's work: remove them by hand).
 clean:
-	rm -rf $(VENV) .venv-floors runs site .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-floors site .pytest_cache .ruff_cache
