@@ -133,7 +133,11 @@ def _best(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def _fmt_s(v: float | None) -> str:
-    return "–" if v is None else f"{v:,.0f}"
+    """Seconds as Table 1 shows them: whole seconds, a tenth under 10 s (a small run's stages took 0.1-3 s: all
+    showed 0, some of them in bold)."""
+    if v is None:
+        return "–"
+    return f"{v:.1f}" if v < 9.95 else f"{v:,.0f}"
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
@@ -143,7 +147,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         cells = [f"**{r[c]:.4f}**" if r[c] == best[c] else f"{r[c]:.4f}" for c, _ in COLUMNS]
         t = _fmt_s(r["train_s"])
-        t = f"**{t}**" if r["train_s"] is not None and r["train_s"] == best.get("train_s") else t
+        t = f"**{t}**" if r["train_s"] is not None and t == _fmt_s(best.get("train_s")) else t
         lines.append(f"| {row_label(r)} | " + " | ".join(cells) + f" | {t} | {_fmt_s(r['infer_s'])} |")
     rel = relative_change(rows)
     if rel:
@@ -556,7 +560,7 @@ def _html(page: Page) -> str:
             f"<td><b>{r[c]:.4f}</b></td>" if r[c] == best[c] else f"<td>{r[c]:.4f}</td>" for c, _ in COLUMNS
         )
         t = _fmt_s(r["train_s"])
-        t = f"<b>{t}</b>" if r["train_s"] is not None and r["train_s"] == best.get("train_s") else t
+        t = f"<b>{t}</b>" if r["train_s"] is not None and t == _fmt_s(best.get("train_s")) else t
         body.append(f"<tr><td>{e(row_label(r))}</td>{cells}<td>{t}</td><td>{_fmt_s(r['infer_s'])}</td></tr>")
     rel = relative_change(rows)
     if rel:
