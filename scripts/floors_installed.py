@@ -8,8 +8,12 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
-import tomllib
 from packaging.version import Version
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: tomllib's forerunner, which pytest needs there
+    import tomli as tomllib
 
 EXEMPT = {"torch"}  # the CPU wheel installed first, whatever its floor
 

@@ -28,7 +28,7 @@ def netflix(tmp_path_factory) -> dict[str, Path]:
     titles = [line.split("\t") for line in (src / "ml-100k.item").read_text().splitlines()[1:]]
     by_movie: dict[int, list[tuple[str, str, str]]] = defaultdict(list)
     for user, item, rating, time in rows:
-        day = datetime.datetime.fromtimestamp(int(float(time)), datetime.UTC).strftime("%Y-%m-%d")
+        day = datetime.datetime.fromtimestamp(int(float(time)), datetime.timezone.utc).strftime("%Y-%m-%d")
         by_movie[int(item)].append((user, str(int(float(rating))), day))
     root = tmp_path_factory.mktemp("netflix")
     kaggle, original = root / "kaggle", root / "original"
