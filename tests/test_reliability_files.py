@@ -218,6 +218,7 @@ class Tied(torch.nn.Module):
         for name in "bcdef":
             setattr(self, name, torch.nn.Linear(3, 3, bias=False))
             getattr(self, name).weight = self.a.weight
+        self.empty_1, self.empty_2 = torch.nn.Parameter(torch.zeros(0, 2)), torch.nn.Parameter(torch.zeros(0, 2))
 
 
 def test_a_checkpoint_of_tied_weights_is_the_same_bytes_each_time_and_loads_back(tmp_path):
@@ -236,6 +237,7 @@ def test_a_checkpoint_of_tied_weights_is_the_same_bytes_each_time_and_loads_back
     again = Tied()
     load_model(again, str(files[0]))
     assert torch.equal(again.a.weight, model.a.weight) and again.f.weight is again.a.weight
+    assert again.empty_1 is not again.empty_2  # two empty tensors (both at address 0) are two, not one under two names
 
 
 # -- 9. an imported SID index ----------------------------------------------------------------------------------------

@@ -236,11 +236,11 @@ def save_weights(model, path: Path) -> None:
             tensor.stride(),
             tensor.dtype,
         )
-        if key in first:
+        if key in first and tensor.numel():  # empty tensors all start at 0 without sharing anything
             aliases[name] = first[key]
         else:
             first[key] = name
-    kept = {name: state[name].contiguous() for name in first.values()}
+    kept = {name: tensor.contiguous() for name, tensor in state.items() if name not in aliases}
     try:
         save_file(kept, str(path), metadata={"aliases": json.dumps(aliases, sort_keys=True)} if aliases else None)
     except (RuntimeError, ValueError):  # tensors that overlap without being the same view: safetensors' own way
