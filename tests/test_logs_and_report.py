@@ -125,7 +125,7 @@ def test_a_run_logged_to_a_file_is_one_line_per_epoch_and_stage(office_slice, tm
     err = capsys.readouterr().err
     lines = err.splitlines()
     assert "\r" not in err and max(map(len, lines)) <= 300
-    assert sum(line.startswith("epoch ") for line in lines) == 2  # train.epochs=2
+    assert sum(line.startswith("[train] epoch ") for line in lines) == 2  # train.epochs=2, named by their stage
     assert any(line.startswith("[evaluate] done") for line in lines)
     assert cli([*args, "--force", "evaluate", "--quiet"])[0] == 0
     assert not [line for line in capsys.readouterr().err.splitlines() if not line.startswith("crabrec: warning")]

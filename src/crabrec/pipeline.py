@@ -38,6 +38,7 @@ from crabrec.config import (
 from crabrec.config_paths import as_written, file_values, saved_values
 from crabrec.errors import CrabError
 from crabrec.io import content_hash, os_reason, sha256_of, try_lock, unlock, write_json, write_text
+from crabrec.progress import stage_lines
 from crabrec.runfiles import RunFiles
 
 log = logging.getLogger("crabrec")
@@ -323,7 +324,8 @@ class RunContext:
         self._view = ConfigView(self.config, stage.readable_keys(self.config), seen, name)
         try:
             start_stage(self.config, "seed" in stage.reads, stage.uses_torch)
-            summary = stage.fn(self) if main or stage.distributed else {}
+            with stage_lines(name):
+                summary = stage.fn(self) if main or stage.distributed else {}
         finally:
             self._view, self.running = None, ""
         seconds = time.perf_counter() - start

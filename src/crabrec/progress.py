@@ -39,9 +39,25 @@ def set_verbosity(level: int) -> None:
         _silence_third_party_bars()
 
 
+_stage = ""  # the stage this process is running (the pipeline sets it): the command's lines name it, as a worker's do
+
+
+@contextmanager
+def stage_lines(name: str) -> Iterator[None]:
+    """While stage ``name`` runs, the command's log lines start with ``[name]``: two stages run one after the other
+    (``crabrec train --method tiger`` trains MOR after TIGER, for its comparison) read as two, as in a worker."""
+    global _stage
+    before, _stage = _stage, name
+    try:
+        yield
+    finally:
+        _stage = before
+
+
 class CommandFormatter(logging.Formatter):
-    """A log line as the command prints it: the message alone, a warning or error as ``crabrec: warning: ...``, and
-    no control character a data file's text could hold (:func:`~crabrec.errors.printable`)."""
+    """A log line as the command prints it: the message alone, after ``[stage]`` while a stage runs (see
+    :func:`stage_lines`), a warning or error as ``crabrec: warning: ...``, and no control character a data file's
+    text could hold (:func:`~crabrec.errors.printable`)."""
 
     def format(self, record: logging.LogRecord) -> str:
         from crabrec.errors import printable
@@ -49,7 +65,7 @@ class CommandFormatter(logging.Formatter):
         msg = printable(record.getMessage(), keep="\n")
         if record.levelno >= logging.WARNING:
             return f"crabrec: {record.levelname.lower()}: {msg}"
-        return msg
+        return msg if not _stage or msg.startswith(f"[{_stage}]") else f"[{_stage}] {msg}"
 
 
 @contextmanager
