@@ -205,3 +205,24 @@ def test_log_lines_pass_no_control_characters_to_the_terminal(where):
         text = formatter.format(record)
         assert "a\\x1b[2J\\x9b\\u202e" in text and text.count("\n") == 1
         assert not any(ch in text for ch in "\x1b\x9b\u202e")
+
+
+def test_while_a_stage_runs_the_commands_lines_name_it_once():
+    """Two stages run one after the other in one process (TIGER, then the MOR it is compared with) read as two, as a
+    worker's lines do; a line that names its stage already is not named twice, and warnings read as before."""
+    import logging
+
+    from crabrec.progress import CommandFormatter, stage_lines
+
+    def line(msg: str, level: int = logging.INFO) -> str:
+        return CommandFormatter().format(logging.LogRecord("crabrec", level, __file__, 1, msg, (), None))
+
+    assert line("epoch 1: loss 2.0") == "epoch 1: loss 2.0"
+    with stage_lines("tiger"):
+        assert line("epoch 1: loss 2.0") == "[tiger] epoch 1: loss 2.0"
+        assert line("[tiger] done in 1.0s") == "[tiger] done in 1.0s"
+        assert line("slow", logging.WARNING) == "crabrec: warning: slow"
+        with stage_lines("train"):
+            assert line("epoch 1: loss 3.0") == "[train] epoch 1: loss 3.0"
+        assert line("epoch 2: loss 1.9") == "[tiger] epoch 2: loss 1.9"
+    assert line("finished") == "finished"
