@@ -52,14 +52,11 @@ def publish_tree(tmp: Path, folder: Path) -> None:
     keep a model from a teammate, or from a server running as another user. Links are left as they are."""
     publish_mode(tmp, folder)
     for root, dirs, files in os.walk(tmp):
-        for name in dirs:
-            if not os.path.islink(os.path.join(root, name)):
-                os.chmod(os.path.join(root, name), 0o777 & ~UMASK)
-        for name in files:
+        for name in dirs + files:
             path = os.path.join(root, name)
             if not os.path.islink(path):
-                executable = os.stat(path).st_mode & 0o111
-                os.chmod(path, (0o666 | (0o111 if executable else 0)) & ~UMASK)
+                opens = os.path.isdir(path) or os.stat(path).st_mode & 0o111  # a folder, or an executable
+                os.chmod(path, (0o777 if opens else 0o666) & ~UMASK)
 
 
 def writable_parent(path: str | os.PathLike) -> Path:

@@ -29,6 +29,7 @@ from typing import Any
 from crabrec.config_paths import values_of
 from crabrec.errors import CrabError, printable
 from crabrec.pipeline import RunContext
+from crabrec.progress import tagged
 from crabrec.termination import SIGNALS, Terminated, on_signal
 
 log = logging.getLogger("crabrec")
@@ -336,4 +337,4 @@ class _Tagged(logging.Formatter):
         msg = printable(record.getMessage(), keep="\n")
         if record.levelno >= logging.WARNING:
             return f"crabrec: {record.levelname.lower()}: [{self.stage}] {msg}"
-        return msg if msg.startswith(f"[{self.stage}]") else f"[{self.stage}] {msg}"
+        return tagged(msg, self.stage)

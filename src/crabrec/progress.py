@@ -54,6 +54,11 @@ def stage_lines(name: str) -> Iterator[None]:
         _stage = before
 
 
+def tagged(msg: str, stage: str) -> str:
+    """``msg`` after ``[stage]``, unless it names that stage already or no stage runs."""
+    return msg if not stage or msg.startswith(f"[{stage}]") else f"[{stage}] {msg}"
+
+
 class CommandFormatter(logging.Formatter):
     """A log line as the command prints it: the message alone, after ``[stage]`` while a stage runs (see
     :func:`stage_lines`), a warning or error as ``crabrec: warning: ...``, and no control character a data file's
@@ -65,7 +70,7 @@ class CommandFormatter(logging.Formatter):
         msg = printable(record.getMessage(), keep="\n")
         if record.levelno >= logging.WARNING:
             return f"crabrec: {record.levelname.lower()}: {msg}"
-        return msg if not _stage or msg.startswith(f"[{_stage}]") else f"[{_stage}] {msg}"
+        return tagged(msg, _stage)
 
 
 @contextmanager
