@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import yaml
@@ -116,3 +117,65 @@ def test_a_program_without_logging_sees_the_commands_lines(setup, shown, small_o
         assert any(line.startswith("crabrec|[data] done in ") for line in lines), res.stderr
     else:
         assert "[data]" not in res.stderr, res.stderr
+
+
+def test_the_callers_process_is_left_as_it_was(small_office, tmp_path):
+    """A script or notebook that calls ``crabrec.run`` and ``crabrec.load`` finds its process as it left it: the
+    next draws of its seeded Python, NumPy and torch generators, its torch thread count, its matplotlib backend and
+    ``rcParams`` (a notebook's inline backend stays), no figure left in pyplot, though the run sets threads, seeds
+    every stage and draws the report's figures."""
+    import subprocess
+    import sys
+
+    script = """
+import json, random, sys
+import matplotlib; matplotlib.use("svg")
+import matplotlib.pyplot as plt
+import numpy as np, torch
+import crabrec
+
+def draws():
+    state = (random.getstate(), np.random.get_state(), torch.random.get_rng_state())
+    out = [random.random(), float(np.random.rand()), float(torch.rand(1))]
+    random.setstate(state[0]); np.random.set_state(state[1]); torch.random.set_rng_state(state[2])
+    return out
+
+plt.rcParams["font.size"] = 14
+torch.set_num_threads(2)
+random.seed(7); np.random.seed(7); torch.manual_seed(7)
+before = [draws(), torch.get_num_threads(), matplotlib.get_backend(), dict(plt.rcParams)]
+run = crabrec.run(data=sys.argv[1], overrides=json.loads(sys.argv[2]), until=["train", "report"], quiet=True)
+crabrec.load(run, "mor")
+after = [draws(), torch.get_num_threads(), matplotlib.get_backend(), dict(plt.rcParams)]
+assert (run / "report.html").read_text().count("<svg") >= 1
+print(json.dumps({"same": [b == a for b, a in zip(before, after)], "figures": plt.get_fignums()}))
+"""
+    overrides = json.dumps({**tiny_overrides(), "runs_dir": str(tmp_path), "train.epochs": 1, "train.threads": 1})
+    res = subprocess.run([sys.executable, "-c", script, str(small_office), overrides], capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(res.stdout) == {"same": [True, True, True, True], "figures": []}
+
+
+def test_the_bundled_encoder_loads_without_the_network_or_changing_the_environment():
+    """The encoder is read from its folder with no connection attempted, and no Hugging Face variable is left set
+    (``HF_HUB_OFFLINE`` would stop the caller's later downloads, and its child processes')."""
+    import subprocess
+    import sys
+
+    script = """
+import json, os, socket
+def refused(*args, **kwargs):
+    raise OSError("a connection was attempted")
+socket.socket.connect = socket.create_connection = socket.getaddrinfo = refused
+before = dict(os.environ)
+from crabrec.config import EmbedConfig
+from crabrec.embed import encode
+vectors = encode(["a desk lamp", "a stapler"], EmbedConfig(), progress=False).vectors
+added = sorted(k for k in os.environ if k not in before and k.startswith(("HF_", "TRANSFORMERS_")))
+print(json.dumps([list(vectors.shape), added]))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(res.stdout) == [[2, 384], []]

@@ -723,3 +723,23 @@ def test_recommend_frame_is_recommend_batch_as_one_table(tiny_run):
         expected = [(r, x.rank, x.item, x.score, x.group) for r, recs in enumerate(lists) for x in recs]
         assert list(frame.itertuples(index=False, name=None)) == expected
         assert beam is None or len(frame) < 6 * width  # lists shorter than k
+
+
+def test_titles_the_terminal_cannot_encode_are_escaped(tmp_path):
+    """A Latin-1 terminal (or a file redirected on Windows) gets ``\\u03a9`` for a title's Ω, not a
+    UnicodeEncodeError traceback; what it can encode is written as itself."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "items.csv").write_text("item_id,title\n" + "".join(f"i{i},Ω clip {i} é\n" for i in range(12)))
+    rows = [f"u{u},i{(u * 3 + t) % 12 if t else 0},{t}\n" for u in range(40) for t in range(4)]
+    (tmp_path / "ratings.csv").write_text("user_id,item_id,timestamp\n" + "".join(rows))
+    run = tmp_path / "runs" / "latin"
+    args = ["--data", str(tmp_path / "ratings.csv"), "--items", str(tmp_path / "items.csv"), "--until", "data"]
+    assert cli(["run", *args, "--set", "data.kcore=0", "--set", f"runs_dir={run.parent}", "--name", "latin"])[0] == 0
+    command = [sys.executable, "-m", "crabrec", "recommend", str(run), "--method", "pop", "--history", "i1", "-k", "3"]
+    res = subprocess.run(command, capture_output=True, env={**os.environ, "PYTHONIOENCODING": "latin-1"}, timeout=120)
+    assert res.returncode == 0, res.stderr.decode("latin-1")[-2000:]
+    titles = [line.split(maxsplit=4)[-1] for line in res.stdout.decode("latin-1").splitlines()[1:]]
+    assert len(titles) == 3 and all(t.startswith("\\u03a9 clip ") and t.endswith(" é") for t in titles), titles

@@ -46,9 +46,11 @@ def load(
         for r in rec.recommend(["0", "1", "5"], k=5):
             print(r.rank, r.item, r.title, r.group)
     """
+    from crabrec.process_state import kept
     from crabrec.recommender import load as load_run
 
-    return load_run(run_dir, method, beam=beam, new_items=new_items, new_share=new_share, unavailable=unavailable)
+    with kept():  # building the model seeds torch: the caller's generators stay theirs
+        return load_run(run_dir, method, beam=beam, new_items=new_items, new_share=new_share, unavailable=unavailable)
 
 
 def run(
@@ -87,7 +89,8 @@ def run(
     terminal (a notebook), a line a minute inside a long loop instead of a progress bar (the libraries' bars, such
     as transformers' when it saves a model, are off for the call then). A program that has set up no logging sees
     these lines on stderr, as the command prints them; one that has (``logging.basicConfig(...)``) gets them through
-    its own setup. ``quiet``: warnings only and no bars, as the command's ``--quiet``. A bad setting or
+    its own setup. ``quiet``: warnings only and no bars, as the command's ``--quiet``. The process is left as it
+    was: the random generators of Python, NumPy and torch, torch's thread count, matplotlib's settings. A bad setting or
     input raises :class:`crabrec.errors.CrabError` with the command's one-line message; Ctrl-C stops the run with
     the same cleanup, the finished stages kept.
 
@@ -99,6 +102,7 @@ def run(
     from crabrec import frames
     from crabrec.data.objects import checked, is_table
     from crabrec.errors import CrabError
+    from crabrec.process_state import kept
     from crabrec.progress import library_bars_off, shown_as_the_command_shows
     from crabrec.runner import RunOptions, run_all
 
@@ -125,8 +129,8 @@ def run(
     stored = frames.resolve(options, tables) if tables else None
     cfg = stored.config if stored else options.resolve()
     try:
-        with shown_as_the_command_shows(quiet), library_bars_off(only_off_terminal=True):  # theirs follow ours
-            run_all(cfg, names(force), names(until), seeds, frontier, jobs)
+        with kept(), shown_as_the_command_shows(quiet), library_bars_off(only_off_terminal=True):
+            run_all(cfg, names(force), names(until), seeds, frontier, jobs)  # the library bars follow ours
     except CrabError as exc:
         raise frames.as_given(exc, cfg, tables) if stored else exc from None
     finally:

@@ -83,29 +83,27 @@ def _pick(m: dict[str, Any]) -> dict[str, float]:
 
 
 def write_sweep(frame: pd.DataFrame, out: Path, title: str) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """The sweep beside ``out`` as CSV, Markdown and a PNG of its accuracy and popularity-bias metrics."""
+    from crabrec import plots
 
     out.mkdir(parents=True, exist_ok=True)
     csv, md, png = out.with_suffix(".csv"), out.with_suffix(".md"), out.with_suffix(".png")
     frame = whole_counts(frame)
     write_text(csv, frame.to_csv(index=False))
     write_text(md, f"# {title}\n\n" + markdown(frame) + "\n")
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-    x = range(len(frame))
-    for ax, keys in zip(axes, (("HR@10", "NDCG@10"), ("MGU@10", "DGU@10"))):
-        for k in keys:
-            ax.plot(x, frame[k], marker="o", label=k)
-        ax.set_xticks(list(x), frame["setting"], rotation=20, fontsize=8)
-        ax.legend(frameon=False)
-    axes[0].set_title("accuracy (higher is better)")
-    axes[1].set_title("popularity bias (lower is better)")
-    fig.suptitle(title)
-    with atomic_path(png) as tmp:
-        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    with plots.drawing(figsize=(9, 3.2)) as fig:
+        axes = fig.subplots(1, 2)
+        x = range(len(frame))
+        for ax, keys in zip(axes, (("HR@10", "NDCG@10"), ("MGU@10", "DGU@10"))):
+            for k in keys:
+                ax.plot(x, frame[k], marker="o", label=k)
+            ax.set_xticks(list(x), frame["setting"], rotation=20, fontsize=8)
+            ax.legend(frameon=False)
+        axes[0].set_title("accuracy (higher is better)")
+        axes[1].set_title("popularity bias (lower is better)")
+        fig.suptitle(title)
+        with atomic_path(png) as tmp:
+            plots.png(fig, tmp)
     return [csv, md, png]
 
 

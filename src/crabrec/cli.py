@@ -154,6 +154,14 @@ def _summary(callback: object) -> str | None:
     return " ".join(doc.split("\n\n")[0].split()) if doc else None
 
 
+def _printable_streams() -> None:
+    """Output the terminal's encoding cannot show (a title's Ω on a Latin-1 terminal, an emoji in a file redirected
+    on Windows) is written as an escape (``\\u03a9``), as Python writes it on stderr, not a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def _setup_logging() -> None:
     from crabrec.progress import NORMAL, CommandFormatter, set_verbosity
 
@@ -947,6 +955,7 @@ def main(argv: list[str] | None = None) -> None:
     locks_before = _locks_taken()
     termination.handle()
     try:  # from the start: Ctrl-C while the modules load is an interruption too, not a traceback
+        _printable_streams()
         _setup_logging()
         distributed.setup()  # under torchrun / accelerate launch: join the process group
         refresh_help()

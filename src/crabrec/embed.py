@@ -10,7 +10,6 @@ import hashlib
 import html
 import importlib.util
 import logging
-import os
 import re
 import time
 from pathlib import Path
@@ -253,13 +252,11 @@ def encode(
         vectors = hashing_encode(texts)
     else:
         path = resolve_encoder(cfg.encoder)
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        os.environ["TRANSFORMERS_OFFLINE"] = "1"
         from sentence_transformers import SentenceTransformer
 
         try:
             with library_bars_off():  # no "Loading weights" bar: ours for the encoding follows
-                model = SentenceTransformer(path, device=cfg.device)
+                model = SentenceTransformer(path, device=cfg.device, local_files_only=True)  # a folder: no Hub
         except Exception as exc:  # whatever a folder that is not a model makes the library raise
             raise CrabError(
                 f"embed.encoder {clip(cfg.encoder)}: not a sentence-transformers model ({reason(exc)})"

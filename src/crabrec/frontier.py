@@ -498,31 +498,24 @@ def _delta_cells(v: dict[str, Any]) -> list[str]:
 
 def figure(result: dict[str, Any]) -> str:
     """Test HR@10 against test DGU@10: every point, each method's Pareto set joined, its picked point starred."""
-    import io
+    from crabrec import plots
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for name in dict.fromkeys(p["method"] for p in result["points"]):
-        mine = [p for p in result["points"] if p["method"] == name]
-        front = sorted(
-            (p for p in mine if p["setting"] in result["pareto"].get(name, [])), key=lambda p: p["test DGU@10"]
-        )
-        (line,) = ax.plot(
-            [p["test DGU@10"] for p in front], [p["test HR@10"] for p in front], marker="o", label=mine[0]["label"]
-        )
-        ax.scatter([p["test DGU@10"] for p in mine], [p["test HR@10"] for p in mine], color=line.get_color(), s=14)
-        pick = result["selected"].get(name)
-        if pick:
-            ax.scatter([pick["test DGU@10"]], [pick["test HR@10"]], marker="*", s=180, color=line.get_color())
-    ax.set_xlabel("test DGU@10 (lower is fairer)")
-    ax.set_ylabel("test HR@10")
-    ax.set_title("Frontier: lines = each method's test Pareto set, ★ = picked on validation", fontsize=9)
-    ax.legend(frameon=False, fontsize=8)
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
+    with plots.drawing(figsize=(6.4, 4.2)) as fig:
+        ax = fig.subplots()
+        for name in dict.fromkeys(p["method"] for p in result["points"]):
+            mine = [p for p in result["points"] if p["method"] == name]
+            front = sorted(
+                (p for p in mine if p["setting"] in result["pareto"].get(name, [])), key=lambda p: p["test DGU@10"]
+            )
+            (line,) = ax.plot(
+                [p["test DGU@10"] for p in front], [p["test HR@10"] for p in front], marker="o", label=mine[0]["label"]
+            )
+            ax.scatter([p["test DGU@10"] for p in mine], [p["test HR@10"] for p in mine], color=line.get_color(), s=14)
+            pick = result["selected"].get(name)
+            if pick:
+                ax.scatter([pick["test DGU@10"]], [pick["test HR@10"]], marker="*", s=180, color=line.get_color())
+        ax.set_xlabel("test DGU@10 (lower is fairer)")
+        ax.set_ylabel("test HR@10")
+        ax.set_title("Frontier: lines = each method's test Pareto set, ★ = picked on validation", fontsize=9)
+        ax.legend(frameon=False, fontsize=8)
+        return plots.svg(fig, header=True)

@@ -377,7 +377,7 @@ def own_outputs(run_dir: Path, artifacts: tuple[str, ...]) -> None:
                 raise CrabError(f"{path}: cannot make a copy of the linked {source} ({exc.strerror or exc})") from None
 
 
-_PROCESS_THREADS: int | None = None  # torch's thread count when the first stage of this process started
+PROCESS_THREADS: int | None = None  # torch's thread count when the first stage of this process started
 
 
 def start_stage(cfg: RunConfig, seeded: bool, uses_torch: bool = True) -> None:
@@ -395,11 +395,11 @@ def start_stage(cfg: RunConfig, seeded: bool, uses_torch: bool = True) -> None:
     if uses_torch or "torch" in sys.modules:
         import torch
 
-        global _PROCESS_THREADS
-        if _PROCESS_THREADS is None:  # the process's own count, before any stage changed it
-            _PROCESS_THREADS = torch.get_num_threads()
+        global PROCESS_THREADS
+        if PROCESS_THREADS is None:  # the process's own count, before any stage changed it
+            PROCESS_THREADS = torch.get_num_threads()
         # a stage without train.threads gets that count back, not what an earlier command in this process set
-        torch.set_num_threads(cfg.train.threads or _PROCESS_THREADS)
+        torch.set_num_threads(cfg.train.threads or PROCESS_THREADS)
         torch.manual_seed(seed)
 
 

@@ -8,7 +8,6 @@ before/after rebalancing, the metric definitions and the config. Missing models 
 from __future__ import annotations
 
 import html
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -311,79 +310,69 @@ def token_popularity_curves(run: Path) -> dict[str, dict[str, list[float]]]:
     return out
 
 
-def _svg(fig) -> str:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
-    text = buf.getvalue()
-    return text[text.index("<svg") :]
-
-
 def figures(exposure, tokens, curves, training=None) -> dict[str, str]:
-    import matplotlib
+    """The report's figures as inline SVG, by name; one for each kind of result the run holds."""
+    from crabrec import plots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9})
     out = {}
     if exposure:
-        fig, ax = plt.subplots(figsize=(5.2, 3.2))
-        names = list(exposure)
-        n_groups = len(exposure[names[0]])
-        width = 0.8 / len(names)
-        for j, name in enumerate(names):
-            ax.bar(np.arange(n_groups) + j * width, exposure[name], width, label=name)
-        ax.set_xticks(np.arange(n_groups) + 0.4 - width / 2, [f"G{g + 1}" for g in range(n_groups)])
-        ax.set_xlabel(f"item popularity group (G1 least popular → G{n_groups} most)")
-        ax.set_ylabel("share of top-10 slots")
-        ax.legend(frameon=False)
-        ax.set_title("Recommendation frequency by item popularity")
-        out["exposure"] = _svg(fig)
-        plt.close(fig)
+        with plots.drawing(figsize=(5.2, 3.2)) as fig:
+            ax = fig.subplots()
+            names = list(exposure)
+            n_groups = len(exposure[names[0]])
+            width = 0.8 / len(names)
+            for j, name in enumerate(names):
+                ax.bar(np.arange(n_groups) + j * width, exposure[name], width, label=name)
+            ax.set_xticks(np.arange(n_groups) + 0.4 - width / 2, [f"G{g + 1}" for g in range(n_groups)])
+            ax.set_xlabel(f"item popularity group (G1 least popular → G{n_groups} most)")
+            ax.set_ylabel("share of top-10 slots")
+            ax.legend(frameon=False)
+            ax.set_title("Recommendation frequency by item popularity")
+            out["exposure"] = plots.svg(fig)
     if tokens:
-        fig, ax = plt.subplots(figsize=(5.6, 3.2))
-        labels, series = [], {}
-        for model, rows in tokens.items():
-            for row in rows:
-                for g in ("pop", "neu", "unp"):
-                    series.setdefault(f"{model} T_{g}", []).append(row[g]["GU"])
-            labels = [f"level {row['level']}" for row in rows]
-        width = 0.8 / len(series)
-        for j, (name, vals) in enumerate(series.items()):
-            hatch = "//" if name.startswith("CRAB") else None
-            ax.bar(np.arange(len(labels)) + j * width, vals, width, label=name, hatch=hatch)
-        ax.axhline(0, color="black", lw=0.6)
-        ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels)
-        ax.set_ylabel("GU@10 of the items under the tokens")
-        ax.legend(frameon=False, fontsize=7, ncol=2)
-        ax.set_title("GU by token popularity group" + (", before (MOR) and after CRAB" if "CRAB" in tokens else ""))
-        out["tokens"] = _svg(fig)
-        plt.close(fig)
+        with plots.drawing(figsize=(5.6, 3.2)) as fig:
+            ax = fig.subplots()
+            labels, series = [], {}
+            for model, rows in tokens.items():
+                for row in rows:
+                    for g in ("pop", "neu", "unp"):
+                        series.setdefault(f"{model} T_{g}", []).append(row[g]["GU"])
+                labels = [f"level {row['level']}" for row in rows]
+            width = 0.8 / len(series)
+            for j, (name, vals) in enumerate(series.items()):
+                hatch = "//" if name.startswith("CRAB") else None
+                ax.bar(np.arange(len(labels)) + j * width, vals, width, label=name, hatch=hatch)
+            ax.axhline(0, color="black", lw=0.6)
+            ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels)
+            ax.set_ylabel("GU@10 of the items under the tokens")
+            ax.legend(frameon=False, fontsize=7, ncol=2)
+            ax.set_title("GU by token popularity group" + (", before (MOR) and after CRAB" if "CRAB" in tokens else ""))
+            out["tokens"] = plots.svg(fig)
     if curves:
-        fig, axes = plt.subplots(1, len(curves), figsize=(3.0 * len(curves), 2.8))
-        for ax, (level, data) in zip(np.atleast_1d(axes), curves.items()):
-            for name, vals in data.items():
-                ax.plot(np.arange(1, len(vals) + 1), vals, label=name)
-            ax.set_yscale("log")
-            ax.set_title(f"level {level}")
-            ax.set_xlabel("token rank")
-        np.atleast_1d(axes)[0].set_ylabel("P(c)")
-        np.atleast_1d(axes)[0].legend(frameon=False)
-        out["curves"] = _svg(fig)
-        plt.close(fig)
+        with plots.drawing(figsize=(3.0 * len(curves), 2.8)) as fig:
+            axes = fig.subplots(1, len(curves))
+            for ax, (level, data) in zip(np.atleast_1d(axes), curves.items()):
+                for name, vals in data.items():
+                    ax.plot(np.arange(1, len(vals) + 1), vals, label=name)
+                ax.set_yscale("log")
+                ax.set_title(f"level {level}")
+                ax.set_xlabel("token rank")
+            np.atleast_1d(axes)[0].set_ylabel("P(c)")
+            np.atleast_1d(axes)[0].legend(frameon=False)
+            out["curves"] = plots.svg(fig)
     if training:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.0))
-        for label, log in training.items():
-            epochs = [e["epoch"] for e in log]
-            left.plot(epochs, [e["loss"] for e in log], marker=".", label=label)
-            scored = [(e["epoch"], e["valid_ndcg@10"]) for e in log if e.get("valid_ndcg@10") is not None]
-            if scored:
-                right.plot(*zip(*scored), marker=".", label=label)
-        left.set(xlabel="epoch", ylabel="training loss", title="training loss (each model's own)")
-        right.set(xlabel="epoch", ylabel="NDCG@10", title="validation NDCG@10")
-        right.legend(frameon=False, fontsize=7)
-        out["training"] = _svg(fig)
-        plt.close(fig)
+        with plots.drawing(figsize=(8.4, 3.0)) as fig:
+            left, right = fig.subplots(1, 2)
+            for label, log in training.items():
+                epochs = [e["epoch"] for e in log]
+                left.plot(epochs, [e["loss"] for e in log], marker=".", label=label)
+                scored = [(e["epoch"], e["valid_ndcg@10"]) for e in log if e.get("valid_ndcg@10") is not None]
+                if scored:
+                    right.plot(*zip(*scored), marker=".", label=label)
+            left.set(xlabel="epoch", ylabel="training loss", title="training loss (each model's own)")
+            right.set(xlabel="epoch", ylabel="NDCG@10", title="validation NDCG@10")
+            right.legend(frameon=False, fontsize=7)
+            out["training"] = plots.svg(fig)
     return out
 
 
