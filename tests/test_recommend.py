@@ -555,6 +555,32 @@ def test_answers_and_exports_never_land_on_the_runs_data(tiny_run, tmp_path, cap
     assert sorted((p.name, p.read_bytes()) for p in data.iterdir()) == before
 
 
+def test_answers_and_exports_never_land_in_a_run_folder(tiny_run, tmp_path, capsys):
+    """``--output runs/r/models/mor/rankings.parquet`` replaced the run's evaluated rankings with the answers (the
+    run's report and comparisons then failed until its evaluation was re-run); any file or export folder inside a
+    run, this one or another, is now a one-line error, and the run is left as it was."""
+    import shutil
+
+    other = tmp_path / "runs" / "other"
+    shutil.copytree(tiny_run, other, symlinks=True)
+    rankings = tiny_run / "models" / "mor" / "rankings.parquet"
+    before = rankings.read_bytes()
+    item = crabrec.load(tiny_run, "sasrec").item_ids[0]
+    (tmp_path / "h.csv").write_text(f"history\n{item}\n")
+    for target in (rankings, tiny_run / "answers.csv", other / "models" / "answers.csv"):
+        code, _, err = run_cli(["recommend", str(tiny_run), "--method", "sasrec", "--input", str(tmp_path / "h.csv"),
+                                "--output", str(target)], capsys)  # fmt: skip
+        assert code == 2 and f"--output {target}: is inside the run " in err and err.count("\n") == 1, err
+    code, _, err = run_cli(["data", "export", str(tiny_run), str(other / "export")], capsys)
+    assert code == 2 and "export folder" in err and "is inside the run" in err, err
+    assert rankings.read_bytes() == before
+    assert not (tiny_run / "answers.csv").exists() and not (other / "models" / "answers.csv").exists()
+    assert not (other / "export").exists()
+    code, _, err = run_cli(["recommend", str(tiny_run), "--method", "sasrec", "--input", str(tmp_path / "h.csv"),
+                            "--output", str(tmp_path / "runs" / "answers.csv")], capsys)  # fmt: skip
+    assert code == 0 and (tmp_path / "runs" / "answers.csv").is_file(), err  # beside the runs: a plain folder
+
+
 def test_a_histories_file_in_utf16_reads_like_its_utf8_copy(tiny_run, tmp_path, capsys):
     """A file of histories saved as Excel's "Unicode Text" (UTF-16 with a byte-order mark) was 'not UTF-8 text'."""
     item = crabrec.load(tiny_run, "sasrec").item_ids[0]

@@ -137,15 +137,19 @@ def saved_values(path: Path) -> dict[str, Any] | None:
 
 
 def not_the_runs_data(target: Path, run_dir: str | Path, option: str) -> None:
-    """A one-line error when writing ``target`` (given as ``option``) would replace the run's data or item table, or
-    put a file inside its data folder (``crabrec recommend --output``, ``crabrec data export --force``)."""
+    """A one-line error when writing ``target`` (given as ``option``) would replace the run's data or item table, put
+    a file inside its data folder, or write into a run folder, this one or another (its ``rankings.parquet``, its
+    config: ``crabrec recommend --output``, ``crabrec data export``)."""
     from crabrec.config import load_saved
 
+    goal = target.resolve()
+    for folder in goal.parents:
+        if saved_values(folder / "config.yaml") is not None:
+            raise CrabError(f"{option} {target}: is inside the run {folder}, whose files crabrec writes; write elsewhere")
     try:
         data = load_saved(run_dir).data
     except CrabError:  # not a run: the command says so when it loads it
         return
-    goal = target.resolve()
     for key, given in (("data.path", data.path), ("data.item_table", data.item_table)):
         source = Path(given).resolve() if given else None
         if source is not None and (goal == source or source.is_dir() and source in goal.parents):
