@@ -18,7 +18,7 @@ if [ ${#TESTS[@]} -eq 0 ]; then
            tests/test_sasrec.py tests/test_serve.py tests/test_reliability_files.py tests/test_own_data.py
            tests/test_data_layer.py tests/test_repeats.py tests/test_embed_resume.py tests/test_new_items.py
            tests/test_unavailable.py tests/test_recommend.py tests/test_frames.py tests/test_python_run.py
-           tests/test_compare.py)
+           tests/test_compare.py tests/test_plots.py)
 fi
 rm -rf "$VENV"
 "$PY" -m venv "$VENV"
