@@ -145,7 +145,9 @@ def not_the_runs_data(target: Path, run_dir: str | Path, option: str) -> None:
     goal = target.resolve()
     for folder in goal.parents:
         if saved_values(folder / "config.yaml") is not None:
-            raise CrabError(f"{option} {target}: is inside the run {folder}, whose files crabrec writes; write elsewhere")
+            raise CrabError(
+                f"{option} {target}: is inside the run {folder}, whose files crabrec writes; write elsewhere"
+            )
     try:
         data = load_saved(run_dir).data
     except CrabError:  # not a run: the command says so when it loads it
