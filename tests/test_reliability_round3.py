@@ -194,7 +194,7 @@ def test_export_force_never_replaces_a_run_or_a_folder_it_did_not_write(tiny_run
     for target, expect in [
         (run, "which this command reads"),
         (runs, "which this command reads"),
-        (run / "data", "not empty and not an earlier MiniOneRec export"),
+        (run / "data", "is inside the run"),
         (runs / "neighbour", "not empty and not an earlier MiniOneRec export"),
     ]:
         one_line_error(capsys, ["data", "export", str(run), str(target), "--force"], expect)
@@ -479,6 +479,28 @@ def test_the_api_refuses_a_model_that_its_stage_did_not_write(tiny_run, tmp_path
     weights.write_bytes(weights.read_bytes()[:-1] + b" ")
     with pytest.raises(CrabError, match="model.safetensors: not the file the train stage wrote"):
         crabrec.load(run, "rr")  # RR ranks MOR's beams: MOR's weights are checked too
+
+
+@pytest.mark.parametrize("kind", ["answers", "other rows"])
+def test_report_refuses_rankings_its_evaluation_did_not_write(kind, tiny_run, tmp_path, capsys):
+    """A file of answers (``recommend --output``'s columns) or another run's rankings in MOR's place made
+    ``crabrec report`` an IndexError traceback; it is one line naming the file and the way out."""
+    import pandas as pd
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    path = run / "models" / "mor" / "rankings.parquet"
+    frame = pd.read_parquet(path)
+    if kind == "answers":
+        frame = frame[["row", "items", "scores"]].assign(row=frame["row"] + 1000)
+        expect = "expected columns row, user, target, items, scores"
+    else:  # the same columns, rows of a larger test split with other targets
+        frame = pd.concat([frame, frame]).assign(row=range(2 * len(frame)))
+        expect = "not rankings of this run's test rows"
+    frame.to_parquet(path)
+    before = (run / "report.md").read_bytes()
+    one_line_error(capsys, ["report", str(run)], f"{path}: {expect}")
+    assert (run / "report.md").read_bytes() == before
 
 
 # -- class 12: a command that fails before writing a run leaves no lock file beside it -----------------------------

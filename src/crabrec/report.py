@@ -285,8 +285,9 @@ def token_group_analysis(run: Path, k: int = 10) -> dict[str, list[dict[str, Any
     for label, model in (("MOR", "mor"), ("CRAB", "crab")):
         if not files.rankings(model).is_file():
             continue
-        frame = files.load_rankings(model)
-        test = files.load_splits().test.take(frame["row"].to_numpy())
+        every = files.load_splits().test
+        frame = files.load_rankings(model, every)
+        test = every.take(frame["row"].to_numpy())
         out[label] = token_group_gu(codebook, freq, np.stack(frame["items"]), test.history_items(), k)
     return out
 

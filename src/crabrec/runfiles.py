@@ -167,16 +167,28 @@ class RunFiles:
         path = self.metrics(method)
         return read_checked(path, dict) if path.is_file() else None
 
-    def load_rankings(self, method: str):
-        """A method's ``rankings.parquet`` (columns row, items, scores), checked."""
+    def load_rankings(self, method: str, test=None):
+        """A method's ``rankings.parquet`` (columns row, user, target, items, scores), checked; with ``test`` (the
+        run's test samples), also that its rows are test rows with their targets (not another run's rankings, nor a
+        file of answers written over it)."""
         import pandas as pd
 
         path = self.rankings(method)
         if not path.is_file():
             raise CrabError(f"{path}: missing; run `crabrec evaluate {self.root} --method {method}` first")
         frame = load_checked(path, lambda: pd.read_parquet(path))
-        if any(c not in frame.columns for c in ("row", "items", "scores")):
-            raise CrabError(f"{path}: expected columns row, items, scores; re-run the stage that writes it (--force)")
+        if any(c not in frame.columns for c in RANKING_COLUMNS):
+            raise CrabError(
+                f"{path}: expected columns {', '.join(RANKING_COLUMNS)}; re-run the stage that writes it (--force)"
+            )
+        if test is not None:
+            rows = frame["row"].to_numpy()
+            inside = len(rows) == 0 or (rows.min() >= 0 and rows.max() < len(test))
+            if not inside or not np.array_equal(np.asarray(test.target)[rows], frame["target"].to_numpy()):
+                raise CrabError(
+                    f"{path}: not rankings of this run's test rows; re-run `crabrec evaluate {self.root} --method "
+                    f"{method} --force`"
+                )
         return frame
 
     def load_state(self, stage: str) -> dict[str, Any] | None:
@@ -205,6 +217,9 @@ class RunFiles:
 
     def n_items(self) -> int:
         return int(len(self.load_popularity().freq))
+
+
+RANKING_COLUMNS = ("row", "user", "target", "items", "scores")  # as crabrec.evaluation writes them
 
 
 def read_checked(path: Path, kind: type) -> Any:
