@@ -33,6 +33,7 @@ FLOORS = {
         "progress",
         "termination",
         "plots",
+        "cpus",
     ),
     1: ("data", "sid", "decode", "metrics", "models", "crab", "baselines", "embed"),
     2: ("train", "evaluation", "runfiles", "rankers", "histories", "export", "new_items", "unavailable"),

@@ -162,6 +162,16 @@ def _printable_streams() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
+def _ranking_threads() -> None:
+    """torch's threads for ranking outside a stage (``recommend``, ``serve``) as a stage's: no more than a container's
+    CPU quota grants."""
+    import torch
+
+    from crabrec.pipeline import default_threads
+
+    torch.set_num_threads(default_threads(torch.get_num_threads()))
+
+
 def _setup_logging() -> None:
     from crabrec.progress import NORMAL, CommandFormatter, set_verbosity
 
@@ -822,6 +832,7 @@ def recommend(
             writable_file(output)
         except CrabError as exc:
             raise CrabError(f"--output {exc}") from None
+    _ranking_threads()
     if input_file is None:
         rec = load(run_dir, method, beam=beam, new_items=new_items, new_share=new_share, unavailable=unavailable)
         try:
@@ -904,6 +915,7 @@ def serve(
 
     check_limits(max_batch, max_wait_ms)
     sock = listen(host, port)  # an unusable --host/--port fails here, before the models are loaded
+    _ranking_threads()
     application = build_app(
         run_dir, method, new_items=new_items, new_share=new_share, unavailable=unavailable, max_batch=max_batch,
         max_wait_ms=max_wait_ms, limits=Limits(max_body),

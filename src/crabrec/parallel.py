@@ -41,11 +41,10 @@ FIXED_INPUTS = frozenset({"data", "embed", "tokenize"})
 
 
 def cores() -> int:
-    """CPU cores this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    """CPU cores this process may use: those it may run on, capped by a container's CPU quota (:mod:`crabrec.cpus`)."""
+    from crabrec import cpus
+
+    return cpus.available()
 
 
 def closure(ctx: RunContext, names: list[str]) -> set[str]:

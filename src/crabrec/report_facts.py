@@ -50,6 +50,11 @@ def hardware() -> dict[str, Any]:
     except OSError:
         pass
     out: dict[str, Any] = {"cpu": cpu, "cores": os.cpu_count(), "os": f"{platform.system()} {platform.release()}"}
+    from crabrec.cpus import quota_cores
+
+    quota = quota_cores()
+    if quota is not None:  # a container's CPU quota: the time the run had, whatever the host's cores
+        out["cpu_quota"] = quota
     try:
         import torch
 
@@ -144,7 +149,8 @@ def facts_lines(facts: dict[str, Any]) -> list[tuple[str, str]]:
     rows.append(("seed", f"{facts.get('seed')}" + (f" ({len(seeds)} seeds: {seeds})" if seeds else "")))
     rows.append(("crabrec", facts["crabrec"]))
     hw = facts["hardware"]
-    machine = f"{hw['cpu']}, {hw['cores']} cores" + _threads(facts.get("threads"), hw.get("torch_threads"))
+    quota = f" (a CPU quota of {hw['cpu_quota']:g})" if hw.get("cpu_quota") is not None else ""
+    machine = f"{hw['cpu']}, {hw['cores']} cores{quota}" + _threads(facts.get("threads"), hw.get("torch_threads"))
     rows.append(("hardware", machine + (f", GPU {hw['gpu']}" if hw.get("gpu") else "") + f" ({hw['os']})"))
     rows.append(("report written", facts["generated"]))
     return rows
