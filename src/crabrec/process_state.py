@@ -30,7 +30,7 @@ def kept() -> Iterator[None]:
         np.random.set_state(numpy_state)
         if torch_state is not None:
             _set_torch_state(torch, torch_state)
-        elif "torch" in sys.modules:  # imported in the block (so seeded at random before): its own thread count back
+        elif "torch" in sys.modules:  # imported in the block (seeded at random before): the default thread count
             from crabrec import pipeline
 
             if pipeline.PROCESS_THREADS is not None:
