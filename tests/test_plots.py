@@ -59,3 +59,23 @@ def test_a_report_written_again_has_the_same_figures(tiny_run, tmp_path):
     first = written()
     assert len(first[0]) >= 3
     assert written() == first
+
+
+def test_a_backend_matplotlib_refuses_is_one_line(tiny_run, tmp_path):
+    """``MPLBACKEND`` naming no backend made ``crabrec report`` a matplotlib traceback; crabrec draws without a
+    backend, and says so in one line."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    run = tmp_path / "copy"
+    shutil.copytree(tiny_run, run, symlinks=True)
+    env = {**os.environ, "MPLBACKEND": "nonsense"}
+    res = subprocess.run([sys.executable, "-m", "crabrec", "report", str(run)], capture_output=True, text=True,
+                         env=env, timeout=300)  # fmt: skip
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert res.stderr.strip().splitlines() == [
+        "crabrec: error: MPLBACKEND=nonsense: not a matplotlib backend (crabrec draws without one): unset it, or set "
+        "one such as agg"
+    ]

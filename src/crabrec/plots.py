@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from crabrec.errors import CrabError, clip
 
 STYLE = {"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "crabrec"}
 
@@ -28,6 +31,14 @@ def _matplotlib() -> Any:
         log.setLevel(logging.ERROR)
         try:
             import matplotlib.figure  # noqa: F401  (reads the config folder, builds the font list)
+        except ValueError:  # matplotlib refuses the environment's backend as it is imported
+            backend = os.environ.get("MPLBACKEND")
+            if backend is None:
+                raise
+            raise CrabError(
+                f"MPLBACKEND={clip(backend)}: not a matplotlib backend (crabrec draws without one): unset it, or "
+                "set one such as agg"
+            ) from None
         finally:
             log.setLevel(level)
     import matplotlib
