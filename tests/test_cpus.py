@@ -51,10 +51,8 @@ def test_the_quota_caps_the_cores_rounded_up(tmp_path, monkeypatch):
 def test_a_stage_trains_with_no_more_threads_than_the_quota(monkeypatch):
     """torch counts the host's cores; a stage without train.threads (and ranking in recommend and serve) uses no
     more than the quota's, unless OMP_NUM_THREADS chose torch's count."""
-    from crabrec.pipeline import default_threads
-
     monkeypatch.setattr(cpus, "available", lambda root=None: 2)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert default_threads(64) == 2 and default_threads(1) == 1
+    assert cpus.torch_threads(64) == 2 and cpus.torch_threads(1) == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "64")
-    assert default_threads(64) == 64
+    assert cpus.torch_threads(64) == 64

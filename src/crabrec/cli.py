@@ -167,9 +167,9 @@ def _ranking_threads() -> None:
     CPU quota grants."""
     import torch
 
-    from crabrec.pipeline import default_threads
+    from crabrec.cpus import torch_threads
 
-    torch.set_num_threads(default_threads(torch.get_num_threads()))
+    torch.set_num_threads(torch_threads(torch.get_num_threads()))
 
 
 def _setup_logging() -> None:

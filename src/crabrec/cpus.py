@@ -26,6 +26,12 @@ def available(root: Path = Path("/")) -> int:
     return max(1, min(cores, math.ceil(quota))) if quota is not None else max(1, cores)
 
 
+def torch_threads(torch_count: int) -> int:
+    """The threads torch trains and ranks with where no setting chose them: its own count (the host's cores), but no
+    more than :func:`available`, unless ``OMP_NUM_THREADS`` chose that count."""
+    return torch_count if os.environ.get("OMP_NUM_THREADS") else min(torch_count, available())
+
+
 def quota_cores(root: Path = Path("/")) -> float | None:
     """The cores' worth of time a cgroup CPU quota grants per period, or None when no quota applies (or none can be
     read: not Linux, no cgroup file system)."""

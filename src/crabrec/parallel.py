@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from crabrec.config_paths import values_of
+from crabrec.cpus import available as cores  # the cores this process may use, within a container's CPU quota
 from crabrec.errors import CrabError, printable
 from crabrec.pipeline import RunContext
 from crabrec.progress import tagged
@@ -38,13 +39,6 @@ log = logging.getLogger("crabrec")
 # and paper presets); a method plugin's such stage comes after them
 INDEPENDENT = ("tiger", "train", "rw", "d2lr", "sasrec")
 FIXED_INPUTS = frozenset({"data", "embed", "tokenize"})
-
-
-def cores() -> int:
-    """CPU cores this process may use: those it may run on, capped by a container's CPU quota (:mod:`crabrec.cpus`)."""
-    from crabrec import cpus
-
-    return cpus.available()
 
 
 def closure(ctx: RunContext, names: list[str]) -> set[str]:

@@ -380,14 +380,6 @@ def own_outputs(run_dir: Path, artifacts: tuple[str, ...]) -> None:
 PROCESS_THREADS: int | None = None  # torch's thread count when the first stage of this process started
 
 
-def default_threads(torch_count: int) -> int:
-    """The threads a stage without ``train.threads`` trains with: torch's count, but no more than the cores a
-    container's CPU quota grants (torch counts the host's cores), unless ``OMP_NUM_THREADS`` chose it."""
-    from crabrec import cpus
-
-    return torch_count if os.environ.get("OMP_NUM_THREADS") else min(torch_count, cpus.available())
-
-
 def start_stage(cfg: RunConfig, seeded: bool, uses_torch: bool = True) -> None:
     """Put the process in the same state at the start of every stage: threads, and Python/NumPy/torch seeds (the
     run's seed for a stage that reads ``seed``, 0 for one that does not, so its result cannot depend on it). A stage
@@ -404,8 +396,10 @@ def start_stage(cfg: RunConfig, seeded: bool, uses_torch: bool = True) -> None:
         import torch
 
         global PROCESS_THREADS
-        if PROCESS_THREADS is None:  # the process's own count, before any stage changed it
-            PROCESS_THREADS = default_threads(torch.get_num_threads())
+        if PROCESS_THREADS is None:  # the process's own count, before any stage changed it (within a CPU quota)
+            from crabrec.cpus import torch_threads
+
+            PROCESS_THREADS = torch_threads(torch.get_num_threads())
         # a stage without train.threads gets that count back, not what an earlier command in this process set
         torch.set_num_threads(cfg.train.threads or PROCESS_THREADS)
         torch.manual_seed(seed)
