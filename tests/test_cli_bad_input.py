@@ -229,3 +229,27 @@ def test_data_stats_minionerec(shared, capsys):
     code, out, _ = run_cli(["data", "stats", "--data", str(path), "--set", "data.train_on_available=true"], capsys)
     assert code == 0
     assert "valid 4,866  test 4,866" in out
+
+
+def test_a_run_folder_that_is_not_one_says_what_it_is(tmp_path, capsys, monkeypatch):
+    """Every command given RUN_DIR says what the path is instead of a run, and what was likely meant."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ratings.csv").write_text("user,item\n")
+    (tmp_path / "runs" / "office-quick").mkdir(parents=True)
+    (tmp_path / "runs" / "office-quick" / "config.yaml").write_text("name: office-quick\n")
+    (tmp_path / "empty").mkdir()
+    cases = {
+        ("train", "mor"): "mor: no such run folder; a method is chosen with --method mor",
+        ("train", "nosuch", "--config", "x.yaml"): "nosuch: no such run folder; `crabrec runs` lists the runs in runs/",
+        ("run", "ratings.csv"): "ratings.csv: a file, not a run folder (one holding config.yaml); a data file goes",
+        ("evaluate", "office-quick"): "office-quick: no such folder here; the run of that name is runs/office-quick",
+        ("report", "runs"): "runs: a folder of runs (office-quick), not a run; name one of them",
+        ("serve", "empty"): "empty: not a run folder (no config.yaml); `crabrec run` makes one",
+        ("compare", "nosuch", "--method", "rr"): "nosuch: no such run folder",
+        ("recommend", "nosuch", "--user-id", "u1"): "nosuch: no such run folder",
+        ("data", "export", "nosuch", "out"): "nosuch: no such run folder",
+    }
+    for args, expected in cases.items():
+        code, _, err = run_cli(list(args), capsys)
+        assert code == 2 and f"crabrec: error: {expected}" in err and err.count("\n") == 1, (args, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "ratings.csv", "runs"]  # nothing written

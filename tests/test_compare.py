@@ -49,7 +49,7 @@ def test_the_command_prints_a_table_or_json(tiny_run, capsys):
 def test_bad_requests_are_one_line_errors(tiny_run, tmp_path, capsys):
     one_line_error(capsys, ["compare", str(tiny_run), "--method", "zzz"], "--method 'zzz': expected one of")
     one_line_error(capsys, ["compare", str(tiny_run), "--method", "rr", "--against", "rr"], "name two methods")
-    one_line_error(capsys, ["compare", str(tmp_path), "--method", "rr"], "not a run directory")
+    one_line_error(capsys, ["compare", str(tmp_path), "--method", "rr"], "not a run folder (no config.yaml)")
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
     (run / "models" / "rr" / "rankings.parquet").unlink()

@@ -110,7 +110,7 @@ def test_api_errors(tiny_run, tmp_path):
         rec.recommend([known], user="u3")
     with pytest.raises(CrabError, match="method 'nope': expected one of"):
         crabrec.load(tiny_run, "nope")
-    with pytest.raises(CrabError, match="not a run directory"):
+    with pytest.raises(CrabError, match="not a run folder"):
         crabrec.load(tmp_path, "mor")
     assert rec.recommend([int(known)]) == rec.recommend([known])  # JSON numbers as ids
 
@@ -494,7 +494,7 @@ def test_cli_recommend_bad_input_is_one_line(tiny_run, tmp_path, capsys, monkeyp
     assert not (tmp_path / "o.csv").exists()
     assert (tmp_path / "ok.csv").read_text() == f"history\n{item}\n"  # the input is never overwritten
     code, _, err = run_cli(["recommend", str(tmp_path / "nope"), "--history", "1"], capsys)
-    assert code == 2 and "not a run directory" in err
+    assert code == 2 and "nope: no such run folder" in err
 
 
 def test_titles_that_are_not_utf8_are_answered(tiny_run):

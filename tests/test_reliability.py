@@ -40,11 +40,11 @@ def at(run: Path) -> list[str]:
 
 # each case: (prepare the copied run, CLI args, expected text)
 def rc_missing_run_dir(run: Path):
-    return ["evaluate", str(run.parent / "nope")], "not a run directory (no config.yaml)"
+    return ["evaluate", str(run.parent / "nope")], "nope: no such run folder"
 
 
 def rc_report_missing_run_dir(run: Path):
-    return ["report", str(run.parent / "nope")], "not a run directory"
+    return ["report", str(run.parent / "nope")], "no such run folder"
 
 
 def rc_model_from_other_codebook(run: Path):

@@ -72,5 +72,5 @@ def test_results_is_table_1_as_a_dataframe(tiny_run, tmp_path):
         assert all(row[k] == stored[k] for k in ("HR@1", "NDCG@20", "DGU@10", "MGU@5", "coverage@10", "test_rows"))
         seconds = method_seconds(files, m)
         assert row["train_s"] == seconds or seconds is None and row["train_s"] != row["train_s"]  # None: NaN
-    with pytest.raises(CrabError, match="not a run directory"):
+    with pytest.raises(CrabError, match="not a run folder"):
         crabrec.results(tmp_path)

@@ -37,8 +37,22 @@ app.add_typer(backbone_app, name="backbone")
 
 log = logging.getLogger("crabrec")
 
+
+
+def _run_dir_value(value: str | None) -> str | None:
+    """RUN_DIR as typed; a method's name in its place (``crabrec train mor``) is an error that says so."""
+    from crabrec.methods import methods
+
+    if value is not None and not Path(value).exists() and value in {m.name for m in methods()}:
+        raise CrabError(f"{value}: no such run folder; a method is chosen with --method {value}")
+    return value
+
+
 RunDirArg = Annotated[
-    str | None, typer.Argument(help="An existing run directory: its saved config.yaml is used (then --set applies).")
+    str | None,
+    typer.Argument(
+        help="An existing run directory: its saved config.yaml is used (then --set applies).", callback=_run_dir_value
+    ),
 ]
 ConfigOpt = Annotated[
     list[str] | None,
@@ -273,7 +287,9 @@ def data_stats(
 
 @data_app.command("export")
 def data_export(
-    run_dir: Annotated[str, typer.Argument(help="A run directory (its data and tokenize stages have run).")],
+    run_dir: Annotated[
+        str, typer.Argument(help="A run directory (its data and tokenize stages have run).", callback=_run_dir_value)
+    ],
     out: Annotated[str, typer.Argument(help="The folder to write.")],
     force: Annotated[bool, typer.Option(help="Replace a non-empty folder.")] = False,
 ) -> None:
@@ -739,7 +755,7 @@ def _floats(text: str, flag: str) -> list[float]:
         raise CrabError(f"{flag} {text!r}: expected comma-separated numbers") from None
 
 
-RunDir = Annotated[str, typer.Argument(help="A run directory written by `crabrec run`.")]
+RunDir = Annotated[str, typer.Argument(help="A run directory written by `crabrec run`.", callback=_run_dir_value)]
 
 
 @app.command()

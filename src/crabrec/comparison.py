@@ -29,11 +29,9 @@ def compare(
     from crabrec.evaluation import ranked_parts, test_rows
     from crabrec.methods import get
     from crabrec.metrics.bootstrap import paired_bootstrap
-    from crabrec.runfiles import RunFiles
+    from crabrec.runfiles import RunFiles, run_folder
 
-    root = Path(run_dir)
-    if not (root / "config.yaml").is_file():
-        raise CrabError(f"{run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
+    root = run_folder(run_dir)
     chosen, base = get(method, flag=named["method"]), get(against, flag=named["against"])
     if chosen.name == base.name:
         raise CrabError(f"{named['method']} and {named['against']} are both {method!r}; name two methods")

@@ -19,7 +19,7 @@ from typing import Any
 from crabrec.config_paths import not_the_runs_data
 from crabrec.errors import CrabError
 from crabrec.io import publish_mode, replaceable_folder, writable_parent
-from crabrec.runfiles import RunFiles
+from crabrec.runfiles import RunFiles, run_folder
 
 COLUMNS = ("user_id", "history_item_title", "item_title", "history_item_id", "item_id", "history_item_sid", "item_sid")
 
@@ -39,9 +39,7 @@ def export_minionerec(run_dir: str | Path, out: str | Path, force: bool = False)
     """Write the run's splits, SIDs and item text to ``out`` in MiniOneRec's layout; returns the row counts."""
     import pandas as pd
 
-    files, out = RunFiles(run_dir), Path(out)
-    if not files.config.is_file():
-        raise CrabError(f"{run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
+    files, out = RunFiles(run_folder(run_dir)), Path(out)
     if out.exists() and not out.is_dir():
         raise CrabError(f"{out}: exists and is not a folder; choose another folder")
     if out.exists() and any(out.iterdir()) and not force:

@@ -405,14 +405,12 @@ def load(
     them (:func:`crabrec.unavailable.read_ids`: a ``.txt`` of one id a line, or an item table)."""
     from crabrec.config import load_saved
     from crabrec.methods import get, methods
-    from crabrec.runfiles import RunFiles
+    from crabrec.runfiles import RunFiles, run_folder
     from crabrec.stages import registry
 
     if not isinstance(run_dir, str | Path):
         raise CrabError(f"run_dir: expected a path to a run folder, got {type(run_dir).__name__}")
-    root = Path(run_dir)
-    if not (root / "config.yaml").is_file():
-        raise CrabError(f"{run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
+    root = run_folder(run_dir)
     if isinstance(method, str) and (root / "models" / method).is_dir() and method not in {m.name for m in methods()}:
         raise CrabError(
             f"method {method!r}: this run holds its results (models/{method}), but no method of that name is installed "

@@ -17,7 +17,7 @@ import numpy as np
 from crabrec.errors import CrabError
 from crabrec.io import write_json, write_text
 from crabrec.metrics import HEADLINE
-from crabrec.runfiles import RunFiles, read_checked
+from crabrec.runfiles import RunFiles, read_checked, run_folder
 
 COLUMNS = [("HR@10", "max"), ("NDCG@10", "max"), ("DGU@10", "min"), ("MGU@10", "min")]
 
@@ -81,9 +81,7 @@ def results_frame(run_dir: str | Path) -> Any:
     """:func:`crabrec.results`: Table 1 of a run as a pandas DataFrame."""
     import pandas as pd
 
-    run = Path(run_dir)
-    if not RunFiles(run).config.is_file():
-        raise CrabError(f"{run}: not a run directory (no config.yaml); run `crabrec run` first")
+    run = run_folder(run_dir)
     records = [
         {"method": r["model"], "label": r["method"], "setting": r["setting"], **r["metrics"], "train_s": r["train_s"]}
         for r in table_rows(run)
@@ -392,9 +390,7 @@ def write_report(run_dir: str | Path, stages: list[str]) -> list[Path]:
     ``stages`` in that order); returns their paths."""
     from crabrec.methods import methods
 
-    run = Path(run_dir)
-    if not RunFiles(run).config.is_file():
-        raise CrabError(f"{run}: not a run directory (no config.yaml)")
+    run = run_folder(run_dir)
     rows = table_rows(run)
     if not rows:
         raise CrabError(f"{run}: no evaluated model yet (no models/*/metrics.json); run `crabrec run` first")

@@ -222,6 +222,28 @@ class RunFiles:
 RANKING_COLUMNS = ("row", "user", "target", "items", "scores")  # as crabrec.evaluation writes them
 
 
+def run_folder(path: str | Path) -> Path:
+    """``path`` as a run folder (one holding ``config.yaml``), else a one-line error saying what it is instead and
+    what was likely meant: a data file (``--data``), a run under ``runs/``, one of a folder of runs."""
+    from crabrec.config import RunConfig
+
+    root = Path(path)
+    if (root / "config.yaml").is_file():
+        return root
+    if root.is_file():
+        raise CrabError(f"{path}: a file, not a run folder (one holding config.yaml); a data file goes with --data")
+    if root.is_dir():
+        held = [p.name for p in sorted(root.iterdir()) if (p / "config.yaml").is_file()]
+        if held:
+            shown = ", ".join(held[:3]) + (", …" if len(held) > 3 else "")
+            raise CrabError(f"{path}: a folder of runs ({shown}), not a run; name one of them, e.g. {root / held[0]}")
+        raise CrabError(f"{path}: not a run folder (no config.yaml); `crabrec run` makes one")
+    runs_dir = Path(RunConfig.model_fields["runs_dir"].default)
+    if len(root.parts) == 1 and (runs_dir / root / "config.yaml").is_file():
+        raise CrabError(f"{path}: no such folder here; the run of that name is {runs_dir / root}")
+    raise CrabError(f"{path}: no such run folder; `crabrec runs` lists the runs in {runs_dir}/")
+
+
 def read_checked(path: Path, kind: type) -> Any:
     """A JSON artifact that must hold a ``kind`` (dict or list): anything else is a one-line error naming it."""
     try:

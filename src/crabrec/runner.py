@@ -19,6 +19,7 @@ from crabrec.config import (
     parse_overrides,
 )
 from crabrec.errors import CrabError
+from crabrec.runfiles import run_folder
 
 if TYPE_CHECKING:
     from crabrec.pipeline import RunContext
@@ -68,14 +69,12 @@ class RunOptions:
             ("--name", self.name),
             ("--config", self.config),
         )
+        path = run_folder(self.run_dir)
         extra = [flag for flag, value in given if value]
         if extra:
             raise CrabError(
                 f"{self.run_dir}: a run directory fixes its config; drop {', '.join(extra)} (--set applies)"
             )
-        path = Path(self.run_dir)
-        if not (path / "config.yaml").is_file():
-            raise CrabError(f"{self.run_dir}: not a run directory (no config.yaml); run `crabrec run` first")
         cfg = load_saved(path, overrides, self.preset, origin)
         if "path" in (typed.get("data") or {}):
             refuse_other_data(cfg, "--set data.path")

@@ -9,11 +9,11 @@ def served_methods(run_dir: str | Path, chosen: list[str] | None) -> list[str]:
     """``chosen``, else every method of the run that has been evaluated (Table 1's order)."""
     from crabrec.errors import CrabError
     from crabrec.methods import get, methods
-    from crabrec.runfiles import RunFiles
+    from crabrec.runfiles import RunFiles, run_folder
 
+    files = RunFiles(run_folder(run_dir))
     if chosen:
         return list(dict.fromkeys(get(m).name for m in chosen))
-    files = RunFiles(run_dir)
     found = [m.name for m in methods() if m.ranker is not None and files.metrics(m.name).is_file()]
     if not found:
         raise CrabError(f"{run_dir}: no evaluated method to serve; run `crabrec run` (or pass --method)")
