@@ -45,6 +45,19 @@ def test_movielens_style_columns_are_detected(tmp_path):
     assert [ds.item_ids[i] for i in ds.sequences[user1]] == [str(i) for i in range(1, 13) if i not in (5, 11)]
 
 
+@pytest.mark.parametrize(("user", "item"), [("customer", "product"), ("Member", "Movie"), ("reader", "book")])
+def test_columns_named_for_what_they_hold_without_id_are_detected(user, item, tmp_path):
+    """``customer;product;date`` was `no user column`; such names come after every id name, so ``product_id``
+    still wins over ``product``, and an item table's ``product`` (a name) never over its ``id``."""
+    ds = load(write(tmp_path / "log.csv", f"{user},{item},date", EVENTS, sep=";"))
+    assert ds.n_users == 6 and ds.n_items == 12
+    both = load(write(tmp_path / "both.csv", f"{user},{item},{item}_id", [(u, f"name {i}", i) for u, i, _ in EVENTS]))
+    assert sorted(both.item_ids, key=int) == [str(i) for i in range(1, 13)]
+    table = write(tmp_path / "items.csv", f"id,{item}", [(i, f"name {i}") for i in range(1, 13)])
+    named = load(write(tmp_path / "ids.csv", "user,item", [(u, i) for u, i, _ in EVENTS]), item_table=str(table))
+    assert named.has_text and named.item_text[named.item_ids.index("1")][item] == "name 1"
+
+
 def test_iso_dates_order_rows_like_unix_seconds(tmp_path):
     rows = [("a", "x", "2023-01-06 05:00:00"), ("a", "y", "2023-01-05T05:00:00"), ("a", "z", "2023-01-07"),
             ("b", "x", "2022-12-31 23:59:59"), ("b", "z", "2022-12-30")]  # fmt: skip

@@ -109,7 +109,7 @@ def listed_column(frame: pd.DataFrame, taken: tuple[str | None, ...]) -> str | N
 
 
 def load_recbole(path: Path, cfg: DataConfig) -> Dataset:
-    from crabrec.data.table import DEFAULTS, ITEM_NAMES, USER_NAMES, find_column, frame_dataset
+    from crabrec.data.table import DEFAULTS, INTERACTION_ITEM_NAMES, USER_NAMES, find_column, frame_dataset
 
     files = recbole_files(path, cfg.name)
     frames = [recbole_frame(p) for p in files.parts]
@@ -121,7 +121,7 @@ def load_recbole(path: Path, cfg: DataConfig) -> Dataset:
             )
     cols = list(frames[0].columns)
     user = find_column(cols, cfg.user_col, DEFAULTS["user_col"], USER_NAMES)
-    item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    item = find_column(cols, cfg.item_col, DEFAULTS["item_col"], INTERACTION_ITEM_NAMES)
     history = listed_column(frames[0], (user, item)) if user and item else None
     samples: dict[str, Rows] = {}
     notes = []

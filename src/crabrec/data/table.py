@@ -66,6 +66,8 @@ log = logging.getLogger("crabrec")
 USER_NAMES = (
     "user", "user_id", "userid", "uid", "customer_id", "reviewer_id", "reviewerid", "visitor_id", "member_id",
     "client_id", "account_id", "session_id", "session", "household_key", "household_id",
+    # a column named for whom it holds, without "id" (``customer,product,date``): looked for after every id name
+    "customer", "client", "member", "visitor", "reviewer", "account", "buyer", "viewer", "listener", "reader",
 )  # fmt: skip
 ITEM_NAMES = (
     "item", "item_id", "itemid", "iid", "movie_id", "movieid", "product_id", "productid", "parent_asin", "asin",
@@ -73,6 +75,13 @@ ITEM_NAMES = (
     "news_id", "video_id", "course_id", "poi_id", "artist_id", "album_id", "hotel_id", "restaurant_id", "post_id",
     "sku", "stock_code", "product_code", "aid", "venue_id", "place_id",
 )  # fmt: skip
+# an interaction table's item column named for what it holds, without "id", looked for after every id name; not in
+# an item table, where ``product`` or ``movie`` beside an ``id`` column is more likely a name than the id
+ITEM_WORDS = (
+    "product", "movie", "book", "song", "track", "article", "video", "game", "course", "recipe", "business",
+    "restaurant", "hotel", "venue", "place", "poi", "artist", "album", "anime", "app", "news", "post",
+)  # fmt: skip
+INTERACTION_ITEM_NAMES = (*ITEM_NAMES, *ITEM_WORDS)
 TIME_NAMES = ("timestamp", "time", "date", "datetime", "ts", "unix_time", "unixreviewtime", "event_time", "created_at")
 # a column named for a time by its last word (``order_date``, ``eventTimestamp``, ``created_at``), when none of
 # TIME_NAMES is present
@@ -104,7 +113,7 @@ def find_column(columns: list[str], configured: str | None, default: str | None,
 
 def _item_col(cols: list[str], cfg: DataConfig) -> str | None:
     """The item column among ``cols``, found by its name (``data.item_col`` or a known one)."""
-    return find_column(cols, cfg.item_col, DEFAULTS["item_col"], ITEM_NAMES)
+    return find_column(cols, cfg.item_col, DEFAULTS["item_col"], INTERACTION_ITEM_NAMES)
 
 
 def _words(name: object) -> list[str]:
