@@ -503,7 +503,7 @@ def test_report_refuses_rankings_its_evaluation_did_not_write(kind, tiny_run, tm
     assert (run / "report.md").read_bytes() == before
 
 
-# -- class 12: a command that fails before writing a run leaves no lock file beside it -----------------------------
+# -- class 12: a command that fails before writing a run leaves no lock file (or runs folder) beside it ---------
 def test_a_failed_command_leaves_no_lock_file_and_a_lock_file_removed_meanwhile_is_opened_again(
     tmp_path, capsys, monkeypatch
 ):
@@ -512,8 +512,12 @@ def test_a_failed_command_leaves_no_lock_file_and_a_lock_file_removed_meanwhile_
     data = tmp_path / "e.csv"
     data.write_text("user,item\n")  # no rows: the data stage fails after the lock is taken
     runs = tmp_path / "runs"
+    one_line_error(capsys, ["run", "--data", str(data), "--set", f"runs_dir={runs}/a/b"], "no rows after the header")
+    assert not runs.exists()  # nor the runs folder it made for the run, and its parents
+    runs.mkdir()
+    (runs / "keep.txt").write_text("x")
     one_line_error(capsys, ["run", "--data", str(data), "--set", f"runs_dir={runs}"], "no rows after the header")
-    assert list(runs.iterdir()) == []
+    assert [p.name for p in runs.iterdir()] == ["keep.txt"]  # a runs folder that was there stays, as it was
     # a holder removed the lock file between this process opening it and locking it: the lock taken on the removed
     # file would not exclude a third process, so the file is opened again
     real, removed = crabrec.pipeline.try_lock, []

@@ -475,6 +475,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         return
     if run_dir.exists() and not run_dir.is_dir():
         raise CrabError(f"{run_dir}: exists and is not a directory; choose another --name or runs_dir")
+    made = [p for p in (run_dir.parent, *run_dir.parent.parents) if not p.exists()]  # removed again if left empty
     try:
         run_dir.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -506,9 +507,11 @@ def run_lock(run_dir: Path) -> Iterator[None]:
             yield
         finally:
             _HELD.discard(run_dir)
-            if not run_dir.exists():  # nothing was written: no lock file is left beside a run that is not there
-                with contextlib.suppress(OSError):
+            if not run_dir.exists():  # nothing was written: no lock file is left beside a run that is not there,
+                with contextlib.suppress(OSError):  # nor a runs folder made for it
                     lock_path.unlink()
+                    for folder in made:
+                        folder.rmdir()
             unlock(handle)
 
 
