@@ -115,6 +115,21 @@ def test_api_errors(tiny_run, tmp_path):
     assert rec.recommend([int(known)]) == rec.recommend([known])  # JSON numbers as ids
 
 
+def test_a_title_typed_for_an_item_id_names_the_items_it_is_in(tiny_run, capsys):
+    """``--history "Toy Story"`` was two unknown ids and nothing more: the error names the items whose title holds
+    the typed words, by id; words in no title add nothing."""
+    rec = crabrec.load(tiny_run, "mor")
+    i = next(i for i, t in enumerate(rec.titles) if len(t.split()) >= 3)
+    words = rec.titles[i].split()[:2]
+    with pytest.raises(CrabError, match="not in this run's catalogue") as info:
+        rec.recommend(words)
+    assert f"items are given by id, and {' '.join(words)!r} is in the title of {rec.item_ids[i]} (" in str(info.value)
+    code, _, err = run_cli(["recommend", str(tiny_run), "--history", " ".join(words).upper()], capsys)
+    assert code == 2 and f"is in the title of {rec.item_ids[i]} (" in err  # case aside, as typed on the command line
+    with pytest.raises(CrabError, match=r"catalogue of \d+ items: 'zzqx' \(--drop-unknown"):
+        rec.recommend(["zzqx"])
+
+
 def test_the_data_stage_keeps_each_users_id_and_whole_history(tiny_run):
     """users.npz holds the dataset's own user ids in index order, and each test row is the end of its user's
     sequence (leave-one-out: history, then target)."""

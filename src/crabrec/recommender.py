@@ -303,8 +303,8 @@ class Recommender:
             shown = ", ".join(self._unknown(u) for u in unknown[:5]) + (" …" if len(unknown) > 5 else "")
             raise CrabError(
                 f"{where}: {len(unknown)} item id(s) not in this run's catalogue of {len(self.item_ids)} items: "
-                f"{shown} (--drop-unknown or drop_unknown=True drops them; items that arrived after training join "
-                "with --new-items or new_items=)"
+                f"{shown}{self._by_title(unknown)} (--drop-unknown or drop_unknown=True drops them; items that arrived "
+                "after training join with --new-items or new_items=)"
             )
         known = [self.index[i] for i in ids if i in self.index]
         if not known:
@@ -312,6 +312,19 @@ class Recommender:
                 f"{where}: empty" + (" after dropping unknown items" if ids else "") + "; expected item ids"
             )
         return known
+
+    def _by_title(self, unknown: list[str]) -> str:
+        """Where the unknown ids, read as one text, are part of item titles (``--history "Toy Story"``): a clause
+        naming the ids of the first three such items; else nothing."""
+        typed = " ".join(unknown).strip()
+        if len(typed) < 3:
+            return ""
+        hits = [i for i, title in enumerate(self.titles) if typed.lower() in title.lower()]
+        if not hits:
+            return ""
+        shown = ", ".join(f"{self.item_ids[i]} ({clip(self.titles[i], 40)!r})" for i in hits[:3])
+        more = f" and {len(hits) - 3:,} more" if len(hits) > 3 else ""
+        return f"; items are given by id, and {clip(typed, 40)!r} is in the title of {shown}{more}"
 
     def _unknown(self, item: str) -> str:
         """An unknown item id as an error shows it, with the catalogue's id it was probably meant for."""
