@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from crabrec.config import load_config
 
@@ -53,6 +54,28 @@ def test_a_config_may_merge_one_mapping_into_another_but_not_write_a_key_twice(t
     twice.write_text("train:\n  lr: 0.01\n  lr: 0.02\n")
     with pytest.raises(CrabError, match=r"line 3 invalid YAML \(key 'lr' written twice; the first is on line 2\)"):
         load_config(str(twice))
+
+
+def test_aliases_that_expand_past_any_config_or_hold_themselves_are_refused_at_once(tmp_path):
+    """Nine nested aliases of nine lists (387 million values from a 500-byte file) under ``train.epochs`` ran until
+    killed: the error echoed the value, and a list the config takes would have been checked value by value. The
+    document is refused when it is read, in time linear in its own size; aliases within the limit are read as
+    before, shared values counted as often as they appear."""
+    from crabrec.config import MAX_YAML_VALUES, load_yaml
+    from crabrec.errors import CrabError
+
+    lines = ['l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]" for n in range(1, 9)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\ntrain:\n  epochs: *l8\n")
+    with pytest.raises(CrabError, match=rf"bomb.yaml: line \d+ invalid YAML \(its aliases expand to more than "
+                                        rf"{MAX_YAML_VALUES:,} values\)$"):  # fmt: skip
+        load_config(str(bomb))
+    within = load_yaml("\n".join(lines[:4]))  # 9 + 81 + 729 + 6,561 values, each list object shared
+    assert len(within["l3"]) == 9 and within["l3"][0] is within["l2"] and within["l2"][8][8][8] == "x"
+    with pytest.raises(yaml.YAMLError, match="an alias inside the value it names"):
+        load_yaml("a: &a [1, {b: *a}]\n")
+    assert load_yaml("") is None and load_yaml("# nothing\n") is None
 
 
 @pytest.mark.skipif(not Path("/dev/fd").is_dir(), reason="needs /dev/fd")

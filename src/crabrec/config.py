@@ -667,9 +667,52 @@ _UniqueKeys.yaml_implicit_resolvers = {
 _UniqueKeys.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 
+MAX_YAML_VALUES = 100_000  # values a config may hold once its aliases are expanded (a config has a few hundred)
+
+
 def load_yaml(text: str) -> Any:
-    """``yaml.safe_load`` that refuses a key written twice in one mapping (``yaml.YAMLError``, with its line)."""
-    return yaml.load(text, Loader=_UniqueKeys)  # a SafeLoader: no Python objects
+    """``yaml.safe_load`` that refuses a key written twice in one mapping, and aliases that expand to more than
+    :data:`MAX_YAML_VALUES` values (nine nested aliases of nine make 387 million: checking or echoing them would
+    never end), each a ``yaml.YAMLError`` with its line."""
+    loader = _UniqueKeys(text)  # a SafeLoader: no Python objects
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Refuse ``root`` when its values, every alias expanded, number more than :data:`MAX_YAML_VALUES`, or when an
+    alias stands inside the node it names (a value that holds itself); each node is counted once (an alias is the
+    node it names), so the check costs what the document's own nodes do."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            children = [v for pair in node.value for v in pair]
+        else:
+            children = node.value if isinstance(node, yaml.SequenceNode) else []
+        if children_done:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = total = 1 + sum(sizes[id(c)] for c in children)
+            if total > MAX_YAML_VALUES:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"its aliases expand to more than {MAX_YAML_VALUES:,} values", node.start_mark
+                )
+        elif id(node) not in sizes:
+            if id(node) in open_nodes:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "an alias inside the value it names", node.start_mark
+                )
+            open_nodes.add(id(node))
+            stack.append((node, True))
+            stack += [(c, False) for c in children if id(c) not in sizes]
 
 
 def preset_dict(name: str) -> dict[str, Any]:
