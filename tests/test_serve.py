@@ -17,8 +17,10 @@ import pytest
 
 import crabrec
 from crabrec.data.dataset import Samples
+from crabrec.errors import CrabError
 from crabrec.runfiles import RunFiles
 from crabrec.serve.batcher import DynamicBatcher
+from tests.test_cli_bad_input import run_cli
 from tests.test_recommend import histories_of
 
 
@@ -110,6 +112,29 @@ def test_recommend_equals_the_api(server, tiny_run):
         assert code == 200
         assert [items(a) for a in many["results"]] == [items(r.as_dict() for r in x) for x in
                                                       rec.recommend_batch(histories, k=5)]  # fmt: skip
+
+
+def test_a_method_is_named_as_table_1_writes_it_in_any_case(server, tiny_run, capsys):
+    """``--method MOR`` or ``D²LR`` (the report's spelling) was `expected one of mor, ...`; the API, the CLI and a
+    request take any case and the label's spelling, and answer with the method's name."""
+    from crabrec.methods import get, named
+
+    assert [named(n) for n in ("MOR", "d²lr", "D2LR", "TIGER+CRAB", "tiger_ppd_rr", "MostPop", " Rr ")] == [
+        "mor", "d2lr", "d2lr", "tiger-crab", "tiger-ppd-rr", "pop", "rr"
+    ]  # fmt: skip
+    assert named("nope") is None and named(3) is None and get("CRAB").name == "crab"
+    with pytest.raises(CrabError, match="--method 'MOR2': expected one of mor,"):
+        get("MOR2")
+    base, _ = server
+    histories, _, _ = histories_of(tiny_run, 1)
+    code, answer = post(base, {"history": histories[0], "k": 3, "method": "RR"})
+    assert code == 200 and answer["method"] == "rr"
+    rec = crabrec.load(tiny_run, "MOR")
+    assert rec.method == "mor" and items(answer["items"]) == items(
+        r.as_dict() for r in crabrec.load(tiny_run, "rr").recommend(histories[0], k=3)
+    )
+    code, _, err = run_cli(["recommend", str(tiny_run), "--method", "RR", "--history", ",".join(histories[0])], capsys)
+    assert code == 0 and not err
 
 
 @pytest.mark.parametrize("exclude", [True, False])

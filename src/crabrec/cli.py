@@ -507,9 +507,9 @@ def finetune(
     from crabrec.methods import get, methods
 
     choices = [m.name for m in methods() if m.section == "crab" and m.trains]
-    if method not in choices:
-        raise CrabError(f"--method {method!r}: expected one of {', '.join(choices)}")
     chosen = get(method)
+    if chosen.name not in choices:
+        raise CrabError(f"--method {method!r}: expected one of {', '.join(choices)}")
     cfg = opts.resolve()
     run_stage(cfg, chosen.evaluates, chosen.trains if force else None)
     _print_metrics(cfg, chosen.name)

@@ -430,6 +430,7 @@ def load(
             "here; install the package that provides it (`crabrec methods` lists what is installed)"
         )
     chosen = get(method, flag="method")  # the CLI's --method and the Python API's method=
+    method = chosen.name  # as the run's files name it (``MOR`` or ``D²LR`` typed)
     if chosen.ranker is None:
         raise CrabError(f"method {method!r}: this method cannot rank histories")
     if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int) or beam < 1):

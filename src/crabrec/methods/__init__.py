@@ -126,11 +126,30 @@ def methods() -> list[Method]:
 
 
 def get(name: str, trained: bool = False, flag: str = "--method") -> Method:
-    """The method called ``name`` (``trained``: one that has a training stage), else a one-line error."""
+    """The method called ``name`` (``trained``: one that has a training stage), else a one-line error. The name is
+    also taken as Table 1 writes it, in any case (``MOR``, ``D²LR``, ``TIGER+CRAB``: see :func:`named`)."""
     choices = [m.name for m in methods() if m.trains or not trained]
-    if name not in choices:
+    found = named(name)
+    if found not in choices:
         raise CrabError(f"{flag} {name!r}: expected one of {', '.join(choices)}")
-    return _REGISTRY[name]
+    return _REGISTRY[found]
+
+
+def named(name: object) -> str | None:
+    """The registered method ``name`` stands for: its name, or its Table 1 label without the note in brackets
+    (``D²LR (reconstruction)``: ``D²LR``), compared without case, with ``²`` as ``2`` and ``+`` or ``_`` as ``-``
+    (``d2lr``, ``TIGER+CRAB``, ``tiger_crab``); else None."""
+    if not isinstance(name, str):
+        return None
+    every = methods()
+    if name in _REGISTRY:
+        return name
+    spelled = {_spelling(m.label.split(" (")[0]): m.name for m in every} | {_spelling(m.name): m.name for m in every}
+    return spelled.get(_spelling(name))
+
+
+def _spelling(text: str) -> str:
+    return text.strip().lower().replace("²", "2").replace("+", "-").replace("_", "-")
 
 
 def _check_section(method: Method, others: list[Method]) -> None:

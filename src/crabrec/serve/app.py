@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from crabrec.errors import CrabError, clip
 from crabrec.io import DuplicateKeyError, loads_unique
+from crabrec.methods import named
 from crabrec.recommender import Recommendation, Recommender
 from crabrec.serve.batcher import DynamicBatcher
 
@@ -203,7 +204,7 @@ def create_app(
     async def recommend(request: Request):
         """Top-k items for one history or a list of them (concurrent requests are batched together)."""
         body = parse(await read_body(request, limits.max_body))
-        method = body.method or default
+        method = (named(body.method) or body.method) if body.method else default  # "MOR" as mor
         if method not in recommenders:
             raise BadRequest(422, f"method {method!r}: not served here; served: {', '.join(recommenders)}")
         rec = recommenders[method]
