@@ -240,6 +240,7 @@ def test_a_run_folder_that_is_not_one_says_what_it_is(tmp_path, capsys, monkeypa
     (tmp_path / "empty").mkdir()
     cases = {
         ("train", "mor"): "mor: no such run folder; a method is chosen with --method mor",
+        ("evaluate", "D²LR"): "D²LR: no such run folder; a method is chosen with --method d2lr",
         ("train", "nosuch", "--config", "x.yaml"): "nosuch: no such run folder; `crabrec runs` lists the runs in runs/",
         ("run", "ratings.csv"): "ratings.csv: a file, not a run folder (one holding config.yaml); a data file goes",
         ("evaluate", "office-quick"): "office-quick: no such folder here; the run of that name is runs/office-quick",

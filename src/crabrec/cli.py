@@ -38,13 +38,13 @@ app.add_typer(backbone_app, name="backbone")
 log = logging.getLogger("crabrec")
 
 
-
 def _run_dir_value(value: str | None) -> str | None:
     """RUN_DIR as typed; a method's name in its place (``crabrec train mor``) is an error that says so."""
-    from crabrec.methods import methods
+    from crabrec.methods import named
 
-    if value is not None and not Path(value).exists() and value in {m.name for m in methods()}:
-        raise CrabError(f"{value}: no such run folder; a method is chosen with --method {value}")
+    method = named(value) if value is not None and not Path(value).exists() else None
+    if method is not None:
+        raise CrabError(f"{value}: no such run folder; a method is chosen with --method {method}")
     return value
 
 
@@ -681,6 +681,7 @@ def frontier(
     import math
 
     from crabrec import frontier as fr
+    from crabrec.methods import named
     from crabrec.pipeline import run_lock
     from crabrec.runfiles import RunFiles
 
@@ -692,8 +693,8 @@ def frontier(
         method, _, key = name.partition(":")
         if not sep or not method.strip() or (":" in name and not key.strip()):
             raise CrabError(f"--grid {clip(item)!r}: expected METHOD=V1,V2,... or METHOD:SETTING=V1,V2,...")
-        values.setdefault(method.strip(), {})[key.strip()] = _grid_values(item, text)
-    methods_ = [m.strip() for m in only.split(",") if m.strip()] if only else None
+        values.setdefault(named(method.strip()) or method.strip(), {})[key.strip()] = _grid_values(item, text)
+    methods_ = [named(m.strip()) or m.strip() for m in only.split(",") if m.strip()] if only else None
     cfg = opts.resolve()
     fr.plan(values, methods_)  # unknown methods fail before any work
     with run_lock(cfg.run_dir):
